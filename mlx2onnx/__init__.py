@@ -1,0 +1,38 @@
+"""mlx2onnx: export Apple MLX functions and models to ONNX, verified against MLX.
+
+    import mlx2onnx
+    model = mlx2onnx.export(fun, x, mask=m)          # an onnx.ModelProto
+    report = mlx2onnx.verify(model, fun, x, mask=m)  # onnxruntime vs MLX
+"""
+
+from ._version import __version__
+from .api import Exporter, export, save, supported_primitives
+from .capture import Trace, capture
+from .errors import (
+    CaptureError,
+    ConversionError,
+    ExportOptionError,
+    Mlx2OnnxError,
+    UnsupportedPrimitiveError,
+    VerificationError,
+)
+from .verify import Verifier, VerifyReport, verify
+
+__all__ = [
+    "__version__",
+    "CaptureError",
+    "ConversionError",
+    "Exporter",
+    "ExportOptionError",
+    "Mlx2OnnxError",
+    "Trace",
+    "UnsupportedPrimitiveError",
+    "VerificationError",
+    "Verifier",
+    "VerifyReport",
+    "capture",
+    "export",
+    "save",
+    "supported_primitives",
+    "verify",
+]

@@ -1,0 +1,171 @@
+"""The Python API: ``export``, ``Exporter`` and ``supported_primitives``.
+
+Example inputs follow ``mx.export_function``'s calling convention exactly, so every
+keyword argument of :func:`export` is a keyword input of the *function*. Export options
+live on an :class:`Exporter` instead and can never collide with them::
+
+    model = mlx2onnx.export(fun, x, mask=m)                 # default options
+    model = mlx2onnx.Exporter(opset=18, path="f.onnx").export(fun, x, mask=m)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import onnx
+import onnx_ir as ir
+
+from . import registry
+from .build import build_model
+from .capture import Trace, capture
+from .context import Context
+from .errors import ExportOptionError
+from .opset import MIN_OPSET, default_opset
+from .save import check_output_path, needs_external_data, save_model
+from .translate import translate
+
+
+@dataclass(frozen=True)
+class Exporter:
+    """Export options; call :meth:`export` with the function and its example inputs.
+
+    Attributes:
+        opset: target ONNX opset (default: the newest the installed onnxruntime fully runs).
+        input_names: graph input names, a list in MLX input order or a mapping from the
+            default name (parameter name or keyword) to the new one.
+        output_names: graph output names, in output order (default ``output_N``, or the
+            keys when the function returns a dict).
+        path: when set, the model is also written there atomically (``.onnx``).
+        check: run ``onnx.checker.check_model(full_check=True)`` on the result.
+        external_data: ``None`` stores weights beside the model only above 2 GB; ``True``
+            always; ``False`` never.
+        overwrite: replace an existing file at ``path``.
+    """
+
+    opset: int | None = None
+    input_names: Sequence[str] | Mapping[str, str] | None = None
+    output_names: Sequence[str] | None = None
+    path: str | os.PathLike | None = None
+    check: bool = True
+    external_data: bool | None = None
+    overwrite: bool = True
+
+    def with_options(self, **changes: Any) -> "Exporter":
+        return replace(self, **changes)
+
+    # -- pipeline stages ----------------------------------------------------------------
+    def trace(self, fun: Any, /, *args: Any, **kwargs: Any) -> Trace:
+        return capture(fun, args, kwargs)
+
+    def to_ir(self, fun: Any, /, *args: Any, **kwargs: Any) -> ir.Model:
+        self._validate()
+        trace = capture(fun, args, kwargs)
+        return self.trace_to_ir(trace)
+
+    def trace_to_ir(self, trace: Trace) -> ir.Model:
+        opset = self.resolved_opset()
+        input_names = self._input_names(trace)
+        output_names = self._output_names(trace)
+        ctx = Context(trace, opset)
+        translate(trace, ctx, input_names)
+        return build_model(ctx, trace, input_names, output_names)
+
+    def export(self, fun: Any, /, *args: Any, **kwargs: Any) -> onnx.ModelProto:
+        """Trace ``fun(*args, **kwargs)`` and return the ONNX model (also saved to ``path``)."""
+        model = self.to_ir(fun, *args, **kwargs)
+        if self.path is not None:
+            save_model(model, self.path, external_data=self.external_data, check=self.check, overwrite=self.overwrite)
+            if needs_external_data(model) or self.external_data:
+                return onnx.load(str(self.path), load_external_data=False)
+        proto = ir.serde.serialize_model(model)
+        if self.check and self.path is None:
+            onnx.checker.check_model(proto, full_check=True)
+        return proto
+
+    __call__ = export
+
+    # -- option handling ----------------------------------------------------------------
+    def resolved_opset(self) -> int:
+        return default_opset() if self.opset is None else int(self.opset)
+
+    def _validate(self) -> None:
+        newest = onnx.defs.onnx_opset_version()
+        if self.opset is not None and not (MIN_OPSET <= int(self.opset) <= newest):
+            raise ExportOptionError(
+                f"opset={self.opset} is not supported: choose an opset from {MIN_OPSET} to {newest} "
+                f"(default {default_opset()}, the newest the installed onnxruntime runs)"
+            )
+        if self.path is not None:
+            check_output_path(self.path, self.overwrite)
+
+    def _input_names(self, trace: Trace) -> list[str]:
+        defaults = [i.label for i in trace.inputs]
+        names = self.input_names
+        if names is None:
+            result = defaults
+        elif isinstance(names, Mapping):
+            unknown = set(names) - set(defaults)
+            if unknown:
+                raise ExportOptionError(
+                    f"input_names refers to unknown inputs {sorted(unknown)}; the inputs are {defaults}"
+                )
+            result = [names.get(d, d) for d in defaults]
+        else:
+            names = list(names)
+            if len(names) != len(defaults):
+                raise ExportOptionError(
+                    f"input_names has {len(names)} names but the function has {len(defaults)} array inputs "
+                    f"({defaults})"
+                )
+            result = names
+        return _unique(result, "input_names")
+
+    def _output_names(self, trace: Trace) -> list[str]:
+        defaults = [o.label or f"output_{k}" for k, o in enumerate(trace.outputs)]
+        if self.output_names is None:
+            result = defaults
+        else:
+            result = list(self.output_names)
+            if len(result) != len(defaults):
+                raise ExportOptionError(
+                    f"output_names has {len(result)} names but the function returns {len(defaults)} arrays"
+                )
+        taken = set(self._input_names(trace))
+        clash = [n for n in result if n in taken]
+        if clash:
+            raise ExportOptionError(f"output names {clash} are also input names; ONNX names must be unique")
+        return _unique(result, "output_names")
+
+
+def _unique(names: list[str], what: str) -> list[str]:
+    seen = set()
+    for n in names:
+        if not isinstance(n, str) or not n:
+            raise ExportOptionError(f"{what} must be non-empty strings, got {n!r}")
+        if n in seen:
+            raise ExportOptionError(f"{what} contains {n!r} twice; names must be unique")
+        seen.add(n)
+    return names
+
+
+def export(fun: Any, /, *args: Any, **kwargs: Any) -> onnx.ModelProto:
+    """Export ``fun`` traced on the example inputs to an ONNX model, with default options.
+
+    ``args`` and ``kwargs`` follow ``mx.export_function``: arrays (positional and keyword),
+    or one tuple and/or one dict of arrays. Every keyword argument here is a keyword input
+    of ``fun``; use :class:`Exporter` for options.
+    """
+    return Exporter().export(fun, *args, **kwargs)
+
+
+def save(model: onnx.ModelProto | ir.Model, path: str | os.PathLike, **options: Any) -> Path:
+    """Write a model atomically (external data above 2 GB). See :func:`mlx2onnx.save.save_model`."""
+    return save_model(model, path, **options)
+
+
+def supported_primitives() -> list[str]:
+    """The sorted names of every MLX primitive mlx2onnx can translate."""
+    return registry.supported_primitives()

@@ -1,0 +1,197 @@
+"""Translation context: MLX value names -> ONNX values, constants, fresh names.
+
+One :class:`Context` lives for one export. Handlers get it as ``ctx``: they read their
+inputs with :meth:`Context.inputs`, create constants with :meth:`Context.const`, emit
+nodes with ``ctx.op.X(...)`` and the helpers of :class:`~mlx2onnx.builder.OpsetHelpers`,
+and refuse a record with :meth:`Context.fail`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator, Sequence
+
+import mlx.core as mx
+import numpy as np
+import onnx_ir as ir
+
+from . import dtypes
+from .builder import OpBuilder, OpsetHelpers, _infer_dtype
+from .capture import Constant, Primitive, TensorSpec, Trace
+from .errors import ConversionError
+
+
+def make_value(name: str, spec: TensorSpec) -> ir.Value:
+    return ir.Value(name=name, shape=ir.Shape(spec.shape), type=ir.TensorType(dtypes.to_onnx(spec.dtype)))
+
+
+class Context(OpsetHelpers):
+    def __init__(self, trace: Trace, opset: int):
+        self.trace = trace
+        self.opset = opset
+        self.nodes: list[ir.Node] = []
+        self.initializers: list[ir.Value] = []
+        self.domains: dict[str, int] = {}
+        self.values: dict[str, ir.Value] = {}  # MLX name -> ONNX value
+        self.specs: dict[str, TensorSpec] = {}  # MLX name -> its shape and dtype
+        self.bound: set[int] = set()  # ids of values that carry an MLX spec
+        self._constants: dict[str, Constant] = {c.spec.name: c for c in trace.constants}
+        self._const_by_shape: dict[tuple, list[tuple[np.ndarray, ir.Value]]] = {}
+        self._names: set[str] = set()
+        self._current: Primitive | None = None
+        self._counter = 0
+        self.op = OpBuilder(self)
+
+    # -- names ------------------------------------------------------------------------
+    def fresh(self, base: str) -> str:
+        name, k = base, 1
+        while name in self._names:
+            name = f"{base}_{k}"
+            k += 1
+        self._names.add(name)
+        return name
+
+    def _prefix(self) -> str:
+        rec = self._current
+        return "graph" if rec is None else f"{rec.name.lower()}_{rec.index}"
+
+    # -- values -----------------------------------------------------------------------
+    def bind_input(self, spec: TensorSpec, name: str) -> ir.Value:
+        value = make_value(self.fresh(name), spec)
+        self.values[spec.name] = value
+        self.specs[spec.name] = spec
+        self.bound.add(id(value))
+        return value
+
+    def value(self, spec: TensorSpec) -> ir.Value:
+        """The ONNX value of an MLX value (a constant becomes an initializer on first use)."""
+        if spec.name in self.values:
+            return self.values[spec.name]
+        constant = self._constants.get(spec.name)
+        if constant is None:
+            raise ConversionError(
+                self._current.name if self._current else "graph",
+                f"input {spec.name} is used before any primitive produced it (handler contract broken)",
+            )
+        from .dtypes import array_to_numpy
+
+        array = array_to_numpy(constant.array)
+        base = constant.path or (self._const_name(array) if array.size <= 4 else f"const_{spec.name}")
+        value = self.const(array, name=base)
+        self.values[spec.name] = value
+        self.specs[spec.name] = spec
+        return value
+
+    def inputs(self, rec: Primitive) -> list[ir.Value]:
+        return [self.value(spec) for spec in rec.inputs]
+
+    def const(self, array: np.ndarray, name: str | None = None) -> ir.Value:
+        """An initializer holding ``array`` (shared with any equal constant already made)."""
+        array = np.asarray(array)
+        key = (array.dtype.str, array.shape)
+        candidates = self._const_by_shape.setdefault(key, [])
+        raw = array.reshape(-1).view(np.uint8) if array.size else array
+        for other, value in candidates:
+            other_raw = other.reshape(-1).view(np.uint8) if other.size else other
+            if np.array_equal(other_raw, raw):
+                return value
+        if name is None:
+            name = self._const_name(array)
+        value = ir.Value(
+            name=self.fresh(name),
+            shape=ir.Shape(array.shape),
+            type=ir.TensorType(ir.DataType.from_numpy(array.dtype)),
+            const_value=ir.Tensor(array if array.flags.c_contiguous else np.ascontiguousarray(array)),
+        )
+        self.initializers.append(value)
+        candidates.append((array, value))
+        return value
+
+    @staticmethod
+    def _const_name(array: np.ndarray) -> str:
+        if array.size <= 4:
+            text = "_".join(f"{v:g}" if isinstance(v, float) else str(v) for v in array.reshape(-1).tolist())
+            text = text.replace("-", "m").replace(".", "p").replace("inf", "inf").replace("+", "")
+            return f"c_{array.dtype.name}_{text}" if text else f"c_{array.dtype.name}_empty"
+        return f"c_{array.dtype.name}_{'x'.join(map(str, array.shape))}"
+
+    def spec_dtype(self, value: ir.Value) -> mx.Dtype | None:
+        return dtypes.from_onnx(value.dtype) if value.dtype is not None else None
+
+    # -- emitting ---------------------------------------------------------------------
+    def emit(self, op_type: str, inputs: Sequence, attributes: dict, num_outputs: int, domain: str):
+        for i, item in enumerate(inputs):
+            if item is not None and not isinstance(item, ir.Value):
+                raise TypeError(
+                    f"{op_type} input {i} is a {type(item).__name__}; wrap constants with ctx.const()"
+                )
+        attributes = {k: v for k, v in attributes.items() if v is not None}
+        self._counter += 1
+        prefix = self._prefix()
+        node = ir.Node(
+            domain,
+            op_type,
+            list(inputs),
+            attributes=ir.convenience.convert_attributes(attributes),
+            num_outputs=num_outputs,
+            name=f"{prefix}/{op_type}_{self._counter}",
+        )
+        if self._current is not None:
+            node.metadata_props["mlx.primitive"] = f"{self._current.name}:{self._current.index}"
+        if domain:
+            self.domains.setdefault(domain, 1)
+        for k, out in enumerate(node.outputs):
+            out.name = self.fresh(f"{prefix}/{op_type}_{self._counter}" + (f":{k}" if k else ""))
+        guess = _infer_dtype(op_type, inputs, attributes)
+        if guess is not None:
+            node.outputs[0].type = ir.TensorType(guess)
+        self.nodes.append(node)
+        return node.outputs[0] if num_outputs == 1 else tuple(node.outputs)
+
+    def use_domain(self, domain: str, version: int) -> None:
+        self.domains[domain] = version
+
+    # -- per primitive ----------------------------------------------------------------
+    @contextlib.contextmanager
+    def primitive(self, rec: Primitive) -> Iterator[None]:
+        self._current = rec
+        try:
+            yield
+        finally:
+            self._current = None
+
+    def fail(self, message: str) -> ConversionError:
+        """An error for the current record; use as ``raise ctx.fail('...')``."""
+        rec = self._current
+        return ConversionError(rec.name if rec else "graph", message, rec.index if rec else None)
+
+    def bind_outputs(self, rec: Primitive, outputs: Sequence[ir.Value | None]) -> None:
+        outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+        if len(outputs) != len(rec.outputs):
+            raise ConversionError(
+                rec.name,
+                f"handler returned {len(outputs)} value(s) for {len(rec.outputs)} output(s) (handler bug)",
+                rec.index,
+            )
+        for k, (spec, value) in enumerate(zip(rec.outputs, outputs)):
+            if value is None:
+                continue  # an unused sibling output the handler chose not to compute
+            expected = dtypes.to_onnx(spec.dtype)
+            if value.dtype is not None and value.dtype != expected:
+                raise ConversionError(
+                    rec.name,
+                    f"output {k} would be {value.dtype.name} but MLX produces {dtypes.name(spec.dtype)} "
+                    "(handler bug)",
+                    rec.index,
+                )
+            if id(value) not in self.bound and value.producer() is not None and not value.is_graph_input():
+                value.name = self._rename(value.name, f"{rec.name.lower()}_{rec.index}" + (f":{k}" if k else ""))
+                value.type = ir.TensorType(expected)
+                value.shape = ir.Shape(spec.shape)
+                self.bound.add(id(value))
+            self.values[spec.name] = value
+            self.specs[spec.name] = spec
+
+    def _rename(self, old: str, new: str) -> str:
+        self._names.discard(old)
+        return self.fresh(new)

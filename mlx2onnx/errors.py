@@ -1,0 +1,60 @@
+"""Exceptions raised by mlx2onnx.
+
+Every error names what is wrong (the primitive, argument, value or input) and says what
+would work instead. All of them derive from :class:`Mlx2OnnxError`, and all are raised
+before anything is written to disk.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Mapping
+
+
+class Mlx2OnnxError(Exception):
+    """Base class of every error mlx2onnx raises on purpose."""
+
+
+class CaptureError(Mlx2OnnxError):
+    """MLX could not trace the function, or the example inputs are not usable."""
+
+
+class UnsupportedPrimitiveError(Mlx2OnnxError):
+    """The traced graph contains primitives that have no ONNX handler.
+
+    ``missing`` counts primitives no handler knows; ``refused`` maps primitives that
+    ONNX cannot express exactly to the reason and what the user can do about it.
+    """
+
+    def __init__(self, missing: Mapping[str, int], refused: Mapping[str, tuple[int, str]]):
+        self.missing = Counter(missing)
+        self.refused = dict(refused)
+        lines = []
+        if self.missing:
+            listed = ", ".join(f"{name} (x{count})" for name, count in sorted(self.missing.items()))
+            lines.append(f"no ONNX handler for {len(self.missing)} MLX primitive(s): {listed}.")
+        for name, (count, reason) in sorted(self.refused.items()):
+            lines.append(f"{name} (x{count}) cannot be exported: {reason}")
+        lines.append(
+            "Nothing was written. See mlx2onnx.supported_primitives() for what is handled; "
+            "evaluating the offending values before export (mx.eval) turns them into constants."
+        )
+        super().__init__("\n".join(lines))
+
+
+class ConversionError(Mlx2OnnxError):
+    """A handler cannot express one primitive record exactly in ONNX."""
+
+    def __init__(self, primitive: str, message: str, index: int | None = None):
+        self.primitive = primitive
+        self.index = index
+        where = f"{primitive}" if index is None else f"{primitive} (node {index})"
+        super().__init__(f"{where}: {message}")
+
+
+class ExportOptionError(Mlx2OnnxError, ValueError):
+    """An export option has a value that cannot work."""
+
+
+class VerificationError(Mlx2OnnxError):
+    """The parity harness could not run the model or the function."""

@@ -1,0 +1,11 @@
+"""Per-primitive handlers, one module per family (shipped as ``mlx2onnx.op_mappings``).
+
+Each module is imported explicitly so that a broken handler file fails loudly here.
+"""
+
+from . import elementwise  # noqa: F401
+from . import shape  # noqa: F401
+from . import creation  # noqa: F401
+from . import indexing  # noqa: F401
+from . import matmul  # noqa: F401
+from . import reduce  # noqa: F401

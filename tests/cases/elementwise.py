@@ -1,0 +1,125 @@
+"""Parity cases: elementwise unary, binary and ternary primitives."""
+
+from __future__ import annotations
+
+import mlx.core as mx
+
+from harness import FLOATS, INTS, SIGNED, UNSIGNED, Case, positive, rand
+
+S = (3, 5)
+
+
+def one(lo=-3.0, hi=3.0):
+    return lambda rng, dt: (rand(rng, S, dt, lo, hi),)
+
+
+def two(lo=-3.0, hi=3.0):
+    return lambda rng, dt: (rand(rng, S, dt, lo, hi), rand(rng, S, dt, lo, hi))
+
+
+def nonzero_pair(rng, dt):
+    a = rand(rng, S, dt, -20, 20)
+    b = rand(rng, S, dt, 1, 7) * mx.where(rand(rng, S, mx.bool_), 1, -1).astype(dt)
+    return a, b
+
+
+UNARY_FLOAT = [
+    ("abs", mx.abs, "Abs", one()),
+    ("sin", mx.sin, "Sin", one()),
+    ("cos", mx.cos, "Cos", one()),
+    ("tan", mx.tan, "Tan", one(-1.2, 1.2)),
+    ("sinh", mx.sinh, "Sinh", one()),
+    ("cosh", mx.cosh, "Cosh", one()),
+    ("tanh", mx.tanh, "Tanh", one()),
+    ("arcsin", mx.arcsin, "ArcSin", one(-1, 1)),
+    ("arccos", mx.arccos, "ArcCos", one(-1, 1)),
+    ("arctan", mx.arctan, "ArcTan", one()),
+    ("arcsinh", mx.arcsinh, "ArcSinh", one()),
+    ("arccosh", mx.arccosh, "ArcCosh", one(1, 5)),
+    ("arctanh", mx.arctanh, "ArcTanh", one(-0.9, 0.9)),
+    ("sigmoid", mx.sigmoid, "Sigmoid", one()),
+    ("erf", mx.erf, "Erf", one()),
+    ("exp", mx.exp, "Exp", one()),
+    ("negative", mx.negative, "Negative", one()),
+    ("sign", mx.sign, "Sign", one()),
+    ("floor", mx.floor, "Floor", one()),
+    ("ceil", mx.ceil, "Ceil", one()),
+    ("round", mx.round, "Round", lambda rng, dt: (rand(rng, S, dt, -4, 4) * 2,)),
+    ("sqrt", mx.sqrt, "Sqrt", lambda rng, dt: (positive(rng, S, dt),)),
+    ("rsqrt", mx.rsqrt, "Sqrt", lambda rng, dt: (positive(rng, S, dt),)),
+    ("square", mx.square, "Square", one()),
+    ("log", mx.log, "Log", lambda rng, dt: (positive(rng, S, dt),)),
+    ("log2", mx.log2, "Log", lambda rng, dt: (positive(rng, S, dt),)),
+    ("log10", mx.log10, "Log", lambda rng, dt: (positive(rng, S, dt),)),
+    ("log1p", mx.log1p, "Log1p", lambda rng, dt: (rand(rng, S, dt, -0.9, 3),)),
+    ("expm1", mx.expm1, "Expm1", one()),
+]
+
+CASES = [
+    Case(f"elementwise.{name}", fn, inputs, dtypes=FLOATS, primitives=(prim,)) for name, fn, prim, inputs in UNARY_FLOAT
+]
+
+CASES += [
+    Case("elementwise.log1p_tiny", mx.log1p, one(-1e-6, 1e-6), primitives=("Log1p",), tolerances={"float32": (0, 1e-6)}),
+    Case("elementwise.expm1_tiny", mx.expm1, one(-1e-6, 1e-6), primitives=("Expm1",), tolerances={"float32": (0, 1e-6)}),
+    Case("elementwise.sign_edges", mx.sign, one(), primitives=("Sign",), edges=True),
+    Case("elementwise.abs_int", mx.abs, one(-100, 100), dtypes=SIGNED, primitives=("Abs",)),
+    Case("elementwise.negative_int", mx.negative, one(-100, 100), dtypes=INTS, primitives=("Negative",)),
+    Case("elementwise.sign_int", mx.sign, one(-5, 5), dtypes=SIGNED, primitives=("Sign",)),
+    Case("elementwise.floor_int", mx.floor, one(-5, 5), dtypes=(mx.int32,), primitives=("Floor",)),
+    Case("elementwise.logical_not", mx.logical_not, lambda rng, dt: (rand(rng, S, mx.bool_),), primitives=("LogicalNot",)),
+]
+
+BINARY = [
+    ("add", mx.add, "Add"),
+    ("subtract", mx.subtract, "Subtract"),
+    ("multiply", mx.multiply, "Multiply"),
+    ("maximum", mx.maximum, "Maximum"),
+    ("minimum", mx.minimum, "Minimum"),
+    ("less", mx.less, "Less"),
+    ("less_equal", mx.less_equal, "LessEqual"),
+    ("greater", mx.greater, "Greater"),
+    ("greater_equal", mx.greater_equal, "GreaterEqual"),
+    ("equal", mx.equal, "Equal"),
+    ("not_equal", mx.not_equal, "NotEqual"),
+]
+
+CASES += [
+    Case(f"elementwise.{name}", fn, two(), dtypes=FLOATS, primitives=(prim,)) for name, fn, prim in BINARY
+]
+CASES += [
+    Case(f"elementwise.{name}_int", fn, two(-50, 50), dtypes=INTS, primitives=(prim,)) for name, fn, prim in BINARY
+]
+CASES += [
+    Case("elementwise.add_wraps", mx.add, two(), dtypes=INTS, primitives=("Add",), edges=True),
+    Case("elementwise.maximum_nan", mx.maximum, two(), primitives=("Maximum",), edges=True),
+    Case("elementwise.minimum_nan", mx.minimum, two(), primitives=("Minimum",), edges=True),
+    Case("elementwise.divide", mx.divide, nonzero_pair, dtypes=FLOATS, primitives=("Divide",)),
+    Case("elementwise.power", mx.power, lambda rng, dt: (positive(rng, S, dt), rand(rng, S, dt, -2, 2)), dtypes=FLOATS, primitives=("Power",)),
+    Case("elementwise.power_int", mx.power, lambda rng, dt: (rand(rng, S, dt, 0, 5), rand(rng, S, dt, 0, 3)), dtypes=(mx.int32, mx.int8, mx.uint8), primitives=("Power",)),
+    Case("elementwise.equal_nan", lambda a, b: mx.array_equal(a, b, equal_nan=True), two(), primitives=("Equal",), edges=True),
+    Case("elementwise.isnan", mx.isnan, one(), primitives=("NotEqual",), edges=True),
+    Case("elementwise.logical_and", mx.logical_and, lambda rng, dt: (rand(rng, S, mx.bool_), rand(rng, S, mx.bool_)), primitives=("LogicalAnd",)),
+    Case("elementwise.logical_or", mx.logical_or, lambda rng, dt: (rand(rng, S, mx.bool_), rand(rng, S, mx.bool_)), primitives=("LogicalOr",)),
+    Case("elementwise.where", mx.where, lambda rng, dt: (rand(rng, S, mx.bool_), rand(rng, S, dt), rand(rng, S, dt)), dtypes=FLOATS + INTS + (mx.bool_,), primitives=("Select",)),
+    Case("elementwise.remainder", mx.remainder, nonzero_pair, dtypes=FLOATS + SIGNED + UNSIGNED[:2], primitives=("Remainder",)),
+    Case("elementwise.floor_divide", mx.floor_divide, nonzero_pair, dtypes=FLOATS + SIGNED + UNSIGNED[:2], primitives=("FloorDivide",)),
+    Case("elementwise.divmod", lambda a, b: mx.divmod(a, b), nonzero_pair, dtypes=(mx.float32, mx.int32), primitives=("DivMod",)),
+    Case("elementwise.logaddexp", mx.logaddexp, two(-30, 30), dtypes=FLOATS, primitives=("LogAddExp",)),
+    Case("elementwise.logaddexp_edges", mx.logaddexp, two(), primitives=("LogAddExp",), edges=True),
+]
+
+CAST_TARGETS = (mx.float32, mx.float16, mx.bfloat16, mx.int32, mx.int8, mx.uint8, mx.int64, mx.bool_)
+CASES += [
+    Case(
+        f"elementwise.astype_{str(target).rsplit('.', 1)[-1]}",
+        (lambda t: lambda x: x.astype(t))(target),
+        one(-100, 100),
+        dtypes=tuple(d for d in (mx.float32, mx.int32, mx.float16) if d != target),
+        primitives=("AsType",),
+    )
+    for target in CAST_TARGETS
+]
+CASES += [
+    Case("elementwise.astype_nan_to_bool", lambda x: x.astype(mx.bool_), one(), primitives=("AsType",), edges=True),
+]

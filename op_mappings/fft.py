@@ -1,0 +1,3 @@
+"""fft primitives (see the module docstrings of the other families for the conventions)."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""refusals primitives (see the module docstrings of the other families for the conventions)."""
+
+from __future__ import annotations

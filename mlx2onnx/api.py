@@ -24,7 +24,7 @@ from .capture import Trace, capture
 from .context import Context
 from .errors import ExportOptionError
 from .opset import MIN_OPSET, default_opset
-from .save import check_output_path, needs_external_data, save_model
+from .saving import check_output_path, needs_external_data, save_model
 from .translate import translate
 
 
@@ -162,7 +162,7 @@ def export(fun: Any, /, *args: Any, **kwargs: Any) -> onnx.ModelProto:
 
 
 def save(model: onnx.ModelProto | ir.Model, path: str | os.PathLike, **options: Any) -> Path:
-    """Write a model atomically (external data above 2 GB). See :func:`mlx2onnx.save.save_model`."""
+    """Write a model atomically (external data above 2 GB). See :func:`mlx2onnx.saving.save_model`."""
     return save_model(model, path, **options)
 
 

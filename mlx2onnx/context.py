@@ -21,8 +21,32 @@ from .capture import Constant, Primitive, TensorSpec, Trace
 from .errors import ConversionError
 
 
+def onnx_layout(spec: TensorSpec) -> tuple[ir.DataType, tuple[int, ...]]:
+    """The ONNX element type and shape that carry an MLX value. complex64 has no ONNX
+    kernels, so a complex value travels as float32 with a trailing dimension of 2
+    (real, imaginary), the layout ONNX ``DFT`` uses; see ``op_mappings/fft.py``."""
+    if spec.dtype == mx.complex64:
+        return ir.DataType.FLOAT, tuple(spec.shape) + (2,)
+    return dtypes.to_onnx(spec.dtype), tuple(spec.shape)
+
+
+def is_complex(spec: TensorSpec) -> bool:
+    return spec.dtype == mx.complex64
+
+
+def refuse_complex_io(spec: TensorSpec, what: str) -> None:
+    if is_complex(spec):
+        raise ConversionError(
+            "graph",
+            f"{what} {spec.name} is complex64, which ONNX Runtime cannot feed or return: "
+            "pass real and imaginary parts as two float32 arrays (mx.real/mx.imag outside the "
+            "function, combine with a + 1j * b inside it) and return mx.real(z), mx.imag(z) or mx.abs(z)",
+        )
+
+
 def make_value(name: str, spec: TensorSpec) -> ir.Value:
-    return ir.Value(name=name, shape=ir.Shape(spec.shape), type=ir.TensorType(dtypes.to_onnx(spec.dtype)))
+    elem, shape = onnx_layout(spec)
+    return ir.Value(name=name, shape=ir.Shape(shape), type=ir.TensorType(elem))
 
 
 class Context(OpsetHelpers):
@@ -57,6 +81,7 @@ class Context(OpsetHelpers):
 
     # -- values -----------------------------------------------------------------------
     def bind_input(self, spec: TensorSpec, name: str) -> ir.Value:
+        refuse_complex_io(spec, "graph input")
         value = make_value(self.fresh(name), spec)
         self.values[spec.name] = value
         self.specs[spec.name] = spec
@@ -76,6 +101,8 @@ class Context(OpsetHelpers):
         from .dtypes import array_to_numpy
 
         array = array_to_numpy(constant.array)
+        if is_complex(spec):  # the (real, imaginary) pair layout of onnx_layout()
+            array = np.stack([array.real, array.imag], axis=-1).astype(np.float32)
         base = constant.path or (self._const_name(array) if array.size <= 4 else f"const_{spec.name}")
         value = self.const(array, name=base)
         self.values[spec.name] = value
@@ -176,18 +203,18 @@ class Context(OpsetHelpers):
         for k, (spec, value) in enumerate(zip(rec.outputs, outputs)):
             if value is None:
                 continue  # an unused sibling output the handler chose not to compute
-            expected = dtypes.to_onnx(spec.dtype)
+            expected, shape = onnx_layout(spec)
             if value.dtype is not None and value.dtype != expected:
                 raise ConversionError(
                     rec.name,
                     f"output {k} would be {value.dtype.name} but MLX produces {dtypes.name(spec.dtype)} "
-                    "(handler bug)",
+                    f"(carried as {expected.name}) (handler bug)",
                     rec.index,
                 )
             if id(value) not in self.bound and value.producer() is not None and not value.is_graph_input():
                 value.name = self._rename(value.name, f"{rec.name.lower()}_{rec.index}" + (f":{k}" if k else ""))
                 value.type = ir.TensorType(expected)
-                value.shape = ir.Shape(spec.shape)
+                value.shape = ir.Shape(shape)
                 self.bound.add(id(value))
             self.values[spec.name] = value
             self.specs[spec.name] = spec

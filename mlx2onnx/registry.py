@@ -67,6 +67,35 @@ def refuses(name: str, reason: str, advice: str) -> None:
     _REFUSALS[name] = Refusal(reason, advice)
 
 
+_COMPLEX_HANDLERS: dict[str, Handler] = {}
+
+
+def handles_complex(*names: str) -> Callable[[Handler], Handler]:
+    """Register the decorated function for records of ``names`` that read or produce
+    complex64 values (carried as float32 pairs, see ``context.onnx_layout``). The
+    translator dispatches such records only to these handlers; without one it refuses."""
+
+    def register_complex(fn: Handler) -> Handler:
+        for name in names:
+            if name in _COMPLEX_HANDLERS:
+                raise DuplicateRegistrationError(f"complex handler of {name!r} is already registered")
+            _COMPLEX_HANDLERS[name] = fn
+        return fn
+
+    return register_complex
+
+
+def lookup_complex(name: str) -> Handler | None:
+    _load()
+    return _COMPLEX_HANDLERS.get(name)
+
+
+def complex_primitives() -> list[str]:
+    """Sorted names of the primitives that have a complex64 handler."""
+    _load()
+    return sorted(_COMPLEX_HANDLERS)
+
+
 def lookup(name: str) -> Handler | None:
     _load()
     return _HANDLERS.get(name)

@@ -6,7 +6,7 @@ from collections import Counter
 
 from . import registry
 from .capture import Trace
-from .context import Context
+from .context import Context, is_complex, refuse_complex_io
 from .errors import ConversionError, Mlx2OnnxError, UnsupportedPrimitiveError
 
 
@@ -24,8 +24,19 @@ def translate(trace: Trace, ctx: Context, input_names: list[str]) -> None:
     check_supported(trace)
     for graph_input, name in zip(trace.inputs, input_names):
         ctx.bind_input(graph_input.spec, name)
+    for graph_output in trace.outputs:
+        refuse_complex_io(graph_output.spec, "graph output")
     for rec in trace.primitives:
         handler = registry.lookup(rec.name)
+        if any(is_complex(s) for s in rec.inputs + rec.outputs):
+            handler = registry.lookup_complex(rec.name)
+            if handler is None:
+                raise ConversionError(
+                    rec.name,
+                    "complex64 values are not supported by this primitive's handler; the primitives "
+                    f"that handle complex64 are {', '.join(registry.complex_primitives())}",
+                    rec.index,
+                )
         with ctx.primitive(rec):
             try:
                 outputs = handler(ctx, rec)

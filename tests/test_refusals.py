@@ -1,0 +1,68 @@
+"""Refused primitives and complex graph boundaries fail loudly, before anything is written."""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+import mlx2onnx
+from mlx2onnx import registry
+from mlx2onnx.errors import ConversionError, UnsupportedPrimitiveError
+
+
+def _matrix(n=3, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    return mx.array(a @ a.T + n * np.eye(n, dtype=np.float32))
+
+
+REFUSED = [
+    ("Inverse", lambda a: mx.linalg.inv(a, stream=mx.cpu) + 1),
+    ("Cholesky", lambda a: mx.linalg.cholesky(a, stream=mx.cpu) * 2),
+    ("QRF", lambda a: mx.linalg.qr(a, stream=mx.cpu)[1]),
+    ("SVD", lambda a: mx.linalg.svd(a, compute_uv=False, stream=mx.cpu)),
+    ("Eigh", lambda a: mx.linalg.eigvalsh(a, stream=mx.cpu)),
+    ("RandomBits", lambda a: a + mx.random.uniform(shape=a.shape, key=mx.random.key(int(0)))),
+]
+
+
+@pytest.mark.parametrize("name, fn", REFUSED, ids=[n for n, _ in REFUSED])
+def test_refused_primitive_names_itself_and_writes_nothing(tmp_path, name, fn):
+    path = tmp_path / "refused.onnx"
+    with pytest.raises(UnsupportedPrimitiveError) as info:
+        mlx2onnx.Exporter(path=path).export(fn, _matrix())
+    message = str(info.value)
+    assert name in info.value.refused
+    assert registry.refusal(name).reason in message and registry.refusal(name).advice in message
+    assert f"{name} (x" in message
+    assert not path.exists() and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "fn, what",
+    [
+        (lambda x: mx.fft.rfft(x), "graph output"),
+        (lambda x: mx.fft.fft(x), "graph output"),
+    ],
+)
+def test_complex_graph_outputs_are_refused(tmp_path, fn, what):
+    path = tmp_path / "complex.onnx"
+    x = mx.array(np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32))
+    with pytest.raises(ConversionError, match=f"{what} .* is complex64"):
+        mlx2onnx.Exporter(path=path).export(fn, x)
+    assert not path.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_complex_graph_inputs_are_refused(tmp_path):
+    path = tmp_path / "complex.onnx"
+    z = mx.array(np.array([1 + 2j, 3 - 1j], dtype=np.complex64))
+    with pytest.raises(ConversionError, match="graph input .* is complex64"):
+        mlx2onnx.Exporter(path=path).export(lambda z: mx.abs(z), z)
+    assert not path.exists()
+
+
+def test_complex_value_in_an_unsupported_primitive_is_refused():
+    x = mx.array(np.random.default_rng(2).standard_normal((2, 4)).astype(np.float32))
+    with pytest.raises(ConversionError, match="complex64 values are not supported"):
+        mlx2onnx.export(lambda x: mx.real(mx.exp(mx.fft.fft(x))), x)

@@ -18,8 +18,13 @@ from typing import Any, Mapping, Sequence
 import onnx
 import onnx_ir as ir
 
-from . import registry
-from .build import build_model
+import json
+
+import mlx.core as mx
+
+from . import dtypes, registry
+from .kernels import runs_bfloat16
+from .build import POLICY_METADATA_KEY, build_model
 from .capture import Trace, capture
 from .context import Context
 from .errors import ExportOptionError
@@ -43,6 +48,10 @@ class Exporter:
         external_data: ``None`` stores weights beside the model only above 2 GB; ``True``
             always; ``False`` never.
         overwrite: replace an existing file at ``path``.
+        bfloat16: how bfloat16 values are carried in the graph: ``"auto"`` (default:
+            ``"keep"`` when onnxruntime's CPU provider has bfloat16 kernels for the core
+            ops, else ``"float32"``), ``"keep"``, ``"float16"`` or ``"float32"``.
+        float16: ``"keep"`` (default) or ``"float32"``.
     """
 
     opset: int | None = None
@@ -52,6 +61,8 @@ class Exporter:
     check: bool = True
     external_data: bool | None = None
     overwrite: bool = True
+    bfloat16: str = "auto"
+    float16: str = "keep"
 
     def with_options(self, **changes: Any) -> "Exporter":
         return replace(self, **changes)
@@ -69,9 +80,36 @@ class Exporter:
         opset = self.resolved_opset()
         input_names = self._input_names(trace)
         output_names = self._output_names(trace)
-        ctx = Context(trace, opset)
-        translate(trace, ctx, input_names)
-        return build_model(ctx, trace, input_names, output_names)
+        policy = self.float_policy()
+        with dtypes.carrying(policy):
+            ctx = Context(trace, opset)
+            translate(trace, ctx, input_names)
+            model = build_model(ctx, trace, input_names, output_names)
+        model.metadata_props[POLICY_METADATA_KEY] = json.dumps(
+            {dtypes.name(k): dtypes.name(v) for k, v in policy.items()}, sort_keys=True
+        )
+        return model
+
+    def float_policy(self) -> dict:
+        """MLX dtype -> the dtype that carries it in the graph, from ``bfloat16``/``float16``."""
+        choices = {"keep": None, "float16": mx.float16, "float32": mx.float32}
+        if self.bfloat16 not in ("auto", *choices):
+            raise ExportOptionError(
+                f"bfloat16={self.bfloat16!r} is not a policy: use 'auto', 'keep', 'float16' or 'float32'"
+            )
+        if self.float16 not in ("keep", "float32"):
+            raise ExportOptionError(f"float16={self.float16!r} is not a policy: use 'keep' or 'float32'")
+        policy = {}
+        bf16 = self.bfloat16
+        if bf16 == "auto":
+            bf16 = "keep" if runs_bfloat16(self.resolved_opset()) else "float32"
+        if choices[bf16] is not None:
+            policy[mx.bfloat16] = choices[bf16]
+        if self.float16 == "float32":
+            policy[mx.float16] = mx.float32
+            if policy.get(mx.bfloat16) == mx.float16:
+                policy[mx.bfloat16] = mx.float32
+        return policy
 
     def export(self, fun: Any, /, *args: Any, **kwargs: Any) -> onnx.ModelProto:
         """Trace ``fun(*args, **kwargs)`` and return the ONNX model (also saved to ``path``)."""
@@ -92,6 +130,7 @@ class Exporter:
         return default_opset() if self.opset is None else int(self.opset)
 
     def _validate(self) -> None:
+        self.float_policy()
         newest = onnx.defs.onnx_opset_version()
         if self.opset is not None and not (MIN_OPSET <= int(self.opset) <= newest):
             raise ExportOptionError(

@@ -100,7 +100,10 @@ class Context(OpsetHelpers):
             )
         from .dtypes import array_to_numpy
 
-        array = array_to_numpy(constant.array)
+        source = constant.array
+        if dtypes.carried(spec.dtype) != spec.dtype:  # the export's float policy
+            source = source.astype(dtypes.carried(spec.dtype))
+        array = array_to_numpy(source)
         if is_complex(spec):  # the (real, imaginary) pair layout of onnx_layout()
             array = np.stack([array.real, array.imag], axis=-1).astype(np.float32)
         base = constant.path or (self._const_name(array) if array.size <= 4 else f"const_{spec.name}")

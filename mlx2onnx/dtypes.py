@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from typing import Iterator, Mapping
+
 import ml_dtypes
 import mlx.core as mx
 import numpy as np
@@ -41,12 +45,32 @@ def name(dtype: mx.Dtype) -> str:
     return str(dtype).rsplit(".", 1)[-1]
 
 
+# The export's float policy: MLX dtype -> the dtype that carries it in the ONNX graph
+# (e.g. bfloat16 -> float32 for runtimes without bfloat16 kernels). Empty: every dtype
+# is carried as itself. Set for the duration of one export by :func:`carrying`.
+_CARRIED: contextvars.ContextVar[Mapping[mx.Dtype, mx.Dtype]] = contextvars.ContextVar("mlx2onnx_carried", default={})
+
+
+@contextlib.contextmanager
+def carrying(mapping: Mapping[mx.Dtype, mx.Dtype]) -> Iterator[None]:
+    token = _CARRIED.set(dict(mapping))
+    try:
+        yield
+    finally:
+        _CARRIED.reset(token)
+
+
+def carried(dtype: mx.Dtype) -> mx.Dtype:
+    """The MLX dtype whose ONNX type carries ``dtype`` in the current export."""
+    return _CARRIED.get().get(dtype, dtype)
+
+
 def to_onnx(dtype: mx.Dtype) -> ir.DataType:
-    return _MX_TO_IR[dtype]
+    return _MX_TO_IR[carried(dtype)]
 
 
 def to_numpy(dtype: mx.Dtype) -> np.dtype:
-    return _MX_TO_NP[dtype]
+    return _MX_TO_NP[carried(dtype)]
 
 
 def from_numpy(dtype: np.dtype) -> mx.Dtype:

@@ -97,6 +97,7 @@ _ORDERED = frozenset(
 
 def compute_dtype(op_type: str, dtype: mx.Dtype, opset: int, constraint: str | None = "T") -> mx.Dtype:
     """The dtype to run ``op_type`` in for MLX dtype ``dtype`` (``dtype`` when ORT has it)."""
+    dtype = dtypes.carried(dtype)
     if has_kernel(op_type, dtype, opset, constraint):
         return dtype
     for wider in _WIDER.get(dtype, ()):
@@ -109,3 +110,8 @@ def compute_dtype(op_type: str, dtype: mx.Dtype, opset: int, constraint: str | N
 
 def describe(dtype: mx.Dtype) -> str:
     return dtypes.name(dtype)
+
+
+def runs_bfloat16(opset: int) -> bool:
+    """Whether onnxruntime's CPU provider runs bfloat16 for the ops every model needs."""
+    return all(has_kernel(op, mx.bfloat16, opset) for op in ("Add", "Mul", "MatMul", "Softmax"))

@@ -215,6 +215,7 @@ class Verifier:
         try:
             source = path if path is not None else proto.SerializeToString()
             session = ort.InferenceSession(source, options, providers=list(self.providers))
+            feeds = _as_declared_types(session, feeds)
             got = run_session(session, [o["name"] for o in io["outputs"]], feeds)
         except Exception as exc:
             raise VerificationError(f"onnxruntime could not run the model: {exc}") from exc
@@ -230,6 +231,29 @@ class Verifier:
             seed=self.seed if self.random_inputs else None,
             inputs={k: (tuple(v.shape), str(v.dtype)) for k, v in feeds.items()},
         )
+
+
+_ORT_TYPES = {
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+    "tensor(double)": np.float64,
+    "tensor(bfloat16)": ml_dtypes.bfloat16,
+}
+
+
+def _as_declared_types(session, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Cast float feeds to the types the model declares (an export's float policy may
+    carry bfloat16 inputs as float32, for example)."""
+    declared = {i.name: _ORT_TYPES.get(i.type) for i in session.get_inputs()}
+    out = {}
+    for name, array in feeds.items():
+        target = declared.get(name)
+        if target is not None and array.dtype != target and array.dtype.kind == "f" or (
+            target is not None and array.dtype == ml_dtypes.bfloat16 and target != ml_dtypes.bfloat16
+        ):
+            array = array.astype(target)
+        out[name] = array
+    return out
 
 
 def run_session(session, output_names: list[str], feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:

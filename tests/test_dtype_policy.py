@@ -1,0 +1,55 @@
+"""The bfloat16/float16 policy: keep, or carry as float16/float32, and verify in the
+right precision."""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import onnx
+import pytest
+
+import mlx2onnx
+from mlx2onnx.models import example
+
+ELEM = {"keep": onnx.TensorProto.BFLOAT16, "float16": onnx.TensorProto.FLOAT16, "float32": onnx.TensorProto.FLOAT}
+
+
+@pytest.mark.parametrize("policy", ["keep", "float16", "float32", "auto"])
+def test_bfloat16_model_policies(policy):
+    model, args, kwargs = example("llama")
+    model.set_dtype(mx.bfloat16)
+    proto = mlx2onnx.Exporter(bfloat16=policy).export(model, *args, **kwargs)
+    elem = proto.graph.output[0].type.tensor_type.elem_type
+    if policy != "auto":
+        assert elem == ELEM[policy]
+        weights = [i for i in proto.graph.initializer if i.name == "embed_tokens.weight"]
+        assert weights[0].data_type == ELEM[policy]
+    report = mlx2onnx.verify(proto, model, *args, **kwargs)
+    assert report.passed, str(report)
+    assert report.outputs[0].dtype == "bfloat16"  # compared at MLX's own precision
+
+
+def test_float32_carrying_matches_the_float32_model_closely():
+    """Carrying bf16 weights as float32 computes the float32 model of the bf16 weights."""
+    model, args, kwargs = example("mlp")
+    model.set_dtype(mx.bfloat16)
+    proto = mlx2onnx.Exporter(bfloat16="float32").export(model, *args, **kwargs)
+    reference = example("mlp")[0]
+    reference.set_dtype(mx.bfloat16)
+    reference.set_dtype(mx.float32)  # the same bf16-rounded weights, computed in float32
+    x = args[0].astype(mx.bfloat16)
+    report = mlx2onnx.Verifier(random_inputs=False).verify(proto, reference, x.astype(mx.float32))
+    assert report.passed and report.outputs[0].max_abs_error < 1e-4, str(report)
+
+
+def test_float16_can_be_carried_as_float32():
+    model, args, kwargs = example("mlp")
+    model.set_dtype(mx.float16)
+    x = args[0].astype(mx.float16)
+    proto = mlx2onnx.Exporter(float16="float32").export(model, x)
+    assert proto.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+    assert mlx2onnx.verify(proto, model, x)
+
+
+def test_unknown_policy_is_refused():
+    with pytest.raises(mlx2onnx.ExportOptionError, match="bfloat16='int8'"):
+        mlx2onnx.Exporter(bfloat16="int8").export(mx.abs, mx.ones(2))

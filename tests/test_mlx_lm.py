@@ -1,0 +1,120 @@
+"""Real architectures from the mlx-lm package (tiny configs, random weights, nothing
+downloaded): float32, bfloat16 and 4-bit quantized exports match MLX, and greedy
+decoding through the exported prefill and decode graphs reproduces MLX's tokens."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+import onnx
+import pytest
+from mlx.utils import tree_flatten
+
+import mlx2onnx
+from mlx2onnx import llm
+
+pytest.importorskip("mlx_lm")
+
+VOCAB = 256
+COMMON = dict(hidden_size=64, num_hidden_layers=2, intermediate_size=128, num_attention_heads=4,
+              num_key_value_heads=2, vocab_size=VOCAB)
+CONFIGS = {
+    "llama": dict(model_type="llama", rms_norm_eps=1e-5, **COMMON),
+    "qwen3": dict(model_type="qwen3", rms_norm_eps=1e-6, head_dim=16, max_position_embeddings=512,
+                  rope_theta=1e6, tie_word_embeddings=True, **COMMON),
+    "mixtral": dict(model_type="mixtral", rms_norm_eps=1e-5, num_local_experts=4, num_experts_per_tok=2, **COMMON),
+    "gemma3_text": dict(model_type="gemma3_text", head_dim=16, rms_norm_eps=1e-6, sliding_window=4,
+                        sliding_window_pattern=2, **COMMON),
+    "phi3": dict(model_type="phi3", rms_norm_eps=1e-5, **COMMON),
+}
+
+
+def build(name: str, seed: int = 0) -> nn.Module:
+    module = importlib.import_module(f"mlx_lm.models.{name}")
+    mx.random.seed(seed)
+    model = module.Model(module.ModelArgs.from_dict(CONFIGS[name]))
+    mx.eval(model.parameters())
+    return model
+
+
+def tokens(shape, seed=0):
+    return mx.array(np.random.default_rng(seed).integers(0, VOCAB, shape).astype(np.int32))
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_float32(name):
+    model = build(name)
+    ids = tokens((2, 7))
+    proto = mlx2onnx.export(model, ids)
+    onnx.checker.check_model(proto, full_check=True)
+    report = mlx2onnx.verify(proto, model, ids)
+    assert report.passed and report.outputs[0].max_abs_error < 1e-4, str(report)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_bfloat16(name):
+    model = build(name)
+    model.set_dtype(mx.bfloat16)
+    ids = tokens((1, 7))
+    proto = mlx2onnx.export(model, ids)
+    report = mlx2onnx.verify(proto, model, ids)
+    assert report.passed, str(report)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_4bit(name):
+    model = build(name)
+    nn.quantize(model, group_size=64, bits=4)
+    mx.eval(model.parameters())
+    ids = tokens((1, 7))
+    proto = mlx2onnx.export(model, ids)
+    report = mlx2onnx.verify(proto, model, ids)
+    assert report.passed, str(report)
+
+
+@pytest.mark.parametrize("name", ["llama", "qwen3", "gemma3_text", "mixtral"])
+def test_greedy_decoding_matches_mlx(name, tmp_path):
+    model = build(name)
+    exported = llm.export_decoder(model, tmp_path, prompt_length=5, max_length=16)
+    prompt = tokens((1, 5), seed=3)
+    ours = llm.generate(exported, np.array(prompt), max_new_tokens=8)
+    reference = llm.mlx_generate(model, prompt, max_new_tokens=8)
+    np.testing.assert_array_equal(ours, reference)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["model.decode.onnx", "model.prefill.onnx", "model.weights"]
+
+
+def test_prefill_and_decode_share_one_weights_file(tmp_path):
+    model = build("llama")
+    exported = llm.export_decoder(model, tmp_path, prompt_length=4, max_length=12)
+    weight_bytes = sum(v.nbytes for _, v in tree_flatten(model.parameters()))
+    size = os.path.getsize(exported.weights)
+    assert weight_bytes <= size < 1.2 * weight_bytes  # stored once, not once per graph
+    for path in (exported.prefill, exported.decode):
+        assert os.path.getsize(path) < 0.2 * weight_bytes
+        proto = onnx.load(str(path), load_external_data=False)
+        external = [t for t in proto.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+        assert {e.value for t in external for e in t.external_data if e.key == "location"} == {"model.weights"}
+    decode = onnx.load(str(exported.decode), load_external_data=False)
+    assert [i.name for i in decode.graph.input][:4] == [
+        "input_ids", "position", "past_key_values.0.key", "past_key_values.0.value"]
+    assert [o.name for o in decode.graph.output][:3] == ["logits", "present.0.key", "present.0.value"]
+
+
+def test_model_directory_with_config_and_safetensors(tmp_path):
+    """The documented flow for a model directory: mlx_lm.utils.load_model, then export."""
+    from mlx_lm.utils import load_model
+
+    model = build("qwen3")
+    (tmp_path / "config.json").write_text(json.dumps(CONFIGS["qwen3"]))
+    mx.save_safetensors(str(tmp_path / "model.safetensors"), dict(tree_flatten(model.parameters())))
+    loaded, _config = load_model(tmp_path)
+    ids = tokens((1, 6))
+    proto = mlx2onnx.export(loaded, ids)
+    assert mlx2onnx.verify(proto, loaded, ids)
+    np.testing.assert_array_equal(np.array(loaded(ids)), np.array(model(ids)))

@@ -1,0 +1,309 @@
+"""Resolve what the command line names: ``MODULE:CALLABLE`` targets and ``--input`` specs.
+
+A target is one of
+
+* a reference model's short name (``mlp``, ``encoder``, ``llama``);
+* ``package.module:callable``, a dotted module importable from the current directory;
+* ``path/to/file.py:callable``, a file loaded from exactly that path.
+
+User code is imported only from the module the user names; nothing is evaluated from
+strings. The callable is either a factory (no required parameters; it may take ``seed``)
+returning a module or function, or a ``(function, args)`` / ``(function, args, kwargs)``
+tuple; or, when it has required parameters or is an ``mlx.nn.Module``, the function to
+export itself (then ``--input`` gives its example inputs).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+
+from . import dtypes
+
+
+class UsageError(Exception):
+    """The command line names something that does not exist or cannot be parsed (exit 2)."""
+
+
+class UserCodeError(Exception):
+    """The user's code raised; ``error`` is the user's exception, ``where`` says what ran."""
+
+    def __init__(self, where: str, error: BaseException):
+        self.where = where
+        self.error = error
+        super().__init__(f"{where} raised {type(error).__name__}: {error}")
+
+
+@dataclass
+class Target:
+    """What to export: the function, its example inputs (None when not given), a label."""
+
+    fun: Any
+    args: tuple | None
+    kwargs: dict = field(default_factory=dict)
+    label: str = ""
+
+
+# -- targets ----------------------------------------------------------------------------
+def load_target(spec: str, seed: int = 0) -> Target:
+    """Resolve ``spec`` (see the module docstring) and call the factory, if it is one."""
+    from .models import REFERENCE_MODELS
+
+    if spec in REFERENCE_MODELS:
+        return _from_result(_call_factory(REFERENCE_MODELS[spec], spec, seed), spec)
+    if ":" not in spec:
+        raise UsageError(
+            f"{spec!r} is neither a reference model ({', '.join(sorted(REFERENCE_MODELS))}) nor "
+            "MODULE:CALLABLE; write e.g. mypackage.models:build or path/to/file.py:build"
+        )
+    module_part, _, attr = spec.rpartition(":")
+    if not module_part or not attr:
+        raise UsageError(f"{spec!r}: both MODULE and CALLABLE are needed, as in mymodule:build")
+    module = _import(module_part)
+    obj = _attribute(module, attr, spec)
+    if isinstance(obj, nn.Module) or _needs_arguments(obj):
+        return Target(obj, None, {}, spec)
+    if not callable(obj):
+        raise UsageError(f"{spec} is a {type(obj).__name__}, not a callable or an mlx.nn.Module")
+    return _from_result(_call_factory(obj, spec, seed), spec)
+
+
+def _import(module_part: str):
+    if module_part.endswith(".py") or os.sep in module_part or "/" in module_part:
+        path = Path(module_part)
+        if not path.is_file():
+            raise UsageError(f"no such file: {module_part}")
+        path = path.resolve()
+        name = f"mlx2onnx_user_{re.sub(r'[^0-9A-Za-z_]', '_', path.stem)}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise UsageError(f"{module_part} cannot be loaded as a Python module")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        folder = str(path.parent)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)  # so the file can import its siblings, as `python file.py` would
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            sys.modules.pop(name, None)
+            raise UserCodeError(f"importing {module_part}", exc) from exc
+        return module
+    if not all(part.isidentifier() for part in module_part.split(".")):
+        raise UsageError(f"{module_part!r} is not a dotted module name nor a path to a .py file")
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(module_part)
+    except ModuleNotFoundError as exc:
+        wanted = module_part.split(".")
+        if exc.name is not None and exc.name in {".".join(wanted[: i + 1]) for i in range(len(wanted))}:
+            raise UsageError(
+                f"no module named {exc.name!r} (looked in the current directory {cwd} and the installed "
+                "packages); give a dotted module importable from here or a path/to/file.py"
+            ) from None
+        raise UserCodeError(f"importing {module_part}", exc) from exc
+    except Exception as exc:
+        raise UserCodeError(f"importing {module_part}", exc) from exc
+
+
+def _attribute(module, attr: str, spec: str):
+    obj = module
+    for part in attr.split("."):
+        if not part.isidentifier() or not hasattr(obj, part):
+            names = sorted(
+                n for n, v in vars(module).items()
+                if not n.startswith("_") and callable(v) and getattr(v, "__module__", None) == module.__name__
+            )
+            hint = f"; callables defined there: {', '.join(names)}" if names else ""
+            raise UsageError(f"{spec}: module {module.__name__!r} has no attribute {attr!r}{hint}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def _needs_arguments(obj) -> bool:
+    """Whether ``obj`` has required parameters (other than ``seed``): then it is the
+    function to export, not a factory."""
+    if not callable(obj) or inspect.isclass(obj):
+        return False
+    try:
+        params = inspect.signature(obj).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        and p.name != "seed"
+        for p in params
+    )
+
+
+def _call_factory(factory: Callable, label: str, seed: int):
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = {}
+    try:
+        return factory(seed=seed) if "seed" in params else factory()
+    except Exception as exc:
+        raise UserCodeError(f"calling {label}", exc) from exc
+
+
+def _from_result(result: Any, label: str) -> Target:
+    if isinstance(result, tuple) and len(result) in (2, 3) and callable(result[0]):
+        fun, args = result[0], result[1]
+        kwargs = result[2] if len(result) == 3 else {}
+        if isinstance(args, (mx.array, np.ndarray)):
+            args = (args,)
+        if not isinstance(args, (tuple, list)) or not isinstance(kwargs, dict):
+            raise UsageError(
+                f"{label} returned ({type(fun).__name__}, {type(args).__name__}, ...); the example inputs "
+                "must be a tuple of arrays and, optionally, a dict of keyword arrays"
+            )
+        return Target(fun, tuple(args), dict(kwargs), label)
+    if callable(result):
+        return Target(result, None, {}, label)
+    raise UsageError(
+        f"{label} returned a {type(result).__name__}; it must return a function or mlx.nn.Module, "
+        "or a (function, args) or (function, args, kwargs) tuple"
+    )
+
+
+# -- --input specs ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class InputSpec:
+    """``name=SHAPE:DTYPE[:LOW..HIGH]``: a random example input."""
+
+    name: str | None
+    shape: tuple[int, ...]
+    dtype: mx.Dtype
+    low: float | None = None
+    high: float | None = None
+
+    def make(self, rng: np.random.Generator) -> mx.array:
+        """Random values: floats standard normal (or uniform in [low, high)); integers
+        uniform in [low, high) (default [0, 10)); bools fair coin flips."""
+        if self.dtype == mx.bool_:
+            return mx.array(rng.random(self.shape) < 0.5)
+        np_dtype = dtypes.to_numpy(self.dtype)
+        if dtypes.is_integer(self.dtype):
+            low = 0 if self.low is None else int(self.low)
+            high = 10 if self.high is None else int(self.high)
+            return mx.array(rng.integers(low, high, size=self.shape).astype(np_dtype))
+        if self.low is not None:
+            sample = rng.uniform(self.low, self.high, size=self.shape)
+        else:
+            sample = rng.standard_normal(self.shape)
+        return mx.array(sample.astype(np.float32)).astype(self.dtype)
+
+
+_DTYPE_NAMES = {dtypes.name(d): d for d in (
+    mx.bool_, mx.uint8, mx.uint16, mx.uint32, mx.uint64, mx.int8, mx.int16, mx.int32, mx.int64,
+    mx.float16, mx.float32, mx.float64, mx.bfloat16,
+)}
+_DTYPE_NAMES.update({"bool": mx.bool_, "f32": mx.float32, "f16": mx.float16, "bf16": mx.bfloat16,
+                     "i32": mx.int32, "i64": mx.int64})
+
+INPUT_SPEC_HELP = (
+    "[NAME=]SHAPE[:DTYPE[:LOW..HIGH]], e.g. x=4x32:float32, ids=2,8:int32:0..128, s=():float32; "
+    "DTYPE defaults to float32"
+)
+
+
+def parse_input_spec(text: str) -> InputSpec:
+    """Parse one ``--input``; raises :class:`UsageError` saying what would work."""
+    original = text
+    name = None
+    if "=" in text:
+        name, _, text = text.partition("=")
+        if not name.isidentifier():
+            raise UsageError(f"--input {original!r}: {name!r} is not a valid input name")
+    parts = text.split(":")
+    if not 1 <= len(parts) <= 3 or not parts[0]:
+        raise UsageError(f"--input {original!r} is not {INPUT_SPEC_HELP}")
+    shape = _parse_shape(parts[0], original)
+    dtype = mx.float32
+    if len(parts) >= 2:
+        key = parts[1].strip().lower()
+        if key not in _DTYPE_NAMES:
+            raise UsageError(
+                f"--input {original!r}: unknown dtype {parts[1]!r}; choose one of "
+                f"{', '.join(n for n in _DTYPE_NAMES if len(n) > 3 or n == 'bool')}"
+            )
+        dtype = _DTYPE_NAMES[key]
+    low = high = None
+    if len(parts) == 3:
+        match = re.fullmatch(r"\s*(-?[0-9.eE+-]+)\s*\.\.\s*(-?[0-9.eE+-]+)\s*", parts[2])
+        try:
+            low, high = float(match.group(1)), float(match.group(2))
+        except (AttributeError, ValueError):
+            raise UsageError(f"--input {original!r}: the range must read LOW..HIGH, e.g. 0..128") from None
+        if not low < high:
+            raise UsageError(f"--input {original!r}: the range {parts[2]} is empty; LOW must be below HIGH")
+    return InputSpec(name, shape, dtype, low, high)
+
+
+def _parse_shape(text: str, original: str) -> tuple[int, ...]:
+    body = text.strip()
+    if body in ("()", "[]", "scalar"):
+        return ()
+    body = body.strip("()[]")
+    pieces = [p.strip() for p in re.split(r"[x,×]", body)]
+    if not pieces or any(not p.isdigit() for p in pieces):
+        raise UsageError(
+            f"--input {original!r}: shape {text!r} must be non-negative integers joined by 'x' or ',' "
+            "(4x32, 2,8) or () for a scalar"
+        )
+    return tuple(int(p) for p in pieces)
+
+
+def bind_inputs(fun: Any, specs: list[InputSpec], seed: int) -> tuple[tuple, dict]:
+    """Random example inputs for ``fun`` from ``--input`` specs, as (args, kwargs).
+
+    Unnamed specs are positional, in order. A named spec is positional when its name is
+    the function's next positional parameter, otherwise a keyword input.
+    """
+    rng = np.random.default_rng(seed)
+    positional_params, accepts, var_kw = _parameters(fun)
+    args: list[mx.array] = []
+    kwargs: dict[str, mx.array] = {}
+    for spec in specs:
+        value = spec.make(rng)
+        if spec.name is None:
+            if kwargs:
+                raise UsageError("unnamed --input after a keyword input: give every later input a name")
+            args.append(value)
+        elif not kwargs and len(args) < len(positional_params) and positional_params[len(args)] == spec.name:
+            args.append(value)
+        else:
+            if spec.name in kwargs:
+                raise UsageError(f"--input {spec.name} is given twice")
+            if accepts is not None and spec.name not in accepts and not var_kw:
+                raise UsageError(
+                    f"--input {spec.name}=...: the function has no parameter {spec.name!r}; "
+                    f"its parameters are {', '.join(accepts) or '(none)'}"
+                )
+            kwargs[spec.name] = value
+    return tuple(args), kwargs
+
+
+def _parameters(fun: Any) -> tuple[list[str], list[str] | None, bool]:
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        return [], None, True
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    keywords = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    var_kw = any(p.kind is p.VAR_KEYWORD for p in params)
+    return positional, keywords, var_kw

@@ -1,69 +1,425 @@
-"""Indexing primitives: Slice, Gather, GatherAxis."""
+"""Indexing primitives: Slice, Gather, GatherAxis, Scatter, ScatterAxis, SliceUpdate,
+DynamicSlice, DynamicSliceUpdate, MaskedScatter.
+
+Conventions shared by the handlers below (MLX_PRIMITIVES.md §3.7):
+
+* Index arrays arrive in any integer dtype (uint32 from ``x[-1]`` and Arange, int8 ...).
+  They are cast to int64; signed ones are wrapped (``i < 0 -> i + dim``) exactly like
+  MLX's CPU ``offset_neg_idx``. Out-of-range indices are undefined in MLX.
+* Scatter with reduce None and duplicate targets: MLX's CPU applies the updates in order,
+  so the last write wins, while ONNX ScatterND/ScatterElements leave the winner
+  undefined (onnxruntime writes in parallel). The handlers make it exact: an ONNX
+  ``Unique`` over the flattened targets finds the last writer of every target and every
+  duplicate writes that value.
+* Scatter reductions (Sum, Prod, Max, Min) map to ScatterND's reductions, which
+  onnxruntime applies in order with the same comparison rule as MLX
+  (``(y > x) ? y : x``, so NaN handling matches). Max/Min need opset 18.
+"""
 
 from __future__ import annotations
 
 import mlx.core as mx
+import numpy as np
 
 from mlx2onnx import dtypes
 from mlx2onnx.registry import handles
 
+# Scatter / SliceUpdate reduce codes -> ONNX reduction names.
+SCATTER_REDUCTIONS = {0: "max", 1: "min", 2: "add", 3: "mul", 4: "none"}
+SCATTER_AXIS_REDUCTIONS = {0: "add", 1: "none"}
+SLICE_UPDATE_OPS = {0: "Max", 1: "Min", 2: "Add", 3: "Mul"}
 
-def index_int64(ctx, value, spec):
-    """Indices as int64 (MLX uses uint32 and other widths; ONNX Gather wants int32/int64)."""
-    return ctx.cast(value, mx.int64)
+
+# -- helpers ----------------------------------------------------------------------------
+def index_int64(ctx, value, spec, dim=None):
+    """Indices as int64; with ``dim``, signed negative indices wrap (+dim) as on MLX's CPU."""
+    idx = ctx.cast(value, mx.int64)
+    if dim is None or spec is None or spec.dtype not in dtypes.SIGNED or dim == 0:
+        return idx
+    return ctx.op.Mod(idx, ctx.scalar(dim, mx.int64))  # in-range values unchanged
 
 
+def expand_to(ctx, value, spec_shape, shape):
+    if tuple(spec_shape) == tuple(shape):
+        return value
+    return ctx.op.Expand(value, ctx.ints(list(shape)))
+
+
+def empty(ctx, x, spec, shape):
+    """A zero-size tensor of ``x``'s type with ``shape``."""
+    flat = ctx.reshape(x, [spec.size])
+    return ctx.reshape(ctx.slice(flat, [0], [0]), shape)
+
+
+def index_grid(ctx, src_shape, sizes, batch, indexed):
+    """int64 ``[*batch, *sizes, n]``: element ``(i, j)`` holds the source coordinate
+    ``indexed[d][i] + j_d`` on the indexed axes ``d`` and ``j_d`` on the others."""
+    n, b = len(src_shape), len(batch)
+    full = list(batch) + list(sizes)
+    parts = []
+    for d in range(n):
+        ramp = np.arange(sizes[d], dtype=np.int64).reshape([1] * b + [sizes[d] if k == d else 1 for k in range(n)])
+        if d in indexed:
+            comp = ctx.reshape(indexed[d], list(batch) + [1] * n)
+            if sizes[d] != 1:
+                comp = ctx.op.Add(comp, ctx.const(ramp))
+        else:
+            comp = ctx.const(ramp)
+        parts.append(ctx.unsqueeze(ctx.op.Expand(comp, ctx.ints(full)), [-1]))
+    return parts[0] if n == 1 else ctx.op.Concat(*parts, axis=-1)
+
+
+def reverse(ctx, flat, length):
+    return ctx.slice(flat, [length - 1], [-length - 1], [0], [-1])
+
+
+def last_writer(ctx, keys, count):
+    """For each of ``count`` flattened write keys, the position of the last write with the
+    same key (MLX's 'last write wins' order)."""
+    flipped = reverse(ctx, ctx.reshape(keys, [count]), count)
+    _, first, inverse, _ = ctx.op.Unique(flipped, sorted=0, _outputs=4)
+    winner_flipped = ctx.op.Gather(first, inverse)
+    return ctx.op.Sub(ctx.scalar(count - 1, mx.int64), reverse(ctx, winner_flipped, count))
+
+
+def last_write_wins(ctx, keys, values, lead, rest):
+    """``values`` (shape lead + rest, one write per lead position, targets ``keys`` of shape
+    lead) with every duplicate write replaced by the last one to the same target."""
+    count = int(np.prod(lead, dtype=np.int64))
+    if count <= 1:
+        return values
+    winner = last_writer(ctx, keys, count)
+    flat = ctx.reshape(values, [count] + list(rest))
+    return ctx.reshape(ctx.op.Gather(flat, winner, axis=0), list(lead) + list(rest))
+
+
+def linear_keys(ctx, nd, dims):
+    """Row-major linear index of the (non-negative) coordinates on ``nd``'s last axis."""
+    strides = np.cumprod([1] + list(dims[::-1])[:-1])[::-1].astype(np.int64)
+    if len(dims) == 1:
+        return ctx.squeeze(nd, [-1])
+    return ctx.reduce("ReduceSum", ctx.op.Mul(nd, ctx.const(strides)), [-1], keepdims=False)
+
+
+def reduction_dtype(reduction, dtype):
+    """The dtype onnxruntime runs ScatterND/ScatterElements with ``reduction`` in, exactly."""
+    if reduction == "none":
+        return dtype
+    if dtype in (mx.float16, mx.bfloat16):
+        return mx.float32
+    if dtype == mx.bool_:
+        return mx.uint8 if reduction in ("max", "min") else mx.bool_
+    return dtype
+
+
+def scatter_op(ctx, op_type, data, indices, values, reduction, dtype, **attrs):
+    work = reduction_dtype(reduction, dtype)
+    if reduction != "none":
+        attrs["reduction"] = reduction
+    node = getattr(ctx.op, op_type)(ctx.cast(data, work), indices, ctx.cast(values, work), **attrs)
+    return ctx.cast(node, dtype)
+
+
+def inverse(perm):
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return inv
+
+
+def transpose(ctx, x, perm):
+    return x if list(perm) == list(range(len(perm))) else ctx.op.Transpose(x, perm=list(perm))
+
+
+# -- slicing ----------------------------------------------------------------------------
 @handles("Slice")
 def slice_(ctx, rec):
     """inputs (x,); arguments [start:tuple, stop:tuple, strides:tuple], full rank. Start is
     normalised to >= 0, stop is left as written; ONNX Slice clamps the same way."""
     (x,) = ctx.inputs(rec)
     start, stop, strides = rec.arguments
+    if rec.inputs[0].rank == 0 or tuple(rec.inputs[0].shape) == tuple(rec.outputs[0].shape) and all(
+        int(s) == 0 and int(st) == 1 for s, st in zip(start, strides)
+    ):
+        return [ctx.op.Identity(x)]
     axes = list(range(len(start)))
     return [ctx.slice(x, start, stop, axes, strides)]
 
 
+def slice_ranges(ctx, shape, start, stop, strides, update_shape):
+    """The source positions each axis of a SliceUpdate writes, checked against the update."""
+    ranges = []
+    for d, (dim, s, e, st) in enumerate(zip(shape, start, stop, strides)):
+        positions = list(range(*slice(int(s), int(e), int(st)).indices(dim)))
+        if len(positions) != update_shape[d]:
+            raise ctx.fail(
+                f"slice start={tuple(start)} stop={tuple(stop)} strides={tuple(strides)} covers "
+                f"{len(positions)} elements on axis {d} but the update has {update_shape[d]}"
+            )
+        ranges.append(positions)
+    return ranges
+
+
+def is_full(positions, dim):
+    return len(positions) == dim and (dim == 0 or positions[0] == 0)
+
+
+def write_block(ctx, region, shape, update, ranges):
+    """``region`` (of ``shape``) with ``update`` written at the contiguous ascending
+    ``ranges``, by Slice + Concat along each partially written axis."""
+    for d, positions in enumerate(ranges):
+        if is_full(positions, shape[d]):
+            continue
+        lo, hi = positions[0], positions[-1] + 1
+        rest = ranges[d + 1 :]
+        if any(not is_full(p, shape[d + 1 + k]) for k, p in enumerate(rest)):
+            band_shape = list(shape)
+            band_shape[d] = hi - lo
+            inner = [list(range(n)) for n in band_shape[: d + 1]] + list(rest)
+            middle = write_block(ctx, ctx.slice(region, [lo], [hi], [d]), band_shape, update, inner)
+        else:
+            middle = update
+        parts = [ctx.slice(region, [0], [lo], [d])] if lo > 0 else []
+        parts.append(middle)
+        if hi < shape[d]:
+            parts.append(ctx.slice(region, [hi], [shape[d]], [d]))
+        return parts[0] if len(parts) == 1 else ctx.op.Concat(*parts, axis=d)
+    return ctx.op.Identity(update)
+
+
+@handles("SliceUpdate")
+def slice_update(ctx, rec):
+    """inputs (src, update) (update already cast and broadcast to the slice's shape);
+    arguments [reduce (Max=0, Min=1, Sum=2, Prod=3, None=4), start, stop, strides].
+
+    A reduction is computed elementwise on the slice first (MLX's SliceUpdate Max/Min
+    propagate NaN like maximum/minimum), then the result is written: by Slice + Concat
+    when every stride is +-1, otherwise by ScatterND with a constant index grid (a slice
+    never writes one element twice)."""
+    src, update = ctx.inputs(rec)
+    reduce_code, start, stop, strides = rec.arguments
+    s_spec, u_spec = rec.inputs
+    dtype = rec.outputs[0].dtype
+    n = s_spec.rank
+    steps = [int(st) for st in strides]
+    ranges = slice_ranges(ctx, s_spec.shape, start, stop, strides, u_spec.shape)
+    if u_spec.size == 0:
+        return [ctx.op.Identity(src)]
+    combine = SLICE_UPDATE_OPS.get(int(reduce_code))
+    if combine is not None:
+        current = ctx.slice(src, start, stop, list(range(n)), steps) if n else src
+        update = ctx.run(combine, [current, update], dtype)
+    if all(abs(st) == 1 for st in steps):
+        flip = [d for d in range(n) if steps[d] == -1 and u_spec.shape[d] > 1]
+        if flip:
+            update = ctx.slice(update, [-1] * len(flip), [-u_spec.shape[d] - 1 for d in flip], flip, [-1] * len(flip))
+        return [write_block(ctx, src, list(s_spec.shape), update, [sorted(r) for r in ranges])]
+    depth = 1 + max(d for d in range(n) if not (steps[d] == 1 and is_full(ranges[d], s_spec.shape[d])))
+    grid = np.stack(np.meshgrid(*[np.asarray(r, dtype=np.int64) for r in ranges[:depth]], indexing="ij"), axis=-1)
+    return [ctx.op.ScatterND(src, ctx.const(grid), update)]
+
+
+@handles("DynamicSlice")
+def dynamic_slice(ctx, rec):
+    """inputs (x, start (1-D int, one per axis)); arguments [axes:list, slice_size:tuple
+    (full rank)]: Slice with runtime starts. MLX does not check bounds (out of range is
+    undefined, even a crash); here the start is clamped to [0, dim - size] so the output
+    always has the declared shape (as in JAX's dynamic_slice)."""
+    x, start = ctx.inputs(rec)
+    axes, slice_size = rec.arguments
+    src, out = rec.inputs[0], rec.outputs[0]
+    n = src.rank
+    axes = [int(ax) % n for ax in axes]
+    sizes = [int(s) for s in slice_size]
+    if out.size == 0:
+        return [empty(ctx, x, src, out.shape)]
+    fixed = [d for d in range(n) if d not in axes and sizes[d] != src.shape[d]]
+    if fixed:
+        x = ctx.slice(x, [0] * len(fixed), [sizes[d] for d in fixed], fixed)
+    begin = clamped_start(ctx, start, rec.inputs[1], [src.shape[ax] - sizes[ax] for ax in axes])
+    end = ctx.op.Add(begin, ctx.ints([sizes[ax] for ax in axes]))
+    return [ctx.op.Slice(x, begin, end, ctx.ints(axes))]
+
+
+def clamped_start(ctx, start, spec, highest):
+    begin = ctx.cast(start, mx.int64)
+    if spec.rank == 0:
+        begin = ctx.reshape(begin, [1])
+    return ctx.op.Min(ctx.op.Max(begin, ctx.ints([0] * len(highest))), ctx.ints(highest))
+
+
+@handles("DynamicSliceUpdate")
+def dynamic_slice_update(ctx, rec):
+    """inputs (src, update, start (1-D int, one per axis)); arguments [axes:list]: ScatterND
+    with a constant index grid plus the runtime start offsets. The start is clamped to
+    [0, dim - update size] (MLX leaves out-of-range writes undefined)."""
+    src_v, update, start = ctx.inputs(rec)
+    (axes,) = rec.arguments
+    src, upd = rec.inputs[0], rec.inputs[1]
+    n = src.rank
+    axes = [int(ax) % n for ax in axes]
+    if upd.size == 0 or src.size == 0:
+        return [ctx.op.Identity(src_v)]
+    depth = 1 + max([d for d in range(n) if d in axes or upd.shape[d] != src.shape[d]])
+    grid = np.stack(np.meshgrid(*[np.arange(upd.shape[d], dtype=np.int64) for d in range(depth)], indexing="ij"), axis=-1)
+    begin = clamped_start(ctx, start, rec.inputs[2], [src.shape[ax] - upd.shape[ax] for ax in axes])
+    mapping = [axes.index(d) if d in axes else len(axes) for d in range(depth)]
+    offsets = ctx.op.Gather(ctx.op.Concat(begin, ctx.ints([0]), axis=0), ctx.ints(mapping))
+    return [ctx.op.ScatterND(src_v, ctx.op.Add(ctx.const(grid), offsets), update)]
+
+
+# -- gathers ----------------------------------------------------------------------------
 @handles("Gather")
 def gather(ctx, rec):
     """inputs (a, idx_0 .. idx_{m-1}) broadcast to one shape I; arguments [axes:list,
-    slice_sizes:tuple]. Output shape is I + slice_sizes (indexed axes keep a size-1 dim).
-    Negative indices wrap, as on MLX's CPU."""
+    slice_sizes:tuple]. Output shape is I + slice_sizes; each slice starts at the indices
+    on the indexed axes and at 0 elsewhere. Negative indices wrap, as on MLX's CPU.
+
+    One index array: Gather(axis) + Transpose to MLX's order. Several: GatherND after
+    moving the indexed axes to the front. A slice wider than 1 on an indexed axis (C++
+    API only): GatherND over a full index grid."""
     a, *indices = ctx.inputs(rec)
     axes, slice_sizes = rec.arguments
     axes = [int(ax) for ax in axes]
-    src = rec.inputs[0]
-    out = rec.outputs[0]
-    for ax in axes:
-        if slice_sizes[ax] != 1:
-            raise ctx.fail(
-                f"slice_sizes[{ax}]={slice_sizes[ax]} on an indexed axis is not supported "
-                "(only mx.core C++ gather produces it); index with size-1 slices instead"
-            )
-    others = [d for d in range(src.rank) if d not in axes]
-    if any(slice_sizes[d] != src.shape[d] for d in others):
-        a = ctx.slice(a, [0] * len(others), [slice_sizes[d] for d in others], others)
-    index_shape = rec.inputs[1].shape if indices else ()
+    sizes = [int(s) for s in slice_sizes]
+    src, out = rec.inputs[0], rec.outputs[0]
+    n = src.rank
+    batch = tuple(out.shape[: out.rank - n])
+    if out.size == 0:
+        return [empty(ctx, a, src, out.shape)]
     if not indices:
+        if sizes != list(src.shape):
+            a = ctx.slice(a, [0] * n, sizes, list(range(n)))
         return [ctx.reshape(a, out.shape)]
+    if any(sizes[ax] != 1 for ax in axes):
+        indexed = {
+            ax: expand_to(ctx, index_int64(ctx, v, spec, src.shape[ax]), spec.shape, batch)
+            for ax, v, spec in zip(axes, indices, rec.inputs[1:])
+        }
+        return [ctx.op.GatherND(a, index_grid(ctx, src.shape, sizes, batch, indexed))]
+    others = [d for d in range(n) if d not in axes]
+    if any(sizes[d] != src.shape[d] for d in others):
+        a = ctx.slice(a, [0] * len(others), [sizes[d] for d in others], others)
     if len(axes) == 1:
         axis = axes[0]
-        idx = index_int64(ctx, indices[0], rec.inputs[1])
-        gathered = ctx.op.Gather(a, idx, axis=axis)  # pre + I + post
-        k = len(index_shape)
-        perm = list(range(axis, axis + k)) + list(range(axis)) + list(range(axis + k, src.rank - 1 + k))
-        if perm != list(range(len(perm))):
-            gathered = ctx.op.Transpose(gathered, perm=perm)
-        return [ctx.reshape(gathered, out.shape)]
-    order = axes + others
-    moved = a if order == list(range(src.rank)) else ctx.op.Transpose(a, perm=order)
-    stacked = ctx.op.Concat(*[ctx.unsqueeze(index_int64(ctx, i, None), [-1]) for i in indices], axis=-1)
-    gathered = ctx.op.GatherND(moved, stacked)  # I + [a.shape[o] for o in others]
+        gathered = ctx.op.Gather(a, index_int64(ctx, indices[0], rec.inputs[1]), axis=axis)  # pre + I + post
+        k = rec.inputs[1].rank
+        perm = list(range(axis, axis + k)) + list(range(axis)) + list(range(axis + k, n - 1 + k))
+        return [ctx.reshape(transpose(ctx, gathered, perm), out.shape)]
+    moved = transpose(ctx, a, axes + others)
+    stacked = ctx.op.Concat(
+        *[
+            ctx.unsqueeze(expand_to(ctx, index_int64(ctx, v, spec), spec.shape, batch), [-1])
+            for v, spec in zip(indices, rec.inputs[1:])
+        ],
+        axis=-1,
+    )
+    gathered = ctx.op.GatherND(moved, stacked)  # I + [sizes[o] for o in others]
     return [ctx.reshape(gathered, out.shape)]
 
 
 @handles("GatherAxis")
 def gather_axis(ctx, rec):
-    """inputs (a, idx) of equal rank; arguments [axis]: GatherElements (take_along_axis)."""
+    """inputs (a, idx) of equal rank; arguments [axis]: GatherElements (take_along_axis).
+    Negative indices wrap (GatherElements allows them)."""
     a, idx = ctx.inputs(rec)
     (axis,) = rec.arguments
+    if rec.outputs[0].size == 0:
+        return [empty(ctx, a, rec.inputs[0], rec.outputs[0].shape)]
     return [ctx.op.GatherElements(a, index_int64(ctx, idx, rec.inputs[1]), axis=int(axis))]
+
+
+# -- scatters ---------------------------------------------------------------------------
+@handles("Scatter")
+def scatter(ctx, rec):
+    """inputs (a, idx_0 .. idx_{m-1}, updates (I + a full-rank slice shape)); arguments
+    [reduce (Max=0, Min=1, Sum=2, Prod=3, None=4), axes:list].
+
+    ScatterND with reduction none/add/mul/max/min after moving the indexed axes to the
+    front (or over a full index grid when the slices are not whole rows). Duplicate
+    targets with None: the last write wins, as on MLX's CPU. Max/Min need opset 18."""
+    a, *indices, updates = ctx.inputs(rec)
+    reduce_code, axes = rec.arguments
+    reduction = SCATTER_REDUCTIONS[int(reduce_code)]
+    axes = [int(ax) for ax in axes]
+    src, upd = rec.inputs[0], rec.inputs[-1]
+    n = src.rank
+    if reduction in ("max", "min") and ctx.opset < 18:
+        raise ctx.fail(
+            f"reduce={int(reduce_code)} ({'Max' if reduction == 'max' else 'Min'}) needs ScatterND "
+            f"reduction='{reduction}', which ONNX has from opset 18; this export targets opset "
+            f"{ctx.opset}: export with opset >= 18"
+        )
+    if upd.size == 0 or src.size == 0:
+        return [ctx.op.Identity(a)]
+    if n == 0:
+        raise ctx.fail("a 0-d scatter target is not supported: index a 1-d array instead")
+    batch = tuple(upd.shape[: upd.rank - n])
+    sizes = tuple(upd.shape[upd.rank - n :])
+    indexed = {
+        ax: expand_to(ctx, index_int64(ctx, v, spec, src.shape[ax]), spec.shape, batch)
+        for ax, v, spec in zip(axes, indices, rec.inputs[1:-1])
+    }
+    others = [d for d in range(n) if d not in axes]
+    order = list(range(n))
+    if axes and all(sizes[ax] == 1 for ax in axes) and all(sizes[d] == src.shape[d] for d in others):
+        order = axes + others
+        data = transpose(ctx, a, order)
+        columns = [ctx.unsqueeze(indexed[ax], [-1]) for ax in axes]
+        nd = columns[0] if len(columns) == 1 else ctx.op.Concat(*columns, axis=-1)
+        lead, rest = batch, [src.shape[d] for d in others]
+        values = ctx.reshape(updates, list(lead) + rest)
+        key_dims = [src.shape[ax] for ax in axes]
+    else:
+        data, values = a, updates
+        nd = index_grid(ctx, src.shape, sizes, batch, indexed)
+        lead, rest, key_dims = batch + sizes, [], list(src.shape)
+    if reduction == "none":
+        values = last_write_wins(ctx, linear_keys(ctx, nd, key_dims), values, lead, rest)
+    result = scatter_op(ctx, "ScatterND", data, nd, values, reduction, src.dtype)
+    return [transpose(ctx, result, inverse(order))]
+
+
+@handles("ScatterAxis")
+def scatter_axis(ctx, rec):
+    """inputs (a, idx, updates) (idx and updates of one shape, same rank as a); arguments
+    [reduce (Sum=0, None=1), axis]: ScatterElements(axis, reduction add/none), the last
+    write winning on duplicate targets with None (as on MLX's CPU)."""
+    a, idx, updates = ctx.inputs(rec)
+    reduce_code, axis = rec.arguments
+    reduction = SCATTER_AXIS_REDUCTIONS[int(reduce_code)]
+    src, ispec, uspec = rec.inputs
+    axis = int(axis) % src.rank
+    if ispec.size == 0 or src.size == 0:
+        return [ctx.op.Identity(a)]
+    positions = index_int64(ctx, idx, ispec, src.shape[axis])
+    updates = expand_to(ctx, updates, uspec.shape, ispec.shape)
+    if reduction == "none" and ispec.size > 1:
+        strides = np.cumprod([1] + list(src.shape[::-1])[:-1])[::-1].astype(np.int64)
+        coords = np.indices(ispec.shape, dtype=np.int64)
+        base = sum((coords[d] * strides[d] for d in range(src.rank) if d != axis), np.zeros(ispec.shape, np.int64))
+        keys = ctx.op.Add(ctx.op.Mul(positions, ctx.scalar(int(strides[axis]), mx.int64)), ctx.const(base))
+        updates = last_write_wins(ctx, keys, updates, ispec.shape, [])
+    return [scatter_op(ctx, "ScatterElements", a, positions, updates, reduction, src.dtype, axis=axis)]
+
+
+@handles("MaskedScatter")
+def masked_scatter(ctx, rec):
+    """inputs (a[B, ...], mask[B, ...], src[B, ...]) (ExpandDims adds B=1 for x[mask] = v):
+    per batch row, the k-th True of the mask (row-major) takes src's k-th element.
+    CumSum(mask) - 1 -> GatherElements(src) -> Where(mask, gathered, a)."""
+    a, mask, source = ctx.inputs(rec)
+    aspec, mspec, sspec = rec.inputs
+    dtype = rec.outputs[0].dtype
+    if aspec.size == 0 or sspec.size == 0:
+        return [ctx.op.Identity(a)]
+    rows = aspec.shape[0]
+    width, count = aspec.size // rows, sspec.size // rows
+    mask = expand_to(ctx, mask, mspec.shape, aspec.shape)
+    flat_mask = ctx.reshape(mask, [rows, width])
+    taken = ctx.op.CumSum(ctx.cast(flat_mask, mx.int64), ctx.scalar(1, mx.int64))
+    taken = ctx.op.Sub(taken, ctx.scalar(1, mx.int64))
+    taken = ctx.op.Min(ctx.op.Max(taken, ctx.scalar(0, mx.int64)), ctx.scalar(count - 1, mx.int64))
+    gathered = ctx.op.GatherElements(ctx.reshape(source, [rows, count]), taken, axis=1)
+    chosen = ctx.run("Where", [flat_mask, gathered, ctx.reshape(a, [rows, width])], dtype, fixed=(0,))
+    return [ctx.reshape(chosen, aspec.shape)]

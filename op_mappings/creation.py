@@ -17,6 +17,9 @@ def arange(ctx, rec):
     values = mx.arange(start, stop, step, dtype=out.dtype)
     if tuple(values.shape) != tuple(out.shape):
         raise ctx.fail(f"mx.arange{(start, stop, step)} gives shape {values.shape}, the record says {out.shape}")
+    carried = dtypes.carried(out.dtype)  # the export's float policy (e.g. bfloat16 as float32)
+    if carried != out.dtype:
+        values = values.astype(carried)
     return [ctx.const(dtypes.array_to_numpy(values), name=f"arange_{rec.index}")]
 
 

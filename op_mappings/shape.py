@@ -110,3 +110,11 @@ def depends(ctx, rec):
     """inputs (outputs..., dependencies...): the first len(outputs) inputs pass through."""
     values = ctx.inputs(rec)
     return [ctx.op.Identity(v) for v in values[: len(rec.outputs)]]
+
+
+@handles("Copy", "StopGradient")
+def copy(ctx, rec):
+    """inputs (x,); arguments []: Identity. MLX 0.32's simplify pass removes both before the
+    export callback, so they appear only in hand-built or future traces."""
+    (x,) = ctx.inputs(rec)
+    return [ctx.op.Identity(x)]

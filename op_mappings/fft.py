@@ -184,6 +184,31 @@ def complex_multiply(ctx, rec):
     return [complex_mul(ctx, x, y)]
 
 
+@handles_complex("Divide")
+def complex_divide(ctx, rec):
+    """inputs (a, b) complex64; arguments []: ((ac + bd) + (bc - ad)i) / (c^2 + d^2),
+    computed in float64 (no overflow or cancellation for float32 operands; MLX's
+    std::complex division may differ in the last bit, and for zero divisors)."""
+    x, y = (ctx.op.Cast(v, to=dtypes.to_onnx(mx.float64)) for v in ctx.inputs(rec))
+    a, b, c, d = real_part(ctx, x), imag_part(ctx, x), real_part(ctx, y), imag_part(ctx, y)
+    denom = ctx.op.Add(ctx.op.Mul(c, c), ctx.op.Mul(d, d))
+    re = ctx.op.Div(ctx.op.Add(ctx.op.Mul(a, c), ctx.op.Mul(b, d)), denom)
+    im = ctx.op.Div(ctx.op.Sub(ctx.op.Mul(b, c), ctx.op.Mul(a, d)), denom)
+    return [ctx.op.Cast(make_pair(ctx, re, im), to=dtypes.to_onnx(F32))]
+
+
+@handles_complex("Equal", "NotEqual")
+def complex_equal(ctx, rec):
+    """inputs (a, b) complex64; arguments [] (Equal: [equal_nan]): both parts equal
+    (NotEqual: either differs). equal_nan on complex is refused."""
+    a, b = ctx.inputs(rec)
+    if rec.name == "Equal" and rec.arguments and rec.arguments[0]:
+        raise ctx.fail("argument equal_nan=True on complex64 is not supported: compare mx.real and mx.imag")
+    same = ctx.op.Equal(a, b)
+    both = ctx.op.And(real_part(ctx, same), imag_part(ctx, same))
+    return [both if rec.name == "Equal" else ctx.op.Not(both)]
+
+
 @handles_complex("Square")
 def complex_square(ctx, rec):
     """inputs (z,) complex64; arguments []: z * z."""
@@ -258,6 +283,19 @@ def complex_slice(ctx, rec):
     start, stop, strides = rec.arguments
     rank = rec.inputs[0].rank
     return [ctx.slice(z, list(start), list(stop), list(range(rank)), list(strides))]
+
+
+@handles_complex("Split")
+def complex_split(ctx, rec):
+    """inputs (z,); arguments [indices:tuple, axis]: one Slice per part (zero-size parts included)."""
+    (z,) = ctx.inputs(rec)
+    axis = _axis(rec.arguments[1], rec.inputs[0].rank)
+    outs, start = [], 0
+    for part in rec.outputs:
+        size = part.shape[axis]
+        outs.append(ctx.slice(z, [start], [start + size], [axis]))
+        start += size
+    return outs
 
 
 @handles_complex("Select")

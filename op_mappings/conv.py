@@ -4,7 +4,8 @@ MLX convolutions are channels-last (x [N, *spatial, C_in], w [C_out, *K, C_in/gr
 ONNX Conv and ConvTranspose are channels-first, so each convolution is wrapped in two
 Transposes. A constant weight is re-laid out at export time into a new initializer; a
 runtime weight gets the same re-layout as ONNX ops. onnxruntime's Conv/ConvTranspose
-kernels are float32 only: float16 and bfloat16 are computed in float32.
+kernels are float32 only: float16 and bfloat16 are computed in float32, and so is
+float64, exactly as MLX's CPU does.
 """
 
 from __future__ import annotations
@@ -81,15 +82,15 @@ class Weight:
 
 
 # -- input layout -----------------------------------------------------------------------
-def dilate_input(ctx, x, shape, factors):
-    """Insert ``factor - 1`` zeros after every element along each spatial axis of the
-    channels-first ``x`` of ``shape``; returns the value and its shape (length L*f, so the
-    last f-1 zeros are surplus: the caller removes them from the high padding)."""
+def dilate_input(ctx, x, shape, factors, first):
+    """Insert ``factor - 1`` zeros after every element along the spatial axes
+    ``first, first + 1, ...`` of ``x`` of ``shape``; returns the value and its shape
+    (length L*f: the last f-1 zeros are surplus, the caller takes them off the high pad)."""
     shape = list(shape)
     for i, f in enumerate(factors):
         if f == 1:
             continue
-        axis = 2 + i
+        axis = first + i
         x = ctx.unsqueeze(x, [axis + 1])
         pads = [0] * (len(shape) + 1) * 2
         pads[len(shape) + 1 + axis + 1] = f - 1
@@ -99,17 +100,20 @@ def dilate_input(ctx, x, shape, factors):
     return x, shape
 
 
-def crop_negative(ctx, x, shape, lo, hi):
-    """Slice away negative padding; returns x and the padding that is left (all >= 0)."""
+def crop_negative(ctx, x, shape, lo, hi, first):
+    """Slice away negative padding of the spatial axes ``first, ...``; returns x, its
+    shape and the padding that is left (all >= 0)."""
+    shape = list(shape)
     starts, ends, axes = [], [], []
     for i, (l, h) in enumerate(zip(lo, hi)):
         if l < 0 or h < 0:
-            axes.append(2 + i)
+            axes.append(first + i)
             starts.append(max(-l, 0))
-            ends.append(shape[2 + i] - max(-h, 0))
+            ends.append(shape[first + i] - max(-h, 0))
+            shape[first + i] = ends[-1] - starts[-1]
     if axes:
         x = ctx.slice(x, starts, ends, axes)
-    return x, [max(l, 0) for l in lo], [max(h, 0) for h in hi]
+    return x, shape, [max(l, 0) for l in lo], [max(h, 0) for h in hi]
 
 
 @handles("Convolution")
@@ -128,12 +132,9 @@ def convolution(ctx, rec):
     xs, ws, out = rec.inputs[0], rec.inputs[1], rec.outputs[0]
     d = xs.rank - 2
     dtype = out.dtype
-    work = ctx.work_dtype("Conv", dtype)
-    if work == mx.float64:
-        raise ctx.fail(
-            "dtype float64 is not supported: onnxruntime has no float64 Conv kernel; "
-            "run the convolution in float32 (x.astype(mx.float32))"
-        )
+    # MLX's CPU computes a float64 convolution in float32 (verified: bit-equal to the
+    # float32 result), and onnxruntime has only float32 Conv kernels: float32 for all.
+    work = mx.float32
     c_in, c_out = xs.shape[-1], ws.shape[0]
     k_eff = [(k - 1) * kd + 1 for k, kd in zip(ws.shape[1:-1], kdil)]
     spatial = list(range(1, d + 1))
@@ -159,9 +160,9 @@ def convolution(ctx, rec):
         )
     else:
         if any(s > 1 for s in idil):
-            x, x_shape = dilate_input(ctx, x, x_shape, idil)
+            x, x_shape = dilate_input(ctx, x, x_shape, idil, 2)
             hi = [h - (s - 1) for h, s in zip(hi, idil)]
-        x, lo, hi = crop_negative(ctx, x, x_shape, lo, hi)
+        x, x_shape, lo, hi = crop_negative(ctx, x, x_shape, lo, hi, 2)
         weight.transpose([0, d + 1] + spatial)
         if flip:
             weight.reverse([2 + i for i in range(d)])
@@ -170,7 +171,8 @@ def convolution(ctx, rec):
             strides=strides, dilations=kdil, pads=lo + hi, group=groups,
         )
     y = ctx.op.Transpose(y, perm=[0] + [2 + i for i in range(d)] + [1])
-    return [y if work == dtype else ctx.op.Cast(y, to=dtypes.to_onnx(dtype))]
+    same = dtypes.to_onnx(work) == dtypes.to_onnx(dtype)
+    return [y if same else ctx.op.Cast(y, to=dtypes.to_onnx(dtype))]
 
 
 def _as_conv_transpose(strides, lo, hi, idil, k_eff):

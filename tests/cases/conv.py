@@ -12,7 +12,8 @@ import numpy as np
 from harness import FLOATS, INTS, Case, rand, randn
 from mlx2onnx import registry
 
-CONV_TOL = {"float32": (1e-4, 1e-4), "float16": (2e-2, 1e-2), "bfloat16": (1e-1, 5e-2)}
+# float64: MLX computes it in float32 too, so only float32's summation-order error is allowed.
+CONV_TOL = {"float32": (1e-4, 1e-4), "float16": (2e-2, 1e-2), "bfloat16": (1e-1, 5e-2), "float64": (1e-4, 1e-4)}
 
 
 def conv_inputs(x_shape, w_shape):
@@ -87,14 +88,23 @@ CONVS = [
     ("convolve_full", lambda a, b: mx.convolve(a, b, mode="full"), (9,), (4,)),
 ]
 
+# MLX's CPU runs float64 only on its plain (im2col + gemm) path, computing in float32;
+# grouped, dilated and transposed float64 convolutions fail in MLX itself.
+FLOAT64_OK = {"conv1d", "conv1d_stride_pad", "conv2d", "conv2d_1x1", "conv3d", "conv3d_stride",
+              "conv_transpose2d_stride1", "conv_general_asym_pad", "conv_general_flip", "convolve_same", "convolve_full"}
+
 CASES = [
-    Case(f"conv.{name}", fn, conv_inputs(xs, ws), dtypes=FLOATS, primitives=("Convolution",), tolerances=CONV_TOL)
+    Case(f"conv.{name}", fn, conv_inputs(xs, ws), dtypes=FLOATS + ((mx.float64,) if name in FLOAT64_OK else ()),
+         primitives=("Convolution",), tolerances=CONV_TOL)
     for name, fn, xs, ws in CONVS
 ]
 
 CASES += [
     Case("conv.conv2d_const_weight", with_const_weight("c2", (4, 3, 3, 3), lambda x, w: mx.conv2d(x, w, stride=2, padding=1)),
          x_only((1, 8, 8, 3)), dtypes=FLOATS, primitives=("Convolution",), onnx_ops=("Conv",), tolerances=CONV_TOL),
+    Case("conv.conv2d_float64_const_weight",
+         with_const_weight("c64", (4, 3, 3, 2), lambda x, w: mx.conv2d(x, w, stride=2, padding=1)),
+         x_only((1, 6, 5, 2)), dtypes=(mx.float64,), primitives=("Convolution",), onnx_ops=("Conv",), tolerances=CONV_TOL),
     Case("conv.conv_transpose2d_const_weight_groups",
          with_const_weight("ct2", (6, 3, 3, 2), lambda x, w: mx.conv_transpose2d(x, w, stride=2, padding=1, groups=2)),
          x_only((1, 4, 4, 4)), dtypes=FLOATS, primitives=("Convolution",), onnx_ops=("ConvTranspose",), tolerances=CONV_TOL),

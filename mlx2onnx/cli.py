@@ -141,7 +141,7 @@ def _target_and_inputs(ns) -> tuple[Any, tuple, dict, str]:
     from .loading import UsageError, bind_inputs, load_target, parse_input_spec
 
     specs = [parse_input_spec(s) for s in ns.input or []]
-    target = load_target(ns.target, seed=ns.seed)
+    target = load_target(ns.target, seed=ns.model_seed)
     if specs:
         args, kwargs = bind_inputs(target.fun, specs, ns.seed)
     elif target.args is not None:
@@ -485,7 +485,7 @@ targets:
   package.module:callable        importable from the current directory
   path/to/file.py:callable       loaded from that file
 The callable is a factory returning a function or mlx.nn.Module, or a (function, args)
-or (function, args, kwargs) tuple; a factory that takes `seed` gets --seed. A callable
+or (function, args, kwargs) tuple; a factory that takes `seed` gets --model-seed. A callable
 with required parameters (or an nn.Module object) is itself the function to export.
 """
 
@@ -511,7 +511,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"an example input with random values, repeatable: {INPUT_SPEC_HELP}. "
                              "Replaces the example inputs the callable returns")
     target.add_argument("--seed", type=int, default=0,
-                        help="seed of random inputs, of the factory (if it takes `seed`) and of the check (default 0)")
+                        help="seed of the random inputs: the --input values and the check's fresh inputs (default 0)")
+    target.add_argument("--model-seed", type=int, default=0,
+                        help="passed as `seed` to a factory that takes one, e.g. the reference models' weights "
+                             "(default 0; check with the seed the model was exported with)")
 
     checking = argparse.ArgumentParser(add_help=False)
     checking.add_argument("--atol", type=float, help="absolute tolerance for every float dtype (default per dtype)")

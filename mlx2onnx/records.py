@@ -51,6 +51,10 @@ _NO_ARGUMENTS = (
     "LogicalAnd", "LogicalOr", "ArcTan2", "LogAddExp", "Select",
     # others
     "LogSumExp", "Matmul", "Full", "Depends", "MaskedScatter", "QRF",
+    # simplified away before the callback in 0.32 (kept for hand-built or future records)
+    "Copy", "StopGradient",
+    # abort the export in MLX 0.32 (§1.4); listed so refusals of them decode too
+    "LUF", "Load", "BitwiseInvert", "Contiguous", "SegmentedMM", "QQMatmul",
 )
 
 # Field names, in the order MLX reports them (MLX_PRIMITIVES.md §3).

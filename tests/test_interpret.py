@@ -13,7 +13,7 @@ import mlx.nn as nn
 import numpy as np
 import pytest
 
-from mlx2onnx import capture, interpret
+from mlx2onnx import capture, interpret, records
 from mlx2onnx.capture import Primitive, TensorSpec
 from mlx2onnx.models import REFERENCE_MODELS
 
@@ -158,6 +158,15 @@ def _quantized(x, w):
             mx.gather_qmm(x[:, None], *experts, rhs_indices=which, group_size=32, bits=4)]
 
 
+def _check_decoding(trace):
+    """The argument tables name every position of every real record, no more, no less."""
+    for rec in trace.primitives:
+        fields = records.FIELDS.get(rec.name)
+        assert fields is not None, f"records.FIELDS has no entry for {rec.name}"
+        assert len(rec.arguments) <= len(fields), f"{rec.name} {list(rec.arguments)} has more values than {fields}"
+        assert not records.missing_fields(rec.name, rec.arguments), f"{rec.name} {list(rec.arguments)}"
+
+
 def _as_list(result):
     return list(result) if isinstance(result, (list, tuple)) else [result]
 
@@ -185,6 +194,7 @@ def test_interpreter_matches_function(case):
     inputs = make()
     trace = capture(fun, inputs, {})
     TRACED.update(trace.primitive_counts())
+    _check_decoding(trace)
     got = interpret.run(trace, *inputs)
     want = _as_list(fun(*inputs))
     mx.eval(want)
@@ -196,6 +206,7 @@ def test_interpreter_matches_reference_model(name):
     model, args, kwargs = REFERENCE_MODELS[name](seed=3)
     trace = capture(model, args, kwargs)
     TRACED.update(trace.primitive_counts())
+    _check_decoding(trace)
     want = _as_list(model(*args, **kwargs))
     mx.eval(want)
     _compare(interpret.run(trace, *args, **kwargs), want, 0, name)
@@ -243,6 +254,8 @@ def test_fast_primitive_records():
     a5, b5 = randn(2, 1, 5, 8), randn(1, 3, 8, 6)
     cases.append((_record("BroadcastAxes", [[-2, -1]], [a5, b5], [((2, 3, 5, 8), mx.float32)]), [a5, b5],
                   mx.broadcast_to(a5, (2, 3, 5, 8))))
+    for name in ("Copy", "StopGradient"):
+        cases.append((_record(name, [], [y], [(y.shape, y.dtype)]), [y], y))
     for rec, inputs, want in cases:
         (got,) = interpret.evaluate(rec, inputs)
         TRACED.add(rec.name)
@@ -255,6 +268,13 @@ def test_unknown_records_are_refused_with_a_reason():
         interpret.evaluate(rec, [mx.array([0, 1], dtype=mx.uint32)])
     with pytest.raises(interpret.CannotEvaluate, match="no MLX evaluator"):
         interpret.evaluate(_record("Frobnicate", [], [], [((), mx.float32)]), [])
+
+
+def test_decoding_tables_cover_the_registry_and_the_interpreter():
+    from mlx2onnx import registry
+
+    names = set(registry.handlers()) | set(registry.refusals()) | set(interpret.EVALUATORS) | set(interpret.SKIPPED)
+    assert not sorted(names - set(records.FIELDS))
 
 
 def test_every_evaluator_is_exercised():

@@ -143,6 +143,10 @@ def onnx_names(proto: onnx.ModelProto, trace: Trace) -> tuple[dict[str, str], st
             produced[out] = tag
     mapping: dict[str, str] = {}
     problem = ""
+    foreign = sorted({t for t in produced.values() if t} - {f"{r.name}:{r.index}" for r in trace.primitives})
+    if foreign:
+        return {}, (f"the model has nodes for MLX records {', '.join(foreign[:4])} that this function's trace does "
+                    "not contain: it was not exported from this function and these example inputs")
     for rec in trace.primitives:
         for k, spec in enumerate(rec.outputs):
             name = f"{rec.name.lower()}_{rec.index}" + (f":{k}" if k else "")

@@ -1,7 +1,11 @@
-"""Matrix products: Matmul, AddMM."""
+"""Matrix products: Matmul, AddMM, GatherMM, BlockMaskedMM, Hadamard."""
 
 from __future__ import annotations
 
+import mlx.core as mx
+import numpy as np
+
+from mlx2onnx.dtypes import to_numpy
 from mlx2onnx.registry import handles
 
 
@@ -29,3 +33,81 @@ def addmm(ctx, rec):
     if beta != 1.0:
         addend = ctx.op.Mul(addend, ctx.scalar(beta, work))
     return [ctx.cast(ctx.op.Add(product, addend), dtype)]
+
+
+def flat_indices(ctx, index, shape, batch):
+    """uint32 indices of MLX shape ``shape`` broadcast to ``batch`` and flattened, int64."""
+    index = ctx.cast(index, mx.int64)
+    if tuple(shape) != tuple(batch):
+        index = ctx.op.Expand(index, ctx.ints(list(batch)))
+    return ctx.reshape(index, [-1])
+
+
+@handles("GatherMM")
+def gather_mm(ctx, rec):
+    """inputs (a[..., M, K], b[..., K, N], lhs_idx, rhs_idx uint32); arguments
+    [left_sorted, right_sorted] (performance hints only): out[i] = a_flat[lhs[i]] @
+    b_flat[rhs[i]] where *_flat folds the batch dims; out shape = idx shape + [M, N]."""
+    a, b, lhs, rhs = ctx.inputs(rec)
+    out = rec.outputs[0]
+    batch = out.shape[:-2]
+    a_spec, b_spec = rec.inputs[0], rec.inputs[1]
+    work = ctx.work_dtype("MatMul", out.dtype)
+    a_rows = ctx.op.Gather(
+        ctx.reshape(ctx.cast(a, work), [-1, *a_spec.shape[-2:]]),
+        flat_indices(ctx, lhs, rec.inputs[2].shape, batch), axis=0,
+    )
+    b_rows = ctx.op.Gather(
+        ctx.reshape(ctx.cast(b, work), [-1, *b_spec.shape[-2:]]),
+        flat_indices(ctx, rhs, rec.inputs[3].shape, batch), axis=0,
+    )
+    return [ctx.cast(ctx.reshape(ctx.op.MatMul(a_rows, b_rows), out.shape), out.dtype)]
+
+
+def _block_mask(ctx, data, mask, mask_spec, rows, cols, block_size, work):
+    """MLX's CPU block masking of a [..., rows, cols] matrix: a bool mask zeroes the
+    blocks that are False (NaN and inf become 0), a float mask multiplies each block."""
+    row_blocks = ctx.ints(np.arange(rows) // block_size)
+    col_blocks = ctx.ints(np.arange(cols) // block_size)
+    expanded = ctx.op.Gather(ctx.op.Gather(mask, row_blocks, axis=-2), col_blocks, axis=-1)
+    if mask_spec.dtype == mx.bool_:
+        return ctx.op.Where(expanded, data, ctx.scalar(0.0, work))
+    return ctx.op.Mul(data, ctx.cast(expanded, work))
+
+
+@handles("BlockMaskedMM")
+def block_masked_mm(ctx, rec):
+    """inputs (a[..., M, K], b[..., K, N], then mask_out for 3 inputs, mask_lhs and
+    mask_rhs for 4, all three for 5; masks are bool or float at block level
+    [..., ceil(rows / block_size), ceil(cols / block_size)]); arguments [block_size]."""
+    (block_size,) = rec.arguments
+    values = ctx.inputs(rec)
+    count = len(values)
+    if count not in (3, 4, 5):
+        raise ctx.fail(f"{count} inputs are not supported: expected 3, 4 or 5")
+    out = rec.outputs[0]
+    work = ctx.work_dtype("MatMul", out.dtype)
+    m, k = rec.inputs[0].shape[-2:]
+    n = rec.inputs[1].shape[-1]
+    a, b = ctx.cast(values[0], work), ctx.cast(values[1], work)
+    if count >= 4:
+        a = _block_mask(ctx, a, values[-2], rec.inputs[-2], m, k, block_size, work)
+        b = _block_mask(ctx, b, values[-1], rec.inputs[-1], k, n, block_size, work)
+    product = ctx.op.MatMul(a, b)
+    if count in (3, 5):
+        product = _block_mask(ctx, product, values[2], rec.inputs[2], m, n, block_size, work)
+    return [ctx.cast(product, out.dtype)]
+
+
+@handles("Hadamard")
+def hadamard(ctx, rec):
+    """inputs (x[..., n]); arguments [scale]: the (scaled) Walsh-Hadamard transform along
+    the last axis, a MatMul with H built by running mx.hadamard_transform on eye(n)."""
+    (scale,) = rec.arguments
+    (x,) = ctx.inputs(rec)
+    dtype = rec.outputs[0].dtype
+    work = ctx.work_dtype("MatMul", dtype)
+    n = rec.inputs[0].shape[-1]
+    matrix = np.array(mx.hadamard_transform(mx.eye(n, dtype=mx.float32), scale=float(scale)))
+    product = ctx.op.MatMul(ctx.cast(x, work), ctx.const(matrix.astype(to_numpy(work))))
+    return [ctx.cast(product, dtype)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mlx.core as mx
+import numpy as np
 
 from harness import FLOATS, INTS, SIGNED, UNSIGNED, Case, positive, rand
 
@@ -122,4 +123,49 @@ CASES += [
 ]
 CASES += [
     Case("elementwise.astype_nan_to_bool", lambda x: x.astype(mx.bool_), one(), primitives=("AsType",), edges=True),
+]
+
+# -- ArcTan2, ErfInv, exp overflow ---------------------------------------------------
+SPECIALS = (0.0, -0.0, np.inf, -np.inf, np.nan)
+
+
+def special_grid(rng, dt):
+    """Every (y, x) pair of signed zeros, infinities, NaN and random finite values of both signs."""
+    finite = tuple(rng.uniform(0.1, 5, 2)) + tuple(-rng.uniform(0.1, 5, 2))
+    values = np.array(SPECIALS + finite, dtype=np.float32)
+    y, x = np.meshgrid(values, values, indexing="ij")
+    return mx.array(y).astype(dt), mx.array(x).astype(dt)
+
+
+def near_one(rng, dt):
+    """erfinv inputs: uniform in (-1, 1), within 1e-3 of +-1, exactly +-1 and beyond."""
+    body = rng.uniform(-1, 1, 14)
+    edge = (1 - rng.uniform(0, 1e-3, 8)) * rng.choice([-1, 1], 8)
+    outside = rng.uniform(1.0001, 3, 4) * rng.choice([-1, 1], 4)
+    values = np.concatenate([body, edge, outside, [1.0, -1.0, 0.0, -0.0, np.nan, np.inf]]).astype(np.float32)
+    return (mx.array(rng.permutation(values).reshape(4, 8)).astype(dt),)
+
+
+def around_exp_limits(rng, dt):
+    """Values near MLX's exp cut-offs (+-88; float32 exp overflows only at 88.72) and wide."""
+    parts = [rng.uniform(88.01, 88.7, 4), rng.uniform(87, 89.5, 4), rng.uniform(-89.5, -87, 6), rng.uniform(-100, 100, 6)]
+    return (mx.array(rng.permutation(np.concatenate(parts)).reshape(4, 5).astype(np.float32)).astype(dt),)
+
+
+CASES += [
+    Case("elementwise.arctan2", mx.arctan2, two(-4, 4), dtypes=FLOATS, primitives=("ArcTan2",), onnx_ops=("Atan",)),
+    Case("elementwise.arctan2_specials", mx.arctan2, special_grid, dtypes=FLOATS, primitives=("ArcTan2",)),
+    Case("elementwise.arctan2_edges", mx.arctan2, two(), primitives=("ArcTan2",), edges=True),
+    Case("elementwise.arctan2_tiny_huge", mx.arctan2, lambda rng, dt: (rand(rng, S, dt, -1e-30, 1e-30), rand(rng, S, dt, -1e30, 1e30)),
+         primitives=("ArcTan2",)),
+    Case("elementwise.erfinv", mx.erfinv, one(-0.999, 0.999), dtypes=FLOATS, primitives=("ErfInv",),
+         tolerances={"float32": (0, 1e-6)}),
+    Case("elementwise.erfinv_near_one", mx.erfinv, near_one, dtypes=FLOATS, primitives=("ErfInv",),
+         tolerances={"float32": (0, 1e-6)}),
+    Case("elementwise.erfinv_edges", mx.erfinv, one(-1, 1), primitives=("ErfInv",), edges=True,
+         tolerances={"float32": (0, 1e-6)}),
+    Case("elementwise.exp_overflow", mx.exp, around_exp_limits, dtypes=FLOATS, primitives=("Exp",)),
+    Case("elementwise.exp_edges", mx.exp, one(-100, 100), primitives=("Exp",), edges=True),
+    Case("elementwise.sigmoid_overflow", mx.sigmoid, around_exp_limits, dtypes=FLOATS, primitives=("Sigmoid",)),
+    Case("elementwise.sigmoid_edges", mx.sigmoid, one(-100, 100), primitives=("Sigmoid",), edges=True),
 ]

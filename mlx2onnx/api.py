@@ -22,9 +22,9 @@ import json
 
 import mlx.core as mx
 
-from . import dtypes, registry
+from . import dtypes, passes, registry
 from .kernels import runs_bfloat16
-from .build import POLICY_METADATA_KEY, build_model
+from .build import PASSES_METADATA_KEY, POLICY_METADATA_KEY, build_model
 from .capture import Trace, capture
 from .context import Context
 from .errors import ExportOptionError
@@ -52,6 +52,8 @@ class Exporter:
             ``"keep"`` when onnxruntime's CPU provider has bfloat16 kernels for the core
             ops, else ``"float32"``), ``"keep"``, ``"float16"`` or ``"float32"``.
         float16: ``"keep"`` (default) or ``"float32"``.
+        optimize: run the optimisation passes of :mod:`mlx2onnx.passes` (drop redundant
+            broadcasts, fold constants and weight transposes, fuse normalisations, CSE).
     """
 
     opset: int | None = None
@@ -63,6 +65,7 @@ class Exporter:
     overwrite: bool = True
     bfloat16: str = "auto"
     float16: str = "keep"
+    optimize: bool = True
 
     def with_options(self, **changes: Any) -> "Exporter":
         return replace(self, **changes)
@@ -85,6 +88,9 @@ class Exporter:
             ctx = Context(trace, opset)
             translate(trace, ctx, input_names)
             model = build_model(ctx, trace, input_names, output_names)
+            if self.optimize:
+                report = passes.optimize(model, opset)
+                model.metadata_props[PASSES_METADATA_KEY] = json.dumps(report, sort_keys=True)
         model.metadata_props[POLICY_METADATA_KEY] = json.dumps(
             {dtypes.name(k): dtypes.name(v) for k, v in policy.items()}, sort_keys=True
         )

@@ -15,6 +15,7 @@ from .opset import ir_version_for
 
 IO_METADATA_KEY = "mlx2onnx.io"
 POLICY_METADATA_KEY = "mlx2onnx.dtype_policy"
+PASSES_METADATA_KEY = "mlx2onnx.passes"
 
 
 def build_model(ctx: Context, trace: Trace, input_names: list[str], output_names: list[str]) -> ir.Model:

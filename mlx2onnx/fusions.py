@@ -1,0 +1,260 @@
+"""Re-fuse the normalisation chains MLX decomposes on the CPU into the fused ONNX ops.
+
+On Metal and CUDA, ``mx.fast.rms_norm`` and ``layer_norm`` reach the exporter as single
+primitives; on the CPU they arrive decomposed (MLX_PRIMITIVES.md §4). After the
+exporter's own translation these chains read::
+
+    RMSNorm:   y = x * (1 / sqrt(ReduceSum(x * x, [-1]) * (1/N) + eps))  [* w]
+    LayerNorm: d = x - ReduceSum(x, [-1]) * (1/N)
+               y = d * (1 / sqrt(ReduceSum(d * d, [-1]) * (1/N) + eps))  [* w] [+ b]
+
+and become ``RMSNormalization`` (opset 23) and ``LayerNormalization`` (opset 17).
+Matching is structural and strict (constants, axes and shapes are checked), so a chain
+that only looks similar is left alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+
+def _producer(value: ir.Value | None, op_type: str) -> ir.Node | None:
+    if value is None:
+        return None
+    node = value.producer()
+    if node is None or node.op_type != op_type or node.domain != "":
+        return None
+    return node
+
+
+def _const(value: ir.Value | None) -> np.ndarray | None:
+    if value is None:
+        return None
+    tensor = value.const_value
+    if tensor is None:
+        node = value.producer()
+        if node is not None and node.op_type == "Constant" and "value" in node.attributes:
+            tensor = node.attributes["value"].as_tensor()
+    if tensor is None:
+        return None
+    try:
+        return np.asarray(tensor.numpy())
+    except Exception:
+        return None
+
+
+def _scalar(value: ir.Value | None) -> float | None:
+    array = _const(value)
+    if array is None or array.size != 1:
+        return None
+    return float(array.reshape(()))
+
+
+def _other(node: ir.Node, value: ir.Value) -> ir.Value | None:
+    a, b = node.inputs
+    return b if a is value else a if b is value else None
+
+
+def _rank(value: ir.Value | None) -> int | None:
+    if value is None or value.shape is None:
+        return None
+    return len(value.shape)
+
+
+def _last_dim(value: ir.Value | None) -> int | None:
+    if value is None or value.shape is None or not len(value.shape):
+        return None
+    dim = value.shape[-1]
+    return dim if isinstance(dim, int) else None
+
+
+def _reduces_last_axis(node: ir.Node, x: ir.Value) -> bool:
+    if node.attributes.get("keepdims") is not None and node.attributes["keepdims"].as_int() != 1:
+        return False
+    axes = _const(node.inputs[1]) if len(node.inputs) > 1 else None
+    if axes is None and "axes" in node.attributes:
+        axes = np.asarray(node.attributes["axes"].as_ints())
+    rank = _rank(x)
+    if axes is None or rank is None or axes.size != 1:
+        return False
+    return int(axes.reshape(())) % rank == rank - 1
+
+
+def _mean_of(value: ir.Value, n: int) -> ir.Value | None:
+    """x when ``value`` = ReduceSum(x, [-1], keepdims) * (1/n); else None."""
+    mul = _producer(value, "Mul")
+    if mul is None:
+        return None
+    for candidate in mul.inputs:
+        factor = _scalar(_other(mul, candidate))
+        reduce = _producer(candidate, "ReduceSum")
+        if reduce is not None and factor is not None and np.isclose(factor, 1.0 / n, rtol=1e-6):
+            x = reduce.inputs[0]
+            if _reduces_last_axis(reduce, x):
+                return x
+    return None
+
+
+def _rsqrt_of(value: ir.Value) -> tuple[ir.Value, float] | None:
+    """(v, eps) when ``value`` = 1 / sqrt(v + eps) (Div(1, Sqrt) or Reciprocal(Sqrt))."""
+    div = _producer(value, "Div")
+    if div is not None:
+        if _scalar(div.inputs[0]) != 1.0:
+            return None
+        root = _producer(div.inputs[1], "Sqrt")
+    else:
+        recip = _producer(value, "Reciprocal")
+        root = _producer(recip.inputs[0], "Sqrt") if recip is not None else None
+    if root is None:
+        return None
+    add = _producer(root.inputs[0], "Add")
+    if add is None:
+        return None
+    for candidate in add.inputs:
+        eps = _scalar(_other(add, candidate))
+        if eps is not None and eps >= 0:
+            return candidate, eps
+    return None
+
+
+def _square_of(value: ir.Value) -> ir.Value | None:
+    mul = _producer(value, "Mul")
+    if mul is not None and mul.inputs[0] is mul.inputs[1]:
+        return mul.inputs[0]
+    return None
+
+
+def _live(node: ir.Node) -> bool:
+    out = node.outputs[0]
+    return bool(out.uses()) or out.is_graph_output()
+
+
+def _scale_after(y: ir.Value, n: int) -> tuple[ir.Value | None, ir.Value]:
+    """(w, out) when the only consumer of ``y`` multiplies it by a 1-D [n] weight."""
+    uses = y.uses()
+    if len(uses) != 1 or y.is_graph_output():
+        return None, y
+    node = uses[0].node
+    if node.op_type != "Mul" or node.domain != "":
+        return None, y
+    w = _other(node, y)
+    if w is None or w.shape is None or tuple(w.shape) != (n,) or w.dtype != y.dtype:
+        return None, y
+    return w, node.outputs[0]
+
+
+def _bias_after(y: ir.Value, n: int) -> tuple[ir.Value | None, ir.Value]:
+    uses = y.uses()
+    if len(uses) != 1 or y.is_graph_output():
+        return None, y
+    node = uses[0].node
+    if node.op_type != "Add" or node.domain != "":
+        return None, y
+    b = _other(node, y)
+    if b is None or b.shape is None or tuple(b.shape) != (n,) or b.dtype != y.dtype:
+        return None, y
+    return b, node.outputs[0]
+
+
+def _ones(graph: ir.Graph, n: int, like: ir.Value, name: str) -> ir.Value:
+    dtype = like.dtype.numpy()
+    value = ir.Value(name=name, shape=ir.Shape([n]), type=ir.TensorType(like.dtype),
+                     const_value=ir.Tensor(np.ones(n, dtype=dtype), name=name))
+    graph.register_initializer(value)
+    return value
+
+
+def _replace(graph: ir.Graph, old_out: ir.Value, node: ir.Node, anchor: ir.Node) -> None:
+    graph.insert_before(anchor, node)
+    new_out = node.outputs[0]
+    new_out.shape, new_out.type = old_out.shape, old_out.type
+    if old_out.is_graph_output():
+        name = old_out.name
+        for i, out in enumerate(graph.outputs):
+            if out is old_out:
+                graph.outputs[i] = new_out
+        old_out.name = None
+        new_out.name = name
+    old_out.replace_all_uses_with(new_out)
+
+
+def fuse_rms_norm(model: ir.Model) -> int:
+    """x * rsqrt(mean(x^2) + eps) [* w] -> RMSNormalization(x, w, axis=-1, epsilon)."""
+    graph = model.graph
+    fused = 0
+    for node in list(graph):
+        if node.op_type != "Mul" or node.domain != "" or node.graph is None or not _live(node):
+            continue
+        for x in node.inputs:
+            r = _other(node, x)
+            n = _last_dim(x)
+            if r is None or n is None or x is r or x.dtype not in (ir.DataType.FLOAT, ir.DataType.FLOAT16):
+                continue
+            found = _rsqrt_of(r)
+            if found is None:
+                continue
+            mean_sq, eps = found
+            squared = _mean_of(mean_sq, n)
+            if squared is None or _square_of(squared) is not x:
+                continue
+            y = node.outputs[0]
+            w, out = _scale_after(y, n)
+            scale = w if w is not None else _ones(graph, n, x, f"{y.name}/ones")
+            anchor = out.producer() or node
+            fused_node = ir.Node("", "RMSNormalization", [x, scale],
+                                 attributes=[ir.AttrFloat32("epsilon", eps), ir.AttrInt64("axis", -1)],
+                                 name=f"{node.name}/fused_rms_norm")
+            fused_node.metadata_props.update(node.metadata_props)
+            _replace(graph, out, fused_node, anchor)
+            fused += 1
+            break
+    return fused
+
+
+def fuse_layer_norm(model: ir.Model) -> int:
+    """(x - mean) * rsqrt(var + eps) [* w] [+ b] -> LayerNormalization(x, w, b, axis=-1)."""
+    graph = model.graph
+    fused = 0
+    for node in list(graph):
+        if node.op_type != "Mul" or node.domain != "" or node.graph is None or not _live(node):
+            continue
+        for d in node.inputs:
+            r = _other(node, d)
+            sub = _producer(d, "Sub")
+            if r is None or sub is None or d is r:
+                continue
+            x, mean = sub.inputs
+            n = _last_dim(x)
+            if n is None or x.dtype not in (ir.DataType.FLOAT, ir.DataType.FLOAT16) or _mean_of(mean, n) is not x:
+                continue
+            found = _rsqrt_of(r)
+            if found is None:
+                continue
+            var, eps = found
+            squared = _mean_of(var, n)
+            if squared is None or _square_of(squared) is not d:
+                continue
+            y = node.outputs[0]
+            w, out = _scale_after(y, n)
+            b, out = _bias_after(out, n) if w is not None else (None, out)
+            scale = w if w is not None else _ones(graph, n, x, f"{y.name}/ones")
+            anchor = out.producer() or node
+            inputs = [x, scale] + ([b] if b is not None else [])
+            fused_node = ir.Node("", "LayerNormalization", inputs,
+                                 attributes=[ir.AttrFloat32("epsilon", eps), ir.AttrInt64("axis", -1)],
+                                 name=f"{node.name}/fused_layer_norm")
+            fused_node.metadata_props.update(node.metadata_props)
+            _replace(graph, out, fused_node, anchor)
+            fused += 1
+            break
+    return fused
+
+
+def fuse_all(model: ir.Model, opset: int) -> dict[str, int]:
+    from onnx_ir.passes import common as common_passes
+
+    report = {"fuse_layer_norm": fuse_layer_norm(model) if opset >= 17 else 0}
+    report["fuse_rms_norm"] = fuse_rms_norm(model) if opset >= 23 else 0
+    common_passes.RemoveUnusedNodesPass()(model)
+    return report

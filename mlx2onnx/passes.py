@@ -1,0 +1,171 @@
+"""Optimisation passes on the exported onnx-ir model. Each keeps parity (tested).
+
+- :func:`drop_redundant_broadcasts`: MLX inserts an explicit ``Broadcast`` before every
+  elementwise op; ONNX broadcasts by itself, so an ``Expand`` whose consumers broadcast
+  to the same shape anyway is dropped.
+- :func:`fold_weight_transposes`: ``Transpose`` of an initializer used nowhere else (a
+  Linear weight) becomes a transposed initializer, of any size, without copying until
+  the model is written.
+- onnxscript's optimizer: constant folding of small subgraphs (Arange, masks, RoPE
+  tables), dead code and identity elimination.
+- fusions: the decomposed RMSNorm/LayerNorm chains MLX traces on the CPU become
+  ``RMSNormalization`` (opset 23) / ``LayerNormalization`` (opset 17).
+- onnx-ir's common-subexpression elimination and unused-node removal.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import numpy as np
+import onnx_ir as ir
+
+BROADCASTING = frozenset(
+    "Add Sub Mul Div Pow Max Min Mod Equal Less Greater LessOrEqual GreaterOrEqual And Or Xor Where "
+    "BitwiseAnd BitwiseOr BitwiseXor BitShift PRelu Sum Mean".split()
+)
+
+
+def _shape(value: ir.Value | None) -> tuple[int, ...] | None:
+    if value is None or value.shape is None:
+        return None
+    dims = list(value.shape)
+    if not all(isinstance(d, int) for d in dims):
+        return None
+    return tuple(dims)
+
+
+def _broadcast(shapes: Iterable[tuple[int, ...]]) -> tuple[int, ...] | None:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        return None
+
+
+def _constant_array(value: ir.Value) -> np.ndarray | None:
+    tensor = value.const_value
+    if tensor is None:
+        producer = value.producer()
+        if producer is not None and producer.op_type == "Constant" and "value" in producer.attributes:
+            tensor = producer.attributes["value"].as_tensor()
+    if tensor is None:
+        return None
+    try:
+        return tensor.numpy()
+    except Exception:
+        return None
+
+
+def drop_redundant_broadcasts(model: ir.Model) -> int:
+    """Bypass ``Expand`` nodes whose every consumer broadcasts to the same result anyway."""
+    graph = model.graph
+    outputs = set(id(v) for v in graph.outputs)
+    changed = 0
+    for node in list(graph):
+        if node.op_type != "Expand" or node.domain != "":
+            continue
+        source, out = node.inputs[0], node.outputs[0]
+        if id(out) in outputs or _shape(source) is None:
+            continue
+        for use in list(out.uses()):
+            consumer, slot = use.node, use.idx
+            if consumer.domain != "":
+                continue
+            if consumer.op_type == "Gemm" and slot == 2:  # C broadcasts to (M, N)
+                if _shape(source) is not None and _broadcast([_shape(source), _shape(out)]) == _shape(out):
+                    consumer.replace_input_with(slot, source)
+                    changed += 1
+                continue
+            if consumer.op_type not in BROADCASTING:
+                continue
+            shapes = [_shape(v) for v in consumer.inputs]
+            if any(s is None for s in shapes):
+                continue
+            before = _broadcast(shapes)
+            shapes[slot] = _shape(source)
+            after = _broadcast(shapes)
+            if before is not None and before == after:
+                consumer.replace_input_with(slot, source)
+                changed += 1
+        if not out.uses():
+            graph.remove(node, safe=True)
+    return changed
+
+
+def fold_weight_transposes(model: ir.Model) -> int:
+    """Replace ``Transpose(initializer)`` by a transposed initializer when the original
+    has no other use (the data is transposed lazily, at write time)."""
+    graph = model.graph
+    changed = 0
+    for node in list(graph):
+        if node.op_type != "Transpose" or node.domain != "":
+            continue
+        weight = node.inputs[0]
+        if weight is None or weight.const_value is None or not weight.is_initializer():
+            continue
+        if len(weight.uses()) != 1 or weight.is_graph_input() or weight.is_graph_output():
+            continue
+        perm = node.attributes.get("perm")
+        array = weight.const_value.numpy()
+        axes = list(perm.as_ints()) if perm is not None else list(reversed(range(array.ndim)))
+        transposed = np.transpose(array, axes)
+        out = node.outputs[0]
+        folded = ir.Value(
+            name=weight.name,
+            shape=ir.Shape(transposed.shape),
+            type=weight.type,
+            const_value=ir.Tensor(transposed, name=weight.name),
+        )
+        graph.initializers.pop(weight.name)
+        graph.register_initializer(folded)
+        out.replace_all_uses_with(folded)
+        graph.remove(node, safe=True)
+        changed += 1
+    return changed
+
+
+Pass = Callable[[ir.Model], int]
+
+
+def optimize(model: ir.Model, opset: int) -> dict[str, int]:
+    """Run every pass in order; returns the number of rewrites each made."""
+    from onnx_ir.passes import common as common_passes
+
+    from . import fusions
+
+    report: dict[str, int] = {}
+    report["drop_redundant_broadcasts"] = drop_redundant_broadcasts(model)
+    report["fold_weight_transposes"] = fold_weight_transposes(model)
+    before = len(model.graph)
+    _onnxscript_optimize(model)
+    report["onnxscript_optimizer"] = before - len(model.graph)
+    report["drop_redundant_broadcasts_2"] = drop_redundant_broadcasts(model)
+    report.update(fusions.fuse_all(model, opset))
+    before = len(model.graph)
+    common_passes.CommonSubexpressionEliminationPass()(model)
+    common_passes.RemoveUnusedNodesPass()(model)
+    report["cse_and_dce"] = before - len(model.graph)
+    return report
+
+
+def _onnxscript_optimize(model: ir.Model) -> None:
+    from onnxscript import optimizer
+
+    optimizer.optimize_ir(model, num_iterations=2, onnx_shape_inference=False, should_fold=_should_fold)
+
+
+_GROWING = frozenset({"Expand", "Tile", "ConstantOfShape"})
+
+
+def _should_fold(node: ir.Node) -> bool | None:
+    """Do not fold ops that only make a constant bigger: a folded Expand of a weight would
+    store the broadcast copy (and lose the parameter's name)."""
+    if node.op_type in _GROWING:
+        shape = _shape(node.outputs[0])
+        return shape is not None and int(np.prod(shape, dtype=np.int64)) <= 64
+    for value in node.inputs:  # folding a shared weight would store it twice
+        if value is not None and value.is_initializer() and len(value.uses()) > 1:
+            tensor = value.const_value
+            if tensor is not None and tensor.nbytes > 1024:
+                return False
+    return None

@@ -1,0 +1,113 @@
+"""Optimisation passes: each keeps parity and does what it says."""
+
+from __future__ import annotations
+
+import collections
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+import onnx
+import pytest
+from mlx.utils import tree_flatten
+
+import mlx2onnx
+from mlx2onnx.models import example
+from mlx2onnx.opset import MIN_OPSET, default_opset
+
+from harness import rand, rng_for
+
+
+def ops(model):
+    return collections.Counter(n.op_type for n in model.graph.node)
+
+
+@pytest.mark.parametrize("opset", sorted({default_opset(), MIN_OPSET}))
+@pytest.mark.parametrize("name", ["llama", "encoder", "mlp"])
+def test_passes_keep_parity_and_shrink_the_graph(name, opset):
+    model, args, kwargs = example(name)
+    primitives = len(mlx2onnx.capture(model, args, kwargs).primitives)
+    raw = mlx2onnx.Exporter(opset=opset, optimize=False).export(model, *args, **kwargs)
+    lean = mlx2onnx.Exporter(opset=opset).export(model, *args, **kwargs)
+    onnx.checker.check_model(lean, full_check=True)
+    assert len(raw.graph.node) >= 0.9 * primitives  # about one node per primitive before
+    assert len(lean.graph.node) < len(raw.graph.node)
+    if name != "mlp" and opset >= 23:
+        assert len(lean.graph.node) <= primitives / 2, (len(lean.graph.node), primitives)
+    for proto in (raw, lean):
+        report = mlx2onnx.verify(proto, model, *args, **kwargs)
+        assert report.passed and report.outputs[0].max_abs_error < 1e-4, str(report)
+
+
+def test_redundant_broadcasts_are_dropped():
+    rng = rng_for("passes.broadcast")
+    bias = rand(rng, (5,))
+
+    def fun(x, y):
+        return (x + bias) * y[:, :1]
+
+    x, y = rand(rng, (3, 5)), rand(rng, (3, 5))
+    raw = mlx2onnx.Exporter(optimize=False).export(fun, x, y)
+    lean = mlx2onnx.export(fun, x, y)
+    assert ops(raw)["Expand"] >= 2 and ops(lean)["Expand"] == 0
+    assert mlx2onnx.verify(lean, fun, x, y)
+
+
+def test_weight_transposes_are_folded_into_named_initializers():
+    layer = nn.Linear(8, 4, bias=False)
+    mx.eval(layer.parameters())
+    x = rand(rng_for("passes.transpose"), (2, 8))
+    lean = mlx2onnx.export(layer, x)
+    assert ops(lean)["Transpose"] == 0
+    (weight,) = [i for i in lean.graph.initializer if i.name == "weight"]
+    assert list(weight.dims) == [8, 4]
+    assert mlx2onnx.verify(lean, layer, x)
+
+
+def test_tied_embeddings_are_not_duplicated():
+    model, args, kwargs = example("llama")  # the head reuses embed_tokens.weight
+    lean = mlx2onnx.export(model, *args, **kwargs)
+    stored = sum(np.prod(i.dims) * 4 for i in lean.graph.initializer if i.data_type == onnx.TensorProto.FLOAT)
+    params = sum(v.nbytes for _, v in tree_flatten(model.parameters()))
+    assert stored <= params * 1.01
+
+
+def test_norms_are_fused_where_the_opset_has_them():
+    llama, args, _ = example("llama")
+    assert ops(mlx2onnx.Exporter(opset=23).export(llama, *args))["RMSNormalization"] == 5
+    assert ops(mlx2onnx.Exporter(opset=22).export(llama, *args))["RMSNormalization"] == 0
+    encoder, args, kwargs = example("encoder")
+    fused = mlx2onnx.Exporter(opset=MIN_OPSET).export(encoder, *args, **kwargs)
+    assert ops(fused)["LayerNormalization"] == 5
+    assert mlx2onnx.verify(fused, encoder, *args, **kwargs)
+
+
+@pytest.mark.parametrize("dims, weight", [(16, True), (16, False)])
+def test_rms_norm_fusion_with_and_without_weight(dims, weight):
+    rng = rng_for("passes.rms", dims, weight)
+    w = rand(rng, (dims,)) if weight else None
+
+    def fun(x):
+        return mx.fast.rms_norm(x, w, 1e-5)
+
+    x = rand(rng, (3, dims))
+    lean = mlx2onnx.Exporter(opset=23).export(fun, x)
+    assert ops(lean)["RMSNormalization"] == 1
+    assert mlx2onnx.verify(lean, fun, x)
+
+
+def test_similar_looking_chains_are_left_alone():
+    def almost_rms(x):  # mean over the first axis, not the last: not an RMSNorm
+        return x * mx.rsqrt(mx.mean(x * x, axis=0, keepdims=True) + 1e-5)
+
+    x = rand(rng_for("passes.almost"), (4, 6))
+    lean = mlx2onnx.Exporter(opset=23).export(almost_rms, x)
+    assert ops(lean)["RMSNormalization"] == 0
+    assert mlx2onnx.verify(lean, almost_rms, x)
+
+
+def test_passes_can_be_turned_off():
+    model, args, kwargs = example("mlp")
+    raw = mlx2onnx.Exporter(optimize=False).export(model, *args, **kwargs)
+    assert "mlx2onnx.passes" not in {p.key for p in raw.metadata_props}
+    assert ops(raw)["Expand"] > 0

@@ -214,6 +214,9 @@ def cmd_export(ns, progress: Progress) -> int:
         path=ns.output,
         overwrite=ns.overwrite,
         external_data=external,
+        bfloat16=ns.bfloat16,
+        float16=ns.float16,
+        optimize=not ns.no_optimize,
     )
     exporter._validate()  # opset and output path, before any work
     trace = _capture(fun, args, kwargs, progress)
@@ -272,9 +275,11 @@ def _check_interface(proto, fun, args, kwargs) -> None:
     """Raise Mismatch when the model's inputs cannot be fed from the callable's inputs."""
     from . import dtypes
     from .capture import normalize_inputs
+    from .localize import float_policy
     from .verify import _io_metadata
 
     io = _io_metadata(proto)
+    policy = float_policy(proto)
     signature = normalize_inputs(args, kwargs)
     positional, keywords = signature.arrays()
     graph_inputs = {i.name: i for i in proto.graph.input}
@@ -300,7 +305,7 @@ def _check_interface(proto, fun, args, kwargs) -> None:
         got_shape = list(array.shape)
         want_dtype = dtypes.from_onnx(__import__("onnx_ir").DataType(tensor.elem_type))
         fixed = all(d is not None for d in want_shape)
-        if want_dtype != array.dtype or (fixed and want_shape != got_shape) or len(want_shape) != len(got_shape):
+        if want_dtype != policy.get(array.dtype, array.dtype) or (fixed and want_shape != got_shape) or len(want_shape) != len(got_shape):
             problems.append(
                 f"input {entry['name']!r}: the model takes {dtypes.name(want_dtype)}{want_shape}, "
                 f"the callable gives {dtypes.name(array.dtype)}{got_shape}"
@@ -540,6 +545,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace FILE.onnx if it exists")
     p.add_argument("--external-data", choices=("auto", "always", "never"), default="auto",
                    help="weights in FILE.onnx.data: above 2 GB (auto, default), always or never")
+    p.add_argument("--bfloat16", choices=("auto", "keep", "float16", "float32"), default="auto",
+                   help="dtype policy: how bfloat16 values are carried in the graph (default auto: keep when "
+                        "onnxruntime has bfloat16 kernels, else float32)")
+    p.add_argument("--float16", choices=("keep", "float32"), default="keep",
+                   help="dtype policy: carry float16 values as float16 (default) or float32")
+    p.add_argument("--no-optimize", action="store_true",
+                   help="skip the optimisation passes (broadcast dropping, constant folding, fusions, CSE); "
+                        "keeps every MLX intermediate as a named ONNX value, which helps check --localize")
     p.add_argument("--check", action="store_true",
                    help="after writing, compare onnxruntime with MLX on random inputs (exit 1 on mismatch)")
     p.set_defaults(run=cmd_export)

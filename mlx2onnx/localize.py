@@ -22,7 +22,17 @@ import onnx
 
 from . import dtypes, interpret, records
 from .capture import Primitive, Trace, capture, normalize_inputs
-from .verify import DEFAULT_TOLERANCES, EXACT, OutputReport, _io_metadata, compare, random_like, run_session
+from .build import POLICY_METADATA_KEY
+from .verify import (
+    DEFAULT_TOLERANCES,
+    EXACT,
+    OutputReport,
+    _as_declared_types,
+    _io_metadata,
+    compare,
+    random_like,
+    run_session,
+)
 
 # Records whose output order is implementation-defined: compare values sorted on the axis.
 ORDER_INSENSITIVE = {"Partition"}
@@ -41,6 +51,7 @@ class RecordCheck:
     output: str  # the ONNX value name
     local: OutputReport  # ONNX vs MLX on the same (ONNX-side) inputs
     chained: OutputReport | None  # ONNX vs the all-MLX reference value (accumulated error)
+    reconstructed: tuple[str, ...] = ()  # inputs the model does not expose, recomputed in MLX
 
     def to_dict(self) -> dict:
         return {
@@ -56,6 +67,7 @@ class RecordCheck:
             "mismatches": self.local.mismatches,
             "passed": self.local.passed,
             "chained_max_abs_error": None if self.chained is None else self.chained.max_abs_error,
+            "reconstructed_inputs": list(self.reconstructed),
         }
 
 
@@ -104,6 +116,12 @@ class LocalizeReport:
                 lines.append(f"    {c.local.problem}")
             if c.chained is not None:
                 lines.append(f"    error against the all-MLX value at that point: {c.chained.max_abs_error:.3g}")
+            if c.reconstructed:
+                lines.append(
+                    f"    note: the model does not expose input(s) {', '.join(c.reconstructed)} (optimised away); "
+                    "they were recomputed in MLX, so the cause may lie in the records that produced them. "
+                    "Export with --no-optimize to expose every intermediate."
+                )
             later = [d for d in self.divergent[1:]]
             if later:
                 shown = ", ".join(f"{d.name}:{d.index}" for d in later[:8])
@@ -161,15 +179,25 @@ def onnx_names(proto: onnx.ModelProto, trace: Trace) -> tuple[dict[str, str], st
     return mapping, problem
 
 
+def float_policy(proto: onnx.ModelProto) -> dict:
+    """MLX dtype -> the dtype carrying it in this model (the export's float policy)."""
+    names = {dtypes.name(d): d for d in (mx.bfloat16, mx.float16, mx.float32)}
+    for prop in proto.metadata_props:
+        if prop.key == POLICY_METADATA_KEY:
+            return {names[k]: names[v] for k, v in json.loads(prop.value).items() if k in names and v in names}
+    return {}
+
+
 def _with_outputs(proto: onnx.ModelProto, names: list[str], specs: dict) -> onnx.ModelProto:
     model = onnx.ModelProto()
     model.CopyFrom(proto)
     existing = {o.name for o in model.graph.output}
+    policy = float_policy(proto)
     for name in names:
         if name in existing:
             continue
         spec = specs[name]
-        elem = int(dtypes.to_onnx(spec.dtype))
+        elem = int(dtypes.to_onnx(policy.get(spec.dtype, spec.dtype)))
         model.graph.output.append(onnx.helper.make_tensor_value_info(name, elem, list(spec.shape)))
     return model
 
@@ -240,11 +268,12 @@ def localize(
         onnx.load_external_data_for_model(augmented, base_dir)
     session = ort.InferenceSession(augmented.SerializeToString(), options, providers=["CPUExecutionProvider"])
     wanted = [mapping[n] for n in exposed]
-    got = dict(zip(wanted, run_session(session, wanted, feeds)))
+    got = dict(zip(wanted, run_session(session, wanted, _as_declared_types(session, feeds))))
 
     reference = interpret.bind_inputs(trace, tuple(call_args), call_kwargs)  # the all-MLX chain
     mixed = dict(reference)  # ONNX values where exposed, else MLX evaluated on them
     unknown: set[str] = set()
+    reconstructed: dict[str, str] = {}  # MLX name -> "Prim:index" for values recomputed in MLX
     total = len(trace.primitives)
     for rec in trace.primitives:
         if progress is not None and rec.index % 8 == 0:
@@ -292,6 +321,8 @@ def localize(
                     check = RecordCheck(
                         rec.index, rec.name, records.describe(rec.name, rec.arguments),
                         tuple(_spec_text(s) for s in rec.inputs), mapping[spec.name], local, chained,
+                        tuple(f"{s.name} (from {reconstructed[s.name]})" for s in rec.inputs
+                              if s.name in reconstructed),
                     )
                     report.divergent.append(check)
                     if report.first is None:
@@ -300,10 +331,11 @@ def localize(
             if len(report.divergent) >= limit:
                 break
         for k, spec in enumerate(rec.outputs):
-            if k in onnx_values:
-                mixed[spec.name] = dtypes.numpy_to_array(onnx_values[k])
+            if k in onnx_values:  # cast back when the float policy carried it in another type
+                mixed[spec.name] = dtypes.numpy_to_array(onnx_values[k]).astype(spec.dtype)
             elif local_out is not None:
                 mixed[spec.name] = local_out[k]
+                reconstructed[spec.name] = f"{rec.name}:{rec.index}"
             else:
                 unknown.add(spec.name)
     return report

@@ -130,31 +130,19 @@ def _live(node: ir.Node) -> bool:
     return bool(out.uses()) or out.is_graph_output()
 
 
-def _scale_after(y: ir.Value, n: int) -> tuple[ir.Value | None, ir.Value]:
-    """(w, out) when the only consumer of ``y`` multiplies it by a 1-D [n] weight."""
+def _then(y: ir.Value, op_type: str, n: int) -> tuple[ir.Value | None, ir.Value]:
+    """(p, out) when the only consumer of ``y`` is ``op_type(y, p)`` with a 1-D [n] ``p``
+    of y's type (the weight of a Mul, the bias of an Add); else (None, y)."""
     uses = y.uses()
     if len(uses) != 1 or y.is_graph_output():
         return None, y
     node = uses[0].node
-    if node.op_type != "Mul" or node.domain != "":
+    if node.op_type != op_type or node.domain != "":
         return None, y
-    w = _other(node, y)
-    if w is None or w.shape is None or tuple(w.shape) != (n,) or w.dtype != y.dtype:
+    p = _other(node, y)
+    if p is None or p.shape is None or tuple(p.shape) != (n,) or p.dtype != y.dtype:
         return None, y
-    return w, node.outputs[0]
-
-
-def _bias_after(y: ir.Value, n: int) -> tuple[ir.Value | None, ir.Value]:
-    uses = y.uses()
-    if len(uses) != 1 or y.is_graph_output():
-        return None, y
-    node = uses[0].node
-    if node.op_type != "Add" or node.domain != "":
-        return None, y
-    b = _other(node, y)
-    if b is None or b.shape is None or tuple(b.shape) != (n,) or b.dtype != y.dtype:
-        return None, y
-    return b, node.outputs[0]
+    return p, node.outputs[0]
 
 
 def _ones(graph: ir.Graph, n: int, like: ir.Value, name: str) -> ir.Value:
@@ -199,7 +187,7 @@ def fuse_rms_norm(model: ir.Model) -> int:
             if squared is None or _square_of(squared) is not x:
                 continue
             y = node.outputs[0]
-            w, out = _scale_after(y, n)
+            w, out = _then(y, "Mul", n)
             scale = w if w is not None else _ones(graph, n, x, f"{y.name}/ones")
             anchor = out.producer() or node
             fused_node = ir.Node("", "RMSNormalization", [x, scale],
@@ -236,8 +224,8 @@ def fuse_layer_norm(model: ir.Model) -> int:
             if squared is None or _square_of(squared) is not d:
                 continue
             y = node.outputs[0]
-            w, out = _scale_after(y, n)
-            b, out = _bias_after(out, n) if w is not None else (None, out)
+            w, out = _then(y, "Mul", n)
+            b, out = _then(out, "Add", n) if w is not None else (None, out)
             scale = w if w is not None else _ones(graph, n, x, f"{y.name}/ones")
             anchor = out.producer() or node
             inputs = [x, scale] + ([b] if b is not None else [])

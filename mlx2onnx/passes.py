@@ -42,20 +42,6 @@ def _broadcast(shapes: Iterable[tuple[int, ...]]) -> tuple[int, ...] | None:
         return None
 
 
-def _constant_array(value: ir.Value) -> np.ndarray | None:
-    tensor = value.const_value
-    if tensor is None:
-        producer = value.producer()
-        if producer is not None and producer.op_type == "Constant" and "value" in producer.attributes:
-            tensor = producer.attributes["value"].as_tensor()
-    if tensor is None:
-        return None
-    try:
-        return tensor.numpy()
-    except Exception:
-        return None
-
-
 def drop_redundant_broadcasts(model: ir.Model) -> int:
     """Bypass ``Expand`` nodes whose every consumer broadcasts to the same result anyway."""
     graph = model.graph
@@ -160,6 +146,8 @@ _GROWING = frozenset({"Expand", "Tile", "ConstantOfShape"})
 def _should_fold(node: ir.Node) -> bool | None:
     """Do not fold ops that only make a constant bigger: a folded Expand of a weight would
     store the broadcast copy (and lose the parameter's name)."""
+    if node.metadata_props.get("mlx2onnx.keep_packed"):  # quantized weight unpacking (op_mappings/quantized.py)
+        return False
     if node.op_type in _GROWING:
         shape = _shape(node.outputs[0])
         return shape is not None and int(np.prod(shape, dtype=np.int64)) <= 64

@@ -5,20 +5,11 @@ from __future__ import annotations
 from mlx2onnx.registry import handles
 
 
-@handles("Broadcast")
+@handles("Broadcast", "BroadcastAxes")
 def broadcast(ctx, rec):
-    """inputs (x,) (shapeless exports add the other operands); arguments [shape:tuple]:
-    Expand to the output shape."""
-    x = ctx.inputs(rec)[0]
-    out = rec.outputs[0]
-    if tuple(rec.inputs[0].shape) == tuple(out.shape):
-        return [ctx.op.Identity(x)]
-    return [ctx.run("Expand", [x, ctx.ints(out.shape)], out.dtype)]
-
-
-@handles("BroadcastAxes")
-def broadcast_axes(ctx, rec):
-    """inputs (x, others...); arguments [ignore_axes:list]: Expand x to its output shape."""
+    """Broadcast: inputs (x,) (shapeless exports add the other operands), arguments
+    [shape:tuple]. BroadcastAxes: inputs (x, others...), arguments [ignore_axes:list].
+    Both: Expand x to its (static) output shape."""
     x = ctx.inputs(rec)[0]
     out = rec.outputs[0]
     if tuple(rec.inputs[0].shape) == tuple(out.shape):

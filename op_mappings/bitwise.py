@@ -57,22 +57,23 @@ def bit_planes(ctx, u, udtype, bits: int):
     return ctx.op.Sub(shifted, upper)
 
 
-def from_bit_planes(ctx, planes, udtype, bits: int):
-    """The inverse of :func:`bit_planes`: the sum of ``plane_k << k`` over the last axis.
-
-    The bits are disjoint, so the sum has no carries. It is a tree of ``Add`` over
+def sum_last_axis(ctx, x, size: int):
+    """Sum over a last axis of power-of-two ``size`` (dropped), as a tree of ``Add`` over
     strided slices: onnxruntime's int64 ``ReduceSum`` goes through double and drops the
-    low bits of 64-bit values.
-    """
+    low bits of 64-bit values, and has no unsigned kernels."""
+    while size > 1:
+        size //= 2
+        even = ctx.slice(x, [0], [2 * size], axes=[-1], steps=[2])
+        odd = ctx.slice(x, [1], [2 * size], axes=[-1], steps=[2])
+        x = ctx.op.Add(even, odd)
+    return ctx.squeeze(x, [-1])
+
+
+def from_bit_planes(ctx, planes, udtype, bits: int):
+    """The inverse of :func:`bit_planes`: the sum of ``plane_k << k`` over the last axis
+    (the bits are disjoint, so the sum has no carries)."""
     k = ctx.const(np.arange(bits, dtype=dtypes.to_numpy(udtype)))
-    total = ctx.op.BitShift(planes, k, direction="LEFT")
-    width = bits
-    while width > 1:
-        width //= 2
-        even = ctx.slice(total, [0], [2 * width], axes=[-1], steps=[2])
-        odd = ctx.slice(total, [1], [2 * width], axes=[-1], steps=[2])
-        total = ctx.op.Add(even, odd)
-    return ctx.squeeze(total, [-1])
+    return sum_last_axis(ctx, ctx.op.BitShift(planes, k, direction="LEFT"), bits)
 
 
 def bitwise_via_planes(ctx, a, b, op: int, dtype):
@@ -126,3 +127,72 @@ def bitwise_binary(ctx, rec):
     if ctx.opset >= 18:
         return [ctx.op.__getattr__(BITWISE[op])(a, b)]
     return [bitwise_via_planes(ctx, a, b, op, dtype)]
+
+
+# -- View: bit reinterpretation --------------------------------------------------------
+BITCAST_OPSET = 26
+
+
+def own_onnx_type(dtype: mx.Dtype):
+    """The ONNX type of ``dtype`` itself, whatever carries it in this export's float policy."""
+    with dtypes.carrying({}):
+        return dtypes.to_onnx(dtype)
+
+
+def view_to_bits(ctx, x, dtype):
+    """``x`` as the unsigned integers holding its bits (bool is one byte, 0 or 1). A float
+    carried in a wider type (bfloat16 as float32) is first cast back to its own type,
+    which is exact."""
+    if dtypes.is_float(dtype):
+        own = ctx.cast_like(x, own_onnx_type(dtype))
+        return ctx.op.BitCast(own, to=dtypes.to_onnx(UNSIGNED_OF_FLOAT[dtype]))
+    return to_unsigned(ctx, x, dtype)
+
+
+def view_from_bits(ctx, u, dtype):
+    """The inverse of :func:`view_to_bits`; a byte other than 0 or 1 becomes True."""
+    if dtypes.is_float(dtype):
+        return ctx.cast(ctx.op.BitCast(u, to=own_onnx_type(dtype)), dtype)
+    return ctx.cast(u, dtype)
+
+
+UNSIGNED_OF_FLOAT = {mx.float16: mx.uint16, mx.bfloat16: mx.uint16, mx.float32: mx.uint32, mx.float64: mx.uint64}
+
+
+@handles("View")
+def view(ctx, rec):
+    """inputs (x,); arguments [dtype]: the bytes of x read as dtype (little endian, row
+    major). A different width scales the last dimension (f32[3, 4] -> u8[3, 16]).
+
+    Integer and bool views are Casts (which wrap) plus BitShift splitting or joining of
+    bytes; float bits need ONNX BitCast (opset 26)."""
+    (x,) = ctx.inputs(rec)
+    (target,) = rec.arguments
+    source = rec.inputs[0].dtype
+    if source == target:
+        return [ctx.op.Identity(x)]
+    if mx.complex64 in (source, target):
+        raise ctx.fail(f"argument dtype={dtypes.name(target)}: views of complex64 cannot be expressed on real ONNX tensors")
+    floats = [dtypes.name(d) for d in (source, target) if dtypes.is_float(d)]
+    if floats and ctx.opset < BITCAST_OPSET:
+        raise ctx.fail(
+            f"argument dtype={dtypes.name(target)}: viewing {dtypes.name(source)} as {dtypes.name(target)} "
+            f"reinterprets {floats[0]} bits, which needs ONNX BitCast (opset {BITCAST_OPSET}); "
+            f"this export targets opset {ctx.opset}: use opset >= {BITCAST_OPSET}"
+        )
+    src_u = UNSIGNED_OF_FLOAT.get(source) or UNSIGNED_OF[source]
+    dst_u = UNSIGNED_OF_FLOAT.get(target) or UNSIGNED_OF[target]
+    u = view_to_bits(ctx, x, source)
+    src_bits, dst_bits = bits_of(source), bits_of(target)
+    out_shape = list(rec.outputs[0].shape)
+    if src_bits > dst_bits:  # split: lowest part first
+        parts = src_bits // dst_bits
+        k = ctx.const(np.arange(0, src_bits, dst_bits, dtype=dtypes.to_numpy(src_u)))
+        pieces = ctx.op.BitShift(ctx.unsqueeze(u, [-1]), k, direction="RIGHT")
+        u = ctx.reshape(ctx.cast(pieces, dst_u), out_shape)  # Cast keeps the low bits
+    elif src_bits < dst_bits:  # join consecutive parts along the last axis
+        parts = dst_bits // src_bits
+        k = ctx.const(np.arange(0, dst_bits, src_bits, dtype=dtypes.to_numpy(dst_u)))
+        grouped = ctx.reshape(ctx.cast(u, dst_u), out_shape + [parts])
+        u = sum_last_axis(ctx, ctx.op.BitShift(grouped, k, direction="LEFT"), parts)
+    return [view_from_bits(ctx, u, target)]

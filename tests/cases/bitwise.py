@@ -80,3 +80,50 @@ CASES += [
     Case("bitwise.xor_minus_one_is_invert", lambda x: mx.bitwise_xor(x, -1), lambda rng, dt: (full_range(rng, dt),),
          dtypes=SIGNED, primitives=("BitwiseBinary",)),
 ]
+
+
+# -- View ------------------------------------------------------------------------------
+def float_bits(rng, dt):
+    """Random floats with NaN, +-inf and -0.0 planted (their bits differ from +0.0's)."""
+    values = rng.standard_normal((3, 8)).astype(np.float32) * 10
+    return with_edges(rng, mx.array(values).astype(dt))
+
+
+def any_bits(rng, dt):
+    if dt == mx.bool_:
+        return mx.array(rng.random((3, 8)) < 0.5)
+    if dtypes.is_float(dt):
+        return float_bits(rng, dt)
+    return full_range(rng, dt, (3, 8))
+
+
+def view_case(source, target, opsets=None, xfail=None, transposed=False):
+    src, dst = dtypes.name(source), dtypes.name(target)
+    fn = (lambda x: x.T.view(target)) if transposed else (lambda x: x.view(target))
+    return Case(f"bitwise.view_{src}_as_{dst}" + ("_transposed" if transposed else "") + ("_refused" if xfail else ""),
+                fn, lambda rng, dt: (any_bits(rng, source),), primitives=("View",),
+                onnx_ops=("BitCast",) if (dtypes.is_float(source) or dtypes.is_float(target)) and not xfail else (),
+                opsets=opsets, xfail=xfail)
+
+
+FLOAT_OPSETS = (28, 26)
+FLOAT_VIEWS = [
+    (mx.float32, mx.int32), (mx.float32, mx.uint32), (mx.int32, mx.float32), (mx.float16, mx.int16),
+    (mx.bfloat16, mx.uint16), (mx.uint16, mx.bfloat16), (mx.float16, mx.bfloat16), (mx.float32, mx.uint8),
+    (mx.float32, mx.float16), (mx.uint8, mx.float32), (mx.float16, mx.float32), (mx.float32, mx.int64),
+    (mx.int8, mx.bfloat16), (mx.float64, mx.int32), (mx.uint16, mx.float64),
+]
+INT_VIEWS = [
+    (mx.int32, mx.uint32), (mx.uint64, mx.int64), (mx.int8, mx.uint8), (mx.int32, mx.uint8), (mx.int64, mx.int8),
+    (mx.uint16, mx.int64), (mx.int8, mx.int32), (mx.uint8, mx.uint16), (mx.int16, mx.uint32), (mx.bool_, mx.uint8),
+    (mx.bool_, mx.int32), (mx.int64, mx.uint16),
+]
+CASES += [view_case(s, t, FLOAT_OPSETS) for s, t in FLOAT_VIEWS]
+CASES += [view_case(s, t) for s, t in INT_VIEWS]
+CASES += [
+    view_case(mx.float32, mx.uint8, FLOAT_OPSETS, transposed=True),
+    view_case(mx.int32, mx.int8, transposed=True),
+    # below opset 26 float bits cannot be reached: the export refuses with that reason
+    view_case(mx.float32, mx.int32, (25, 17), xfail="View of float bits needs BitCast (opset 26)"),
+    view_case(mx.uint8, mx.float16, (17,), xfail="View of float bits needs BitCast (opset 26)"),
+]

@@ -123,3 +123,23 @@ def test_dynamic_slice_update_out_of_bounds_start_is_clamped():
     for start, clamped in [(4, 3), (-2, 0)]:
         (got,) = run_onnx(model, x, u, mx.array([start]))
         np.testing.assert_array_equal(got, np.array(fn(x, u, mx.array([clamped]))))
+
+
+@pytest.mark.parametrize("opset", [28, 17])
+@pytest.mark.parametrize("dtype", [mx.float32, mx.float16, mx.int8])
+def test_gather_narrow_slices_on_other_axes(opset, dtype):
+    """Gather[[1], (2, 1, 3)] on [3, 5, 4] and Gather[[0, 2], (1, 2, 1)]: the slices on the
+    non-indexed axes start at 0 and are narrower than the axis."""
+    a = mx.array(RNG.integers(-50, 50, (3, 5, 4))).astype(dtype)
+    i = mx.array(RNG.integers(-5, 5, (2, 3)).astype(np.int32))
+    trace = single_record_trace(lambda a, i: mx.take(a, i, axis=1), (a, i), "Gather", [[1], (2, 1, 3)], (2, 3, 2, 1, 3))
+    (got,) = run_onnx(mlx2onnx.Exporter(opset=opset).trace_to_ir(trace), a, i)
+    want = mx.take(a[:2, :, :3], i, axis=1).transpose(1, 2, 0, 3)[:, :, :, None]
+    np.testing.assert_array_equal(got, np.array(want.astype(mx.float32)).astype(got.dtype))
+
+    j = mx.array(RNG.integers(0, 4, (2, 3)).astype(np.uint32))
+    i3 = mx.array(RNG.integers(-3, 3, (2, 3)).astype(np.int64))
+    trace = single_record_trace(lambda a, i, j: a[i, :, j], (a, i3, j), "Gather", [[0, 2], (1, 2, 1)], (2, 3, 1, 2, 1))
+    (got,) = run_onnx(mlx2onnx.Exporter(opset=opset).trace_to_ir(trace), a, i3, j)
+    want = a[i3, :2, j][:, :, None, :, None]
+    np.testing.assert_array_equal(got, np.array(want.astype(mx.float32)).astype(got.dtype))

@@ -124,12 +124,12 @@ def rows_update(shape, n_idx, negative=True, edges=False, it=mx.int32, lo=-20, h
 
 
 AT_REDUCTIONS = [
-    ("add", lambda x, i, u: x.at[i].add(u), NUMERIC, (28, 17)),
+    ("add", lambda x, i, u: x.at[i].add(u), NUMERIC + (mx.bool_,), (28, 17)),
     ("subtract", lambda x, i, u: x.at[i].subtract(u), SIGNED_NUM, (28, 17)),
-    ("multiply", lambda x, i, u: x.at[i].multiply(u), NUMERIC, (28, 17)),
+    ("multiply", lambda x, i, u: x.at[i].multiply(u), NUMERIC + (mx.bool_,), (28, 17)),
     ("divide", lambda x, i, u: x.at[i].divide(u), FLOATS, (28, 17)),
-    ("maximum", lambda x, i, u: x.at[i].maximum(u), NUMERIC + (mx.uint32,), (28,)),
-    ("minimum", lambda x, i, u: x.at[i].minimum(u), NUMERIC + (mx.uint32,), (28,)),
+    ("maximum", lambda x, i, u: x.at[i].maximum(u), NUMERIC + (mx.uint32, mx.bool_), (28,)),
+    ("minimum", lambda x, i, u: x.at[i].minimum(u), NUMERIC + (mx.uint32, mx.bool_), (28,)),
 ]
 
 CASES += [
@@ -167,6 +167,16 @@ CASES += [
          lambda r, dt: (data(r, (3, 4), dt), idx(r, (9,), 3), idx(r, (9,), 4), data(r, (9,), dt)), dtypes=(mx.float32, mx.int32), primitives=("Scatter",)),
     Case("indexing.at_cols_maximum", lambda x, i, u: x.at[:, i].maximum(u),
          lambda r, dt: (data(r, (3, 5), dt, True), idx(r, (6,), 5), data(r, (3, 6), dt, True)), dtypes=(mx.float32, mx.float16), primitives=("Scatter",), opsets=(28,)),
+]
+CASES += [
+    Case("indexing.setitem_broadcast_indices", setitem(lambda i, j: (i[:, None], j)),
+         lambda r, dt: (data(r, (4, 5), dt), idx(r, (3,), 4), idx(r, (2,), 5), data(r, (3, 2), dt)), dtypes=(mx.float32, mx.int32), primitives=("Scatter",)),
+    Case("indexing.at_broadcast_add", lambda x, i, j, u: x.at[i[:, None], j].add(u),
+         lambda r, dt: (data(r, (4, 5), dt), idx(r, (3,), 4), idx(r, (2,), 5), data(r, (3, 2), dt)), dtypes=(mx.float32, mx.float16, mx.int32), primitives=("Scatter",)),
+    Case("indexing.setitem_ellipsis", setitem(lambda i: (Ellipsis, i)),
+         lambda r, dt: (data(r, (2, 3, 4), dt), idx(r, (2,), 4), data(r, (2, 3, 2), dt)), dtypes=(mx.float32, mx.uint8), primitives=("Scatter",)),
+    Case("indexing.at_uint32_maximum_1d", lambda x, i, u: x.at[i].maximum(u),
+         lambda r, dt: (rand(r, (5,), dt, 0, 9), idx(r, (8,), 5), rand(r, (8,), dt, 0, 9)), dtypes=(mx.uint32, mx.int64), primitives=("Scatter",), opsets=(28,)),
 ]
 CASES += [
     Case(f"indexing.setitem_index_{dtypes.name(it)}", setitem(lambda i: i), rows_update((5, 2), 6, it=it), dtypes=(mx.float32,), primitives=("Scatter",))
@@ -229,6 +239,8 @@ CASES += [
          dtypes=DATA, primitives=("DynamicSlice",), onnx_ops=("Slice",)),
     Case("indexing.dynamic_slice_one_axis", lambda x, s: mx.slice(x, s, [1], (2, 3, 3)), lambda r, dt: (data(r, (2, 5, 3), dt), start(r, (2,), mx.uint32)),
          dtypes=(mx.float32, mx.float16), primitives=("DynamicSlice",)),
+    Case("indexing.dynamic_slice_0d_start", lambda x, s: mx.slice(x, s, [0], (2, 4)), lambda r, dt: (data(r, (3, 4), dt), mx.array(int(r.integers(0, 2)))),
+         dtypes=(mx.float32, mx.int32), primitives=("DynamicSlice",)),
     Case("indexing.dynamic_slice_int64_start", lambda x, s: mx.slice(x, s, [0], (1, 4)), lambda r, dt: (data(r, (3, 4), dt), start(r, (2,), mx.int64)),
          dtypes=(mx.float32,), primitives=("DynamicSlice",)),
     Case("indexing.dynamic_slice_update", lambda x, u, s: mx.slice_update(x, u, s, [0, 1]),

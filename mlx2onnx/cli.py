@@ -431,49 +431,57 @@ def cmd_inspect(ns, progress: Progress) -> int:
 
 
 # -- primitives ------------------------------------------------------------------------------
-def _coverage_text() -> str | None:
-    """The generated coverage table, when mlx2onnx.coverage provides one."""
+def coverage_rows() -> list[tuple[str, str, str]]:
+    """(primitive, status, note) for every primitive MLX can emit and every registered one.
+
+    Uses :mod:`mlx2onnx.coverage` (statuses handled / refused / not emitted / missing) when
+    it is available, else the registry alone.
+    """
+    from . import registry
+
     try:
-        from . import coverage  # written by another part of the project; optional here
+        from . import coverage
     except ImportError:
-        return None
-    for name in ("render_markdown", "markdown", "render", "table", "coverage_table"):
-        fn = getattr(coverage, name, None)
-        if callable(fn):
-            try:
-                text = fn()
-            except TypeError:
-                continue
-            if isinstance(text, str):
-                return text
-    return None
+        coverage = None
+    if coverage is not None and hasattr(coverage, "rows"):
+        result = []
+        for row in coverage.rows({}, {}):
+            name, status, _ops, restriction, _tested, reason = row
+            result.append((name.strip("`"), status, reason if reason else restriction.replace("\\|", "|")))
+        return result
+    rows = []
+    for name, fn in registry.handlers().items():
+        doc = (fn.__doc__ or "").strip().splitlines()
+        rows.append((name, "handled", doc[0].strip() if doc else ""))
+    for name, refusal in registry.refusals().items():
+        rows.append((name, "refused", str(refusal)))
+    return sorted(rows)
 
 
 def cmd_primitives(ns, progress: Progress) -> int:
-    from . import registry
+    if ns.full:
+        from . import coverage
 
-    handlers = registry.handlers()
-    refusals = registry.refusals()
-    rows = []
-    for name, fn in handlers.items():
-        doc = (fn.__doc__ or "").strip().splitlines()
-        rows.append((name, "supported", doc[0].strip() if doc else ""))
-    for name, refusal in refusals.items():
-        rows.append((name, "refused", str(refusal)))
-    rows.sort()
+        with progress.stage("exporting every parity case to collect ONNX ops and dtypes"):
+            text = coverage.generate()
+        print(text, end="")
+        return EXIT_OK
+    rows = coverage_rows()
+    if ns.status:
+        rows = [r for r in rows if r[1].split(" ")[0] == ns.status or r[1] == ns.status]
     if ns.json:
         print(json.dumps([{"primitive": n, "status": s, "note": d} for n, s, d in rows], indent=2))
         return EXIT_OK
-    if not ns.registry:
-        text = _coverage_text()
-        if text is not None:
-            print(text)
-            return EXIT_OK
     width = max((len(n) for n, _, _ in rows), default=9)
-    print(f"{'primitive':<{width}}  {'status':<9}  note")
+    swidth = max((len(s) for _, s, _ in rows), default=6)
+    print(f"{'primitive':<{width}}  {'status':<{swidth}}  note")
     for name, status, note in rows:
-        print(f"{name:<{width}}  {status:<9}  {note}")
-    print(f"\n{len(handlers)} supported, {len(refusals)} refused")
+        print(f"{name:<{width}}  {status:<{swidth}}  {note}")
+    counts: dict[str, int] = {}
+    for _, status, _ in rows:
+        key = status.split(" (")[0]
+        counts[key] = counts.get(key, 0) + 1
+    print("\n" + ", ".join(f"{c} {k}" for k, c in counts.items()))
     return EXIT_OK
 
 
@@ -493,6 +501,12 @@ The callable is a factory returning a function or mlx.nn.Module, or a (function,
 or (function, args, kwargs) tuple; a factory that takes `seed` gets --model-seed. A callable
 with required parameters (or an nn.Module object) is itself the function to export.
 """
+
+
+def _para(text: str) -> str:
+    import textwrap
+
+    return textwrap.fill(text, width=88)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -531,8 +545,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "export", parents=[common, target, checking], formatter_class=fmt,
         help="export a function or model to an ONNX file",
-        description="Trace TARGET with MLX on its example inputs, translate every primitive to ONNX, "
-                    "run onnx.checker and write the model atomically (nothing is written on failure).",
+        description=_para("Trace TARGET with MLX on its example inputs, translate every primitive to ONNX, "
+                    "run onnx.checker and write the model atomically (nothing is written on failure)."),
         epilog="example:\n  mlx2onnx export mlp -o mlp.onnx --check\n"
                "  mlx2onnx export mymodel.py:build -i x=1x16:float32 -o m.onnx --opset 18\n\n" + _EPILOG,
     )
@@ -560,9 +574,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "check", parents=[common, target, checking], formatter_class=fmt,
         help="compare an ONNX model with the MLX function it came from",
-        description="Run MODEL in onnxruntime and TARGET in MLX on the same seeded random inputs "
+        description=_para("Run MODEL in onnxruntime and TARGET in MLX on the same seeded random inputs "
                     "(shaped like the example inputs) and report, per output, the max absolute and "
-                    "relative error against the tolerance. Exit 1 when any output differs.",
+                    "relative error against the tolerance. Exit 1 when any output differs."),
         epilog="example:\n  mlx2onnx check mlp.onnx mlp\n  mlx2onnx check m.onnx mymodel.py:build --localize\n\n"
                + _EPILOG,
     )
@@ -578,8 +592,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "inspect", parents=[common, target], formatter_class=fmt,
         help="show what an export would contain, without exporting",
-        description="Trace TARGET and show its inputs, outputs, constants, a histogram of MLX "
-                    "primitives and which have no handler. Exit 3 when some primitive cannot be exported.",
+        description=_para("Trace TARGET and show its inputs, outputs, constants, a histogram of MLX "
+                    "primitives and which have no handler. Exit 3 when some primitive cannot be exported."),
         epilog="example:\n  mlx2onnx inspect llama --records\n\n" + _EPILOG,
     )
     p.add_argument("target", metavar="TARGET")
@@ -591,12 +605,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "primitives", parents=[common], formatter_class=fmt,
         help="the table of MLX primitives mlx2onnx supports or refuses",
-        description="List every MLX primitive with a handler (and its first docstring line) or a "
-                    "documented refusal (and the reason).",
+        description=_para("List every MLX primitive the export callback can report: handled (with the "
+                    "handler's restrictions), refused (with the reason and what to do instead), not emitted "
+                    "(MLX removes it before export) or missing."),
     )
     p.add_argument("--json", action="store_true", help="print as JSON")
-    p.add_argument("--registry", action="store_true",
-                   help="print the table straight from the handler registry, not the generated coverage page")
+    p.add_argument("--status", choices=("handled", "refused", "missing", "not emitted"),
+                   help="only the primitives with this status")
+    p.add_argument("--full", action="store_true",
+                   help="the complete docs/primitives.md page, with the ONNX ops each handler emits and the "
+                        "tested dtypes (exports every parity case: slow, needs a source checkout's tests/)")
     p.set_defaults(run=cmd_primitives)
     return parser
 

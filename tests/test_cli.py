@@ -20,6 +20,7 @@ import onnx
 import pytest
 
 import mlx2onnx
+import mlx2onnx.registry
 from mlx2onnx import cli as cli_module
 
 _SCRIPT = shutil.which("mlx2onnx", path=os.path.dirname(sys.executable))
@@ -219,10 +220,13 @@ def test_mismatching_models(workdir, capsys):
 def test_primitives_table(workdir, capsys):
     out = cli("primitives", "--json", cwd=workdir, check_rc=0)
     rows = json.loads(out.stdout)
-    assert {r["primitive"] for r in rows if r["status"] == "supported"} == set(mlx2onnx.supported_primitives())
-    assert all(r["note"] for r in rows)
-    rc, stdout, _ = inprocess("primitives", "--registry", cwd=workdir, capsys=capsys)
-    assert rc == 0 and all(name in stdout for name in mlx2onnx.supported_primitives())
+    handled = {r["primitive"] for r in rows if r["status"].startswith("handled")}
+    assert handled == set(mlx2onnx.supported_primitives())
+    assert {r["primitive"] for r in rows if r["status"] == "refused"} == set(mlx2onnx.registry.refusals())
+    assert all(r["note"] for r in rows if r["status"] != "missing")
+    rc, stdout, _ = inprocess("primitives", "--status", "refused", cwd=workdir, capsys=capsys)
+    assert rc == 0 and all(name in stdout for name in mlx2onnx.registry.refusals())
+    assert "Add " not in stdout
 
 
 def test_input_specs_and_record_decoding():

@@ -39,7 +39,6 @@ BINARY = {
     "Divide": "Div",
     "Maximum": "Max",
     "Minimum": "Min",
-    "Power": "Pow",
 }
 
 # MLX name -> ONNX op producing bool from two inputs of one dtype.
@@ -433,3 +432,43 @@ def erfinv(ctx, rec):
     p = ctx.op.Where(tail, horner_f32(ctx, ERFINV_TAIL, t64), horner_f32(ctx, ERFINV_CENTRE, t64))
     return [ctx.cast(ctx.op.Mul(a, p), dtype)]
 
+
+
+def integer_power(ctx, base, exponent, dtype):
+    """base ** exponent for an integer dtype as MLX computes it: square-and-multiply that
+    wraps, and 0 for any negative exponent (onnxruntime's integer Pow goes through double
+    and saturates). The loop runs over exponent bits 0 .. n-3 of an n-bit type: an odd
+    base has base ** (2 ** (n - 2)) == 1 (mod 2 ** n), and an even base is 0 by then, so a
+    higher exponent bit only zeroes an even base."""
+    from .bitwise import UNSIGNED_OF, bit_planes
+
+    udtype, bits = UNSIGNED_OF[dtype], dtype.size * 8
+    steps = bits - 2
+    b = ctx.cast(base, udtype)
+    e = ctx.cast(exponent, udtype)
+    planes = bit_planes(ctx, e, udtype, steps)
+    one = ctx.scalar(1, udtype)
+    result = None
+    for k in range(steps):
+        bit = ctx.squeeze(ctx.slice(planes, [k], [k + 1], axes=[-1]), [-1])
+        factor = ctx.op.Add(one, ctx.op.Mul(bit, ctx.op.Sub(b, one)))  # bit ? b : 1 (wraps)
+        result = factor if result is None else ctx.op.Mul(result, factor)
+        if k + 1 < steps:
+            b = ctx.op.Mul(b, b)
+    high = ctx.run("GreaterOrEqual", [e, ctx.scalar(2**steps, udtype)], udtype, out_dtype=mx.bool_)
+    even = ctx.op.Equal(ctx.run("Mod", [ctx.cast(base, udtype), ctx.scalar(2, udtype)], udtype), ctx.scalar(0, udtype))
+    zero = ctx.op.And(high, even)
+    if not dtypes.is_unsigned(dtype):
+        zero = ctx.op.Or(zero, ctx.run("Less", [exponent, ctx.scalar(0, dtype)], dtype, out_dtype=mx.bool_))
+    result = ctx.run("Where", [zero, ctx.scalar(0, udtype), result], udtype, fixed=(0,))
+    return ctx.cast(result, dtype)
+
+
+@handles("Power")
+def power(ctx, rec):
+    """inputs (base, exponent); arguments []: Pow for floats; integers wrap as in MLX."""
+    a, b = ctx.inputs(rec)
+    dtype = rec.outputs[0].dtype
+    if dtypes.is_integer(dtype):
+        return [integer_power(ctx, a, b, dtype)]
+    return [ctx.run("Pow", [a, b], dtype)]

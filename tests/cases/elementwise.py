@@ -169,3 +169,21 @@ CASES += [
     Case("elementwise.sigmoid_overflow", mx.sigmoid, around_exp_limits, dtypes=FLOATS, primitives=("Sigmoid",)),
     Case("elementwise.sigmoid_edges", mx.sigmoid, one(-100, 100), primitives=("Sigmoid",), edges=True),
 ]
+
+
+# -- integer Power: wraps like MLX's square-and-multiply ------------------------------
+def int_power_inputs(rng, dt):
+    """Bases over the whole range, exponents small to huge (and negative when signed)."""
+    npd = np.dtype(str(dt).rsplit(".", 1)[-1])
+    info = np.iinfo(npd)
+    base = np.concatenate([rng.integers(-5 if info.min else 0, 6, 12), rng.integers(info.min, info.max, 12, endpoint=True, dtype=npd)])
+    exp = np.concatenate([rng.integers(0, 70, 12), rng.integers(max(info.min, -3), info.max, 12, endpoint=True, dtype=npd)])
+    exp[:2] = (0, 2 ** (npd.itemsize * 8 - 2)) if not info.min else (0, -1)
+    return mx.array(base.astype(npd).reshape(4, 6)), mx.array(rng.permutation(exp).astype(npd).reshape(4, 6))
+
+
+CASES += [
+    Case("elementwise.power_int_wraps", mx.power, int_power_inputs, dtypes=INTS, primitives=("Power",)),
+    Case("elementwise.power_edges", mx.power, lambda rng, dt: (rand(rng, S, dt, -3, 3), rand(rng, S, dt, -3, 3)),
+         primitives=("Power",), edges=True),
+]

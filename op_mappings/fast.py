@@ -164,7 +164,14 @@ def scaled_dot_product_attention(ctx, rec):
     head h reading kv head h // (Hq / Hkv); the causal mask is bottom-right aligned
     (query i sees keys j <= i + Lk - Lq); sinks add one logit per head to the softmax
     denominator. With output_logsumexp a second float32 output [B, Hq, Lq, 1] holds the
-    natural-log logsumexp of each score row (sinks included)."""
+    natural-log logsumexp of each score row (sinks included).
+
+    onnxruntime's Attention (opset 23+) is used without sinks, logsumexp and float masks.
+    It zeroes rows whose scores are all -inf/finfo.min, so bool masks become a
+    finfo.min/2 bias (fully masked rows stay uniform, as in MLX), and float masks (whose
+    all -inf rows are NaN in MLX) take the decomposition. One known difference remains:
+    a masked key with a +inf or NaN score (infinite queries or keys) still counts there,
+    where MLX's fallback replaces masked scores by finfo.min."""
     scale, causal, has_sinks, logsumexp, _force_fused = rec.arguments
     q, k, v, *extra = ctx.inputs(rec)
     sinks = extra.pop() if has_sinks else None

@@ -24,7 +24,7 @@ from mlx2onnx import dtypes
 from mlx2onnx.capture import Constant, GraphInput, GraphOutput, Primitive, TensorSpec, Trace
 from mlx2onnx.verify import DEFAULT_TOLERANCES, _as_declared_types, compare, run_session
 
-from harness import randn, rng_for
+from harness import randn, rng_for, with_edges
 
 OPSETS = (28, 23, 17)
 
@@ -351,3 +351,63 @@ def test_sdpa_refuses_causal_with_array_mask():
                                 [Arg("q", q), Arg("k", k), Arg("v", v), Arg("mask", mask)], [((1, 2, 3, 8), mx.float32)])
     with pytest.raises(mlx2onnx.Mlx2OnnxError, match="do_causal"):
         mlx2onnx.Exporter(opset=23).trace_to_ir(trace)
+
+
+# -- edge values ----------------------------------------------------------------------------
+EDGE_SETTINGS = [p for p in SETTINGS if p.values[0].bfloat16 == "keep" or p.values[0].dtype != mx.bfloat16]
+
+
+@pytest.mark.parametrize("setting", EDGE_SETTINGS)
+def test_edge_values(setting: Setting):
+    """NaN, +-inf, -0.0, tiny and huge values planted into the data of every primitive
+    (attention on its fused and its decomposed paths)."""
+    dtype = setting.dtype
+    rng = rng_for("edges", str(setting))
+    x = with_edges(rng, randn(rng, NORM_SHAPE, dtype), 0.1)
+    w, b = randn(rng, (16,), dtype), randn(rng, (16,), dtype)
+    check_record("RMSNorm", [1e-5], [Arg("x", x), Arg("w", w, True)], [mx.fast.rms_norm(x, w, 1e-5)], setting)
+    check_record("LayerNorm", [1e-5], [Arg("x", x), Arg("w", w, True), Arg("b", b, True)],
+                 [mx.fast.layer_norm(x, w, b, 1e-5)], setting)
+    xr = with_edges(rng, randn(rng, (2, 2, 4, 8), dtype), 0.1)
+    offset = mx.array([5, 3000], dtype=mx.int32)  # large positions too
+    check_record("RoPE", [8, False, 10000.0, 1.0, True], [Arg("x", xr), Arg("offset", offset)],
+                 [mx.fast.rope(xr, 8, traditional=False, base=10000.0, scale=1.0, offset=offset)], setting)
+    q = with_edges(rng, randn(rng, (1, 2, 3, 8), dtype), 0.05)
+    k, v = randn(rng, (1, 2, 4, 8), dtype), with_edges(rng, randn(rng, (1, 2, 4, 8), dtype), 0.05)
+    # (a masked +inf score is the one corner where the fused Attention differs, see below)
+    variants = [(False, None), (True, randn(rng, (2,), dtype))] + ([(True, None)] if setting.opset < 23 else [])
+    for causal, sinks in variants:
+        inputs = [Arg("q", q), Arg("k", k), Arg("v", v)] + ([Arg("sinks", sinks, True)] if sinks is not None else [])
+        expected = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.35, mask="causal" if causal else None, sinks=sinks)
+        check_record("ScaledDotProductAttention", [0.35, causal, sinks is not None, False, False], inputs, [expected], setting)
+
+
+INF_MASKED_REASON = (
+    "onnxruntime's Attention applies masks as an additive bias, so a masked key whose score is +inf "
+    "(an infinite query or key) still takes part; MLX replaces masked scores by finfo.min"
+)
+
+
+@pytest.mark.parametrize("opset", [pytest.param(o, marks=pytest.mark.xfail(strict=True, reason=INF_MASKED_REASON))
+                                   for o in (28, 23)] + [17])
+@pytest.mark.parametrize("mask", ["bool", "causal", "causal_square"])
+def test_sdpa_masked_infinite_scores(mask, opset):
+    """Query 0 is all -inf: against an all-negative key it scores +inf, against the others
+    -inf. Where that +inf key is masked, MLX's fallback ignores it (query 0 then gets the
+    uniform softmax of its finfo.min scores); the fused Attention does not (documented)."""
+    rng = rng_for("sdpa_inf_masked", mask)
+    q_len, k_len = (3, 3) if mask == "causal_square" else (2, 3)
+    q = np.asarray(randn(rng, (1, 1, q_len, 4)))
+    q[0, 0, 0] = -np.inf
+    k = np.abs(np.asarray(randn(rng, (1, 1, k_len, 4)))) + 0.1
+    k[0, 0, -1] *= -1  # the last key scores +inf for query 0; query 0 never sees it causally
+    q, k, v = mx.array(q), mx.array(k), randn(rng, (1, 1, k_len, 4))
+    inputs = [Arg("q", q), Arg("k", k), Arg("v", v)]
+    if mask == "bool":
+        array = mx.array(np.array([[[[True, True, False], [True, False, True]]]]))
+        inputs.append(Arg("mask", array))
+    else:
+        array = "causal"
+    expected = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.5, mask=array)
+    arguments = [0.5, mask != "bool", False, False, False]
+    check_record("ScaledDotProductAttention", arguments, inputs, [expected], Setting(mx.float32, opset))

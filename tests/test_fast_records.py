@@ -188,6 +188,7 @@ class RopeCase:
     scale: float = 1.0
     offset: int | tuple[int, ...] = 3  # a tuple is a per-batch [B] offset
     offset_is_input: bool = False
+    offset_dtype: type = np.int32  # MLX casts other widths to int32; uint32 stays
     freqs: bool = False
     forward: bool = True
 
@@ -199,6 +200,7 @@ ROPE_CASES = [
     RopeCase("partial_traditional", dims=4, traditional=True, offset=0),
     RopeCase("batch_offset", offset=(0, 7), offset_is_input=True),
     RopeCase("offset_input", offset=11, offset_is_input=True, traditional=True),
+    RopeCase("offset_uint32", offset=(6, 1), offset_is_input=True, offset_dtype=np.uint32),
     RopeCase("freqs", freqs=True, dims=6),
     RopeCase("freqs_traditional_batch", freqs=True, traditional=True, offset=(2, 5), offset_is_input=True),
     RopeCase("scale_base", scale=0.25, base=500.0),
@@ -215,7 +217,7 @@ def test_rope(case: RopeCase, setting: Setting):
     dtype = setting.dtype
     rng = rng_for("rope", case.id, dtypes.name(dtype))
     x = randn(rng, case.shape, dtype)
-    offset = mx.array(np.asarray(case.offset, dtype=np.int32))
+    offset = mx.array(np.asarray(case.offset, dtype=case.offset_dtype))
     freqs = mx.array(rng.uniform(1.0, 50.0, size=case.dims // 2).astype(np.float32)) if case.freqs else None
     base = None if case.freqs else case.base
     inputs = [Arg("x", x), Arg("offset", offset, constant=not case.offset_is_input)]

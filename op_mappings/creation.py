@@ -1,11 +1,14 @@
-"""Creation primitives: Arange, Full."""
+"""Creation primitives: Arange, Full, RandomBits."""
 
 from __future__ import annotations
 
 import mlx.core as mx
+import numpy as np
 
 from mlx2onnx import dtypes
 from mlx2onnx.registry import handles
+
+from .bitwise import XOR, bitwise_via_planes
 
 
 @handles("Arange")
@@ -30,3 +33,59 @@ def full(ctx, rec):
     if rec.inputs[0].dtype != rec.outputs[0].dtype:
         return [ctx.op.Cast(value, to=dtypes.to_onnx(rec.outputs[0].dtype))]
     return [ctx.op.Identity(value)]
+
+
+# threefry2x32 (MLX backend/cpu/threefry.cpp): 5 rounds of 4 mixes, key schedule of 3.
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+_PARITY = 0x1BD11BDA
+
+
+def _xor(ctx, a, b):
+    if ctx.opset >= 18:
+        return ctx.op.BitwiseXor(a, b)
+    return bitwise_via_planes(ctx, a, b, XOR, mx.uint32)  # no Bitwise ops before opset 18
+
+
+def threefry2x32(ctx, k0, k1, c0, c1):
+    """The threefry2x32 hash of counters (c0, c1) under key (k0, k1), uint32 values that
+    broadcast together; uint32 Add wraps exactly as the C++ does."""
+    u32 = mx.uint32
+    ks = [k0, k1, _xor(ctx, _xor(ctx, k0, k1), ctx.scalar(_PARITY, u32))]
+    x0, x1 = ctx.op.Add(c0, ks[0]), ctx.op.Add(c1, ks[1])
+    for i in range(5):
+        for r in _ROTATIONS[i % 2]:
+            x0 = ctx.op.Add(x0, x1)
+            left = ctx.op.BitShift(x1, ctx.scalar(r, u32), direction="LEFT")
+            right = ctx.op.BitShift(x1, ctx.scalar(32 - r, u32), direction="RIGHT")
+            x1 = _xor(ctx, ctx.op.Add(left, right), x0)  # the rotated halves are disjoint bits
+        x0 = ctx.op.Add(x0, ks[(i + 1) % 3])
+        x1 = ctx.op.Add(ctx.op.Add(x1, ks[(i + 2) % 3]), ctx.scalar(i + 1, u32))
+    return x0, x1
+
+
+@handles("RandomBits")
+def random_bits(ctx, rec):
+    """inputs (key uint32[..., 2]); arguments [shape:tuple, width] (bytes per element):
+    MLX's threefry2x32 counter scheme rebuilt bit-exactly (uint32 Add, BitShift and
+    BitwiseXor; XOR through bit planes below opset 18). Only width 4 (uint32, what every
+    mx.random sampler draws) is supported."""
+    shape, width = rec.arguments
+    key_spec, out = rec.inputs[0], rec.outputs[0]
+    if width != 4:
+        raise ctx.fail(f"argument width={width!r} is not supported: only 4-byte (uint32) bits, which mx.random uses")
+    if out.size == 0:
+        return [ctx.const(np.zeros(out.shape, np.uint32))]
+    (key,) = ctx.inputs(rec)
+    num_keys = key_spec.size // 2
+    per_key = out.size // num_keys
+    half, odd = per_key // 2, per_key % 2
+    # Word j < half and word half + odd + j come from counter (j, half + odd + j); an odd
+    # middle word is the first half of counter (half, 0).
+    c0 = np.concatenate([np.arange(half), [half] * odd]).astype(np.uint32)
+    c1 = np.concatenate([np.arange(half) + half + odd, [0] * odd]).astype(np.uint32)
+    keys = ctx.reshape(key, [num_keys, 2])
+    k0 = ctx.slice(keys, [0], [1], [1])
+    k1 = ctx.slice(keys, [1], [2], [1])
+    first, second = threefry2x32(ctx, k0, k1, ctx.const(c0[None]), ctx.const(c1[None]))
+    words = ctx.op.Concat(first, ctx.slice(second, [0], [half], [1]), axis=1) if half else first
+    return [ctx.reshape(words, out.shape)]

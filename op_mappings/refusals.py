@@ -21,14 +21,6 @@ _INPUT = (
 )
 
 refuses(
-    "RandomBits",
-    "random bits come from MLX's threefry2x32 counter-based generator; ONNX RandomUniform/"
-    "RandomNormal use another generator, so no ONNX op reproduces MLX's bits.",
-    "Draw the random values before export and pass them in as an input (or close over them, "
-    "mx.eval'd, as a constant). For module parameters, mx.eval(model.parameters()) before "
-    "export so their initialisation graph is not traced; dropout: call model.eval().",
-)
-refuses(
     "QRF",
     "ONNX has no QR decomposition operator (mx.linalg.qr), and an unrolled Householder "
     "graph would not reproduce LAPACK's results and signs bit for bit.",

@@ -23,7 +23,6 @@ REFUSED = [
     ("QRF", lambda a: mx.linalg.qr(a, stream=mx.cpu)[1]),
     ("SVD", lambda a: mx.linalg.svd(a, compute_uv=False, stream=mx.cpu)),
     ("Eigh", lambda a: mx.linalg.eigvalsh(a, stream=mx.cpu)),
-    ("RandomBits", lambda a: a + mx.random.uniform(shape=a.shape, key=mx.random.key(int(0)))),
 ]
 
 
@@ -66,3 +65,14 @@ def test_complex_value_in_an_unsupported_primitive_is_refused():
     x = mx.array(np.random.default_rng(2).standard_normal((2, 4)).astype(np.float32))
     with pytest.raises(ConversionError, match="complex64 values are not supported"):
         mlx2onnx.export(lambda x: mx.real(mx.exp(mx.fft.fft(x))), x)
+
+
+def test_random_bits_of_other_widths_are_refused():
+    from mlx2onnx.capture import GraphInput, GraphOutput, Primitive, TensorSpec, Trace
+
+    key = TensorSpec("K", (2,), mx.uint32)
+    out = TensorSpec("OUT", (5,), mx.uint8)
+    rec = Primitive(0, "RandomBits", ((5,), 1), (key,), (out,))
+    trace = Trace((GraphInput(key, "key", 0, None),), (GraphOutput(out, None),), (), (rec,), "cpu", "bits")
+    with pytest.raises(ConversionError, match="width=1"):
+        mlx2onnx.Exporter().trace_to_ir(trace)

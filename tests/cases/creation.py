@@ -4,6 +4,7 @@ tri/tril/triu/eye patterns that trace into Arange, comparisons, Select and Scatt
 from __future__ import annotations
 
 import mlx.core as mx
+import numpy as np
 
 from harness import FLOATS, INTS, Case, rand
 from mlx2onnx import registry
@@ -16,6 +17,13 @@ S = (3, 4)
 def one(*shape, lo=0, hi=9):
     return lambda rng, dt: (rand(rng, shape, dt, lo, hi),)
 
+
+def key(rng):
+    """A random threefry key: uint32[2] with bits over the whole range."""
+    return mx.array(rng.integers(0, 2**32, size=(2,), dtype=np.uint64).astype(np.uint32))
+
+
+FIXED_KEY = mx.random.key(20261202)
 
 _SCATTER = None if registry.lookup("Scatter") else "mx.eye traces into Scatter (indexing family), no handler yet"
 
@@ -54,4 +62,24 @@ CASES = [
          one(4, 4, lo=-3, hi=3), dtypes=FLOATS, primitives=("Arange", "Select")),
     Case("creation.eye", lambda x: x + mx.eye(3, 4, k=1, dtype=x.dtype), one(*S, lo=-9), dtypes=DATA,
          primitives=("Full",), xfail=_SCATTER),
+    # RandomBits: MLX's threefry2x32, bit-exact, from a key input. Opset 17 (XOR through
+    # bit planes, ~800 nodes per draw) is checked once: random_uniform_odd.
+    Case("creation.random_split", lambda k: mx.random.split(k, 3), lambda rng, dt: (key(rng),),
+         dtypes=(mx.uint32,), opsets=(28,), primitives=("RandomBits",)),
+    Case("creation.random_uniform_odd", lambda k: mx.random.uniform(-2, 3, shape=(3, 5), key=k), lambda rng, dt: (key(rng),),
+         dtypes=(mx.uint32,), primitives=("RandomBits",), tolerances={"float32": (0, 0)}),
+    Case("creation.random_uniform_one", lambda k: mx.random.uniform(shape=(1,), key=k), lambda rng, dt: (key(rng),),
+         dtypes=(mx.uint32,), opsets=(28,), primitives=("RandomBits",), tolerances={"float32": (0, 0)}),
+    Case("creation.random_uniform_dtypes", lambda k: mx.random.uniform(shape=(2, 4), key=k, dtype=mx.bfloat16),
+         lambda rng, dt: (key(rng),), dtypes=(mx.uint32,), opsets=(28,), primitives=("RandomBits",)),
+    Case("creation.random_split_then_draw",
+         lambda k: tuple(mx.random.uniform(shape=(4,), key=s) for s in mx.random.split(k, 2)),
+         lambda rng, dt: (key(rng),), dtypes=(mx.uint32,), opsets=(28,), primitives=("RandomBits", "Split")),
+    Case("creation.random_bernoulli_randint",
+         lambda k: (mx.random.bernoulli(0.3, (6,), key=k), mx.random.randint(-5, 9, (2, 3), key=k)),
+         lambda rng, dt: (key(rng),), dtypes=(mx.uint32,), opsets=(28,), primitives=("RandomBits",)),
+    Case("creation.random_gumbel", lambda k: mx.random.gumbel((7,), key=k), lambda rng, dt: (key(rng),),
+         dtypes=(mx.uint32,), opsets=(28,), primitives=("RandomBits", "Log")),
+    Case("creation.random_closed_over_key", lambda x: x + mx.random.uniform(shape=x.shape, key=FIXED_KEY), one(2, 3),
+         opsets=(28,), primitives=("RandomBits",)),
 ]

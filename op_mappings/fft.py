@@ -216,6 +216,20 @@ def complex_square(ctx, rec):
     return [complex_mul(ctx, z, z)]
 
 
+@handles_complex("Reduce")
+def complex_reduce(ctx, rec):
+    """inputs (z,) complex64; arguments [type, axes:list] keepdims: only Sum (2), a
+    ReduceSum of both parts over the MLX axes."""
+    (z,) = ctx.inputs(rec)
+    kind, axes = rec.arguments
+    if kind != 2:
+        raise ctx.fail(f"argument type={kind!r} on complex64 is not supported: only Sum (2)")
+    rank = rec.inputs[0].rank
+    if not axes:
+        return [ctx.op.Identity(z)]
+    return [ctx.reduce("ReduceSum", z, [_axis(a, rank) for a in axes], keepdims=True)]
+
+
 # -- complex layout: the MLX shape plus the trailing pair dimension -------------------------
 @handles_complex("Broadcast")
 def complex_broadcast(ctx, rec):

@@ -75,4 +75,6 @@ CASES = [
     Case("fft.complex_equal", lambda x, y: (x + 1j * y == x + 1j * mx.round(y / 2) * 2, (x + 1j * y) != x),
          lambda rng, dt: (rand(rng, (3, 4), dt, -3, 3), rand(rng, (3, 4), dt, -3, 3)), dtypes=(mx.int32,),
          primitives=("Equal", "NotEqual")),
+    Case("fft.complex_sum", lambda x: (mx.real(mx.sum(mx.fft.fft(x), axis=0)), mx.imag(mx.mean(mx.fft.fft(x), axis=1))),
+         signal(4, 6), primitives=("Reduce", "Squeeze"), tolerances={"float32": (1e-4, 1e-5)}),
 ]

@@ -44,6 +44,15 @@ def refuse_complex_io(spec: TensorSpec, what: str) -> None:
         )
 
 
+def _fingerprint(raw: np.ndarray) -> int:
+    """A cheap content key: all bytes of a small constant, a strided sample of a large one
+    (so de-duplicating thousands of same-shaped weights does not compare each pair)."""
+    if raw.size <= 4096:
+        return hash(raw.tobytes())
+    step = raw.size // 4096
+    return hash((raw[::step].tobytes(), raw[-64:].tobytes()))
+
+
 def make_value(name: str, spec: TensorSpec) -> ir.Value:
     elem, shape = onnx_layout(spec)
     return ir.Value(name=name, shape=ir.Shape(shape), type=ir.TensorType(elem))
@@ -118,12 +127,11 @@ class Context(OpsetHelpers):
     def const(self, array: np.ndarray, name: str | None = None) -> ir.Value:
         """An initializer holding ``array`` (shared with any equal constant already made)."""
         array = np.asarray(array)
-        key = (array.dtype.str, array.shape)
+        raw = array.reshape(-1).view(np.uint8) if array.size else array.reshape(-1).view(np.uint8)
+        key = (array.dtype.str, array.shape, _fingerprint(raw))
         candidates = self._const_by_shape.setdefault(key, [])
-        raw = array.reshape(-1).view(np.uint8) if array.size else array
-        for other, value in candidates:
-            other_raw = other.reshape(-1).view(np.uint8) if other.size else other
-            if np.array_equal(other_raw, raw):
+        for other, value in candidates:  # equal fingerprints: compare every byte
+            if np.array_equal(other.reshape(-1).view(np.uint8), raw):
                 return value
         if name is None:
             name = self._const_name(array)

@@ -128,6 +128,7 @@ def optimize(model: ir.Model, opset: int) -> dict[str, int]:
     report["drop_redundant_broadcasts_2"] = drop_redundant_broadcasts(model)
     report.update(fusions.fuse_all(model, opset))
     before = len(model.graph)
+    common_passes.DeduplicateInitializersPass(size_limit=1 << 16)(model)  # constants folded alike
     common_passes.CommonSubexpressionEliminationPass()(model)
     common_passes.RemoveUnusedNodesPass()(model)
     report["cse_and_dce"] = before - len(model.graph)

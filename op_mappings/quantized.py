@@ -105,8 +105,22 @@ def _period(bits: int) -> tuple[int, int]:
     return codes, codes * bits // 32
 
 
+KEEP_PACKED = "mlx2onnx.keep_packed"  # node metadata: graph optimisers must not fold it
+
+
 def unpack_codes(ctx, packed, shape, bits: int):
-    """uint32 words of MLX shape ``[..., P]`` -> unsigned codes ``[..., P * 32 / bits]``."""
+    """uint32 words of MLX shape ``[..., P]`` -> unsigned codes ``[..., P * 32 / bits]``.
+
+    Every node is marked :data:`KEEP_PACKED`: folding them on constant words would store
+    one uint32 per code (8x a 4-bit weight) instead of the packed words."""
+    first = len(ctx.nodes)
+    codes = _unpack_codes(ctx, packed, shape, bits)
+    for node in ctx.nodes[first:]:
+        node.metadata_props[KEEP_PACKED] = "1"
+    return codes
+
+
+def _unpack_codes(ctx, packed, shape, bits: int):
     *lead, words = shape
     count = words * 32 // bits
     if 32 % bits == 0:

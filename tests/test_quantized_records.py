@@ -1,0 +1,201 @@
+"""Quantized export beyond the parity table: on-disk size of a 4-bit LM against its
+float16 export, the export-time dequantize option, Quantize(dequantize=True) records
+(traced only on a GPU stream) and the refusals."""
+
+from __future__ import annotations
+
+import os
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+import pytest
+
+import mlx2onnx
+from mlx2onnx.capture import GraphInput, GraphOutput, Primitive, TensorSpec, Trace
+from mlx2onnx.context import Context
+from mlx2onnx.errors import ConversionError
+from mlx2onnx.op_mappings import quantized
+from mlx2onnx.opset import MIN_OPSET, default_opset
+
+from harness import rng_for
+
+OPSETS = sorted({default_opset(), MIN_OPSET})
+TINY_LM = dict(vocab_size=512, hidden_size=256, layers=2, heads=4, kv_heads=2, intermediate_size=512)
+
+
+def tiny_lm(quantize: bool):
+    from models import llama
+
+    model = llama.build(0, **TINY_LM)
+    model.set_dtype(mx.float16)
+    if quantize:
+        nn.quantize(model, group_size=64, bits=4)
+    mx.eval(model.parameters())
+    return model
+
+
+def token_ids(seed=0):
+    rng = rng_for("quantized.tiny_lm", seed)
+    return mx.array(rng.integers(0, TINY_LM["vocab_size"], size=(1, 8)).astype(np.int32))
+
+
+def test_4bit_lm_stays_packed_on_disk(tmp_path):
+    """A 4-bit (group 64, float16 scales and biases) llama-style LM: every quantized weight
+    is stored as MLX's packed uint32 words, the file is about a third of the float16
+    export (4.5 bits per weight plus graph and norms), and it matches MLX."""
+    ids = token_ids()
+    model = tiny_lm(quantize=True)
+    packed = mlx2onnx.Exporter(path=tmp_path / "q4.onnx").export(model, ids)
+    mlx2onnx.Exporter(path=tmp_path / "f16.onnx").export(tiny_lm(quantize=False), ids)
+    q4_size, f16_size = os.path.getsize(tmp_path / "q4.onnx"), os.path.getsize(tmp_path / "f16.onnx")
+    ratio = q4_size / f16_size
+    print(f"4-bit LM: {q4_size} bytes, float16 LM: {f16_size} bytes, ratio {ratio:.3f}")
+    assert ratio < 0.4, ratio
+    words = [t for t in packed.graph.initializer if t.data_type == onnx.TensorProto.UINT32 and len(t.dims) == 2]
+    assert len(words) == 15, [t.name for t in words]  # 7 Linear per block x 2 + the embedding
+    report = mlx2onnx.Verifier(random_inputs=False).verify(tmp_path / "q4.onnx", model, ids)
+    assert report.passed, str(report)
+
+
+def qmlp(dtype):
+    mx.random.seed(11)
+    model = nn.Sequential(nn.Linear(64, 96), nn.GELU(), nn.Linear(96, 32))
+    model.set_dtype(dtype)
+    nn.quantize(model, group_size=32, bits=4)
+    mx.eval(model.parameters())
+    return model
+
+
+def ops_of(model: onnx.ModelProto) -> set[str]:
+    return {n.op_type for n in model.graph.node}
+
+
+@pytest.mark.parametrize("how", ["module_default", "ctx_attribute"])
+@pytest.mark.parametrize("opset", OPSETS)
+@pytest.mark.parametrize("dtype", [mx.float32, mx.float16, mx.bfloat16])
+def test_dequantize_at_export(monkeypatch, how, opset, dtype):
+    if how == "module_default":
+        monkeypatch.setattr(quantized, "QUANTIZED_WEIGHTS", quantized.DEQUANTIZE)
+    else:  # how an Exporter option would reach the handlers
+        monkeypatch.setattr(Context, "quantized_weights", quantized.DEQUANTIZE, raising=False)
+    model = qmlp(dtype)
+    x = mx.array(rng_for("dequantize", opset).standard_normal((3, 64)).astype(np.float32)).astype(dtype)
+    proto = mlx2onnx.Exporter(opset=opset).export(model, x)
+    assert "BitShift" not in ops_of(proto) and "QuantizedMatmul" in mlx2onnx.capture(model, (x,), {}).primitive_counts()
+    report = mlx2onnx.Verifier(random_inputs=False).verify(proto, model, x)
+    assert report.passed, str(report)
+
+
+def test_packed_is_the_default():
+    model = qmlp(mx.float32)
+    proto = mlx2onnx.export(model, mx.zeros((1, 64)))
+    assert "BitShift" in ops_of(proto)
+
+
+def test_unknown_option_is_refused(monkeypatch):
+    monkeypatch.setattr(quantized, "QUANTIZED_WEIGHTS", "int4")
+    with pytest.raises(ConversionError, match="quantized_weights='int4'"):
+        mlx2onnx.export(qmlp(mx.float32), mx.zeros((1, 64)))
+
+
+@pytest.mark.parametrize("opset", OPSETS)
+def test_gather_qmm_dequantized_experts(monkeypatch, opset):
+    monkeypatch.setattr(quantized, "QUANTIZED_WEIGHTS", quantized.DEQUANTIZE)
+    rng = rng_for("moe", opset)
+    wq, scales, biases = mx.quantize(mx.array(rng.standard_normal((4, 32, 64)).astype(np.float32)), group_size=32, bits=4)
+    mx.eval(wq, scales, biases)
+
+    def moe(x, experts):
+        return mx.gather_qmm(x, wq, scales, biases, rhs_indices=experts, transpose=True, group_size=32, bits=4)
+
+    x = mx.array(rng.standard_normal((5, 1, 64)).astype(np.float32))
+    experts = mx.array(rng.integers(0, 4, size=(5,)).astype(np.uint32))
+    proto = mlx2onnx.Exporter(opset=opset).export(moe, x, experts)
+    assert "BitShift" not in ops_of(proto)
+    report = mlx2onnx.Verifier(random_inputs=False).verify(proto, moe, x, experts)
+    assert report.passed, str(report)
+
+
+# -- hand-built records ---------------------------------------------------------------
+def record_trace(name, arguments, inputs, outputs):
+    specs = [TensorSpec(f"I{k}", shape, dtype) for k, (shape, dtype) in enumerate(inputs)]
+    outs = [TensorSpec(f"O{k}", shape, dtype) for k, (shape, dtype) in enumerate(outputs)]
+    rec = Primitive(0, name, tuple(arguments), tuple(specs), tuple(outs))
+    graph_inputs = tuple(GraphInput(s, f"x{k}", k, None) for k, s in enumerate(specs))
+    return Trace(graph_inputs, tuple(GraphOutput(o, None) for o in outs), (), (rec,), "cpu", "hand_built")
+
+
+def run(trace, opset, feeds):
+    model = mlx2onnx.Exporter(opset=opset, bfloat16="keep").trace_to_ir(trace)
+    proto = ir.serde.serialize_model(model)
+    onnx.checker.check_model(proto, full_check=True)
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    return session.run(None, dict(zip(names, feeds)))
+
+
+@pytest.mark.parametrize("opset", OPSETS)
+@pytest.mark.parametrize("mode, bits, group_size", [
+    ("affine", 2, 32), ("affine", 3, 64), ("affine", 4, 32), ("affine", 5, 32), ("affine", 6, 128),
+    ("affine", 8, 64), ("mxfp4", 4, 32), ("mxfp8", 8, 32), ("nvfp4", 4, 16),
+])
+def test_dequantize_record(opset, mode, bits, group_size):
+    """Quantize(dequantize=True), which MLX traces only on a GPU stream, against
+    mx.dequantize on the CPU for random packed words."""
+    rng = rng_for("dequantize_record", mode, bits, group_size, opset)
+    rows, cols = 4, 2 * group_size
+    words = rng.integers(0, 2**32, size=(rows, cols * bits // 32), dtype=np.uint64).astype(np.uint32)
+    code = {"affine": 0, "mxfp4": 1, "mxfp8": 2, "nvfp4": 3}[mode]
+    if mode == "affine":
+        scales = (rng.standard_normal((rows, cols // group_size)) / (1 << bits)).astype(np.float32)
+        biases = rng.standard_normal(scales.shape).astype(np.float32)
+        operands = [words, scales, biases]
+        expected = mx.dequantize(mx.array(words), mx.array(scales), mx.array(biases), group_size=group_size, bits=bits)
+    else:
+        low, high = (100, 140) if mode != "nvfp4" else (0, 127)  # E8M0 near 1 / finite E4M3
+        scales = rng.integers(low, high, size=(rows, cols // group_size)).astype(np.uint8)
+        operands = [words, scales]
+        expected = mx.dequantize(mx.array(words), mx.array(scales), group_size=group_size, bits=bits, mode=mode,
+                                 dtype=mx.float32)
+    specs = [(a.shape, {np.uint32: mx.uint32, np.float32: mx.float32, np.uint8: mx.uint8}[a.dtype.type]) for a in operands]
+    trace = record_trace("Quantize", [group_size, bits, code, True], specs, [((rows, cols), mx.float32)])
+    (got,) = run(trace, opset, operands)
+    np.testing.assert_allclose(got, np.array(expected), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("opset", OPSETS)
+@pytest.mark.parametrize("bits", [3, 4, 8])
+def test_quantize_record_matches_mlx_bits(opset, bits):
+    """The runtime affine Quantize graph gives MLX's words, scales and biases bit for bit."""
+    rng = rng_for("quantize_record", bits, opset)
+    w = (rng.standard_normal((6, 128)) * 3).astype(np.float32)
+    words, scales, biases = (np.array(a) for a in mx.quantize(mx.array(w), group_size=64, bits=bits))
+    trace = record_trace("Quantize", [64, bits, 0, False], [(w.shape, mx.float32)],
+                         [(words.shape, mx.uint32), (scales.shape, mx.float32), (biases.shape, mx.float32)])
+    got = run(trace, opset, [w])
+    for a, b in zip(got, (words, scales, biases)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_runtime_fp_quantize_is_refused():
+    trace = record_trace("Quantize", [32, 4, 1, False], [((4, 64), mx.float32)],
+                         [((4, 8), mx.uint32), ((4, 2), mx.uint8)])
+    with pytest.raises(ConversionError, match=r"mode=1 \(mxfp4\)"):
+        mlx2onnx.Exporter().trace_to_ir(trace)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ([64, 7, 0, True], "bits=7"),
+    ([64, 4, 5, True], "mode=5"),
+    ([64, 8, 1, True], "bits=8 is not supported for mxfp4"),
+])
+def test_bad_quantized_matmul_arguments(arguments, message):
+    trace = record_trace("QuantizedMatmul", arguments,
+                         [((2, 64), mx.float32), ((8, 8), mx.uint32), ((8, 1), mx.float32), ((8, 1), mx.float32)],
+                         [((2, 8), mx.float32)])
+    with pytest.raises(ConversionError, match=message):
+        mlx2onnx.Exporter().trace_to_ir(trace)

@@ -187,3 +187,108 @@ CASES += [
     Case("elementwise.power_edges", mx.power, lambda rng, dt: (rand(rng, S, dt, -3, 3), rand(rng, S, dt, -3, 3)),
          primitives=("Power",), edges=True),
 ]
+
+
+# -- every unary float op on NaN, +-inf, -0.0, tiny and large values -----------------
+CASES += [
+    Case(f"elementwise.{name}_edges", fn, inputs, dtypes=FLOATS, primitives=(prim,), edges=True)
+    for name, fn, prim, inputs in UNARY_FLOAT
+    if name not in ("sign", "exp")  # own edge cases above
+]
+
+
+# -- integer division family over whole ranges; float sign rules on edges ----------
+def int_division_pair(rng, dt):
+    """Dividends and divisors over the whole range with the extremes planted. Zero
+    divisors and min // -1 are left out: MLX crashes (SIGFPE) or is undefined there."""
+    npd = np.dtype(str(dt).rsplit(".", 1)[-1])
+    info = np.iinfo(npd)
+    specials = np.array([info.min, info.max, 0, 1, info.max - 1], dtype=npd)
+    a = rng.integers(info.min, info.max, size=S, endpoint=True, dtype=npd)
+    b = rng.integers(info.min, info.max, size=S, endpoint=True, dtype=npd)
+    small = rng.integers(1, 9, size=S).astype(npd)
+    b = np.where(rng.random(S) < 0.5, b, small if not info.min else small * rng.choice(np.array([1, -1], dtype=npd), S))
+    a = np.where(rng.random(S) < 0.25, specials[rng.integers(0, 5, S)], a)
+    b = np.where(rng.random(S) < 0.25, specials[rng.integers(0, 5, S)], b)
+    b = np.where(b == 0, npd.type(3), b)
+    if info.min:
+        b = np.where((a == info.min) & (b == -1), npd.type(-2), b)
+    return mx.array(a), mx.array(b)
+
+
+CASES += [
+    Case("elementwise.remainder_int_full_range", mx.remainder, int_division_pair, dtypes=INTS, primitives=("Remainder",)),
+    Case("elementwise.floor_divide_int_full_range", mx.floor_divide, int_division_pair, dtypes=INTS, primitives=("FloorDivide",)),
+    Case("elementwise.divmod_int_full_range", lambda a, b: mx.divmod(a, b), int_division_pair, dtypes=INTS, primitives=("DivMod",)),
+    Case("elementwise.remainder_small_unsigned", mx.remainder, nonzero_pair, dtypes=UNSIGNED, primitives=("Remainder",)),
+    Case("elementwise.floor_divide_small_unsigned", mx.floor_divide, nonzero_pair, dtypes=UNSIGNED, primitives=("FloorDivide",)),
+    Case("elementwise.remainder_edges", mx.remainder, nonzero_pair, dtypes=FLOATS, primitives=("Remainder",), edges=True),
+    Case("elementwise.floor_divide_edges", mx.floor_divide, nonzero_pair, dtypes=FLOATS, primitives=("FloorDivide",), edges=True),
+    Case("elementwise.divmod_edges", lambda a, b: mx.divmod(a, b), nonzero_pair, dtypes=FLOATS, primitives=("DivMod",), edges=True),
+    # MLX 0.32.4 promotes integer divide to float: AsType then a float Divide
+    Case("elementwise.divide_int", mx.divide, int_division_pair, dtypes=INTS, primitives=("AsType", "Divide")),
+    Case("elementwise.divide_edges", mx.divide, two(), dtypes=FLOATS, primitives=("Divide",), edges=True),
+    Case("elementwise.maximum_nan_all_floats", mx.maximum, two(), dtypes=FLOATS, primitives=("Maximum",), edges=True),
+    Case("elementwise.minimum_nan_all_floats", mx.minimum, two(), dtypes=FLOATS, primitives=("Minimum",), edges=True),
+    Case("elementwise.maximum_int_extremes", mx.maximum, two(-50, 50), dtypes=INTS, primitives=("Maximum",), edges=True),
+    Case("elementwise.minimum_int_extremes", mx.minimum, two(-50, 50), dtypes=INTS, primitives=("Minimum",), edges=True),
+]
+
+
+# -- Round half to even ----------------------------------------------------------------
+def halves(rng, dt):
+    """k + 0.5 for random integers k of both signs (ties), with +-0.5 and +-1.5 planted."""
+    values = rng.integers(-50, 50, size=S) + 0.5
+    values.flat[:4] = (0.5, -0.5, 1.5, -1.5)
+    return (mx.array(values.astype(np.float32)).astype(dt),)
+
+
+CASES += [
+    Case("elementwise.round_half_to_even", mx.round, halves, dtypes=FLOATS, primitives=("Round",), tolerances={"float32": (0, 0)}),
+    Case("elementwise.round_int", mx.round, one(-100, 100), dtypes=INTS, primitives=("Round",)),
+]
+
+
+# -- AsType corners --------------------------------------------------------------------
+def short(dt):
+    return str(dt).rsplit(".", 1)[-1]
+
+
+def ints_full(rng, dt):
+    npd = np.dtype(short(dt))
+    info = np.iinfo(npd)
+    return (mx.array(rng.integers(info.min, info.max, size=S, endpoint=True, dtype=npd)),)
+
+
+def bools(rng, dt):
+    return (mx.array(rng.random(S) < 0.5),)
+
+
+def fractions(lo, hi):
+    """Floats with fractional parts, in a range that every target type holds."""
+    return lambda rng, dt: (rand(rng, S, dt, lo, hi),)
+
+
+CASES += [
+    Case(f"elementwise.astype_{short(src)}_to_{short(dst)}_wraps", (lambda t: lambda x: x.astype(t))(dst), ints_full,
+         dtypes=(src,), primitives=("AsType",), edges=True)
+    for src in INTS for dst in INTS + (mx.float32,) if src != dst
+]
+CASES += [
+    Case(f"elementwise.astype_float_to_{short(dst)}_truncates", (lambda t: lambda x: x.astype(t))(dst),
+         fractions(0, 200) if dst in UNSIGNED else fractions(-100, 100), dtypes=FLOATS, primitives=("AsType",))
+    for dst in INTS
+]
+CASES += [
+    Case(f"elementwise.astype_bool_to_{short(dst)}", (lambda t: lambda x: x.astype(t))(dst), bools,
+         dtypes=(mx.bool_,), primitives=("AsType",))
+    for dst in FLOATS + INTS
+]
+CASES += [
+    Case("elementwise.astype_nan_to_bool_all_floats", lambda x: x.astype(mx.bool_), one(), dtypes=FLOATS, primitives=("AsType",), edges=True),
+    Case("elementwise.astype_int_to_bool", lambda x: x.astype(mx.bool_), one(-2, 2), dtypes=INTS, primitives=("AsType",), edges=True),
+    Case("elementwise.astype_f32_to_f16_overflow", lambda x: x.astype(mx.float16), one(-1e5, 1e5), primitives=("AsType",), edges=True),
+    Case("elementwise.astype_f32_to_bf16_edges", lambda x: x.astype(mx.bfloat16), one(-1e5, 1e5), primitives=("AsType",), edges=True),
+    Case("elementwise.astype_f16_bf16_edges", lambda x: x.astype(mx.bfloat16), one(-100, 100), dtypes=(mx.float16,), primitives=("AsType",), edges=True),
+    Case("elementwise.astype_bf16_to_f16_edges", lambda x: x.astype(mx.float16), one(-100, 100), dtypes=(mx.bfloat16,), primitives=("AsType",), edges=True),
+]

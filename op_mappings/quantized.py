@@ -18,6 +18,10 @@ exporter sets it, else by the module default :data:`QUANTIZED_WEIGHTS`:
 * ``"dequantize"``: MLX itself (``mx.dequantize``) dequantizes constant weights at export
   time; they are stored as float initializers of the activation dtype, already in the
   layout the MatMul wants. Weights that are not constants are unpacked in the graph.
+* ``"matmulnbits"``: onnxruntime's contrib ``com.microsoft.MatMulNBits`` where its CPU
+  kernel takes MLX's layout (affine, transposed, 2 or 4 bits, constant weights), with the
+  float zero point -bias/scale (about 1e-7 relative off MLX, hence opt-in); everything
+  else as ``"packed"``.
 
 The float arithmetic runs in float32 (onnxruntime has no float16/bfloat16 MatMul).
 """
@@ -40,7 +44,7 @@ from .matmul import flat_indices
 AFFINE, MXFP4, MXFP8, NVFP4 = 0, 1, 2, 3
 MODE_NAMES = {AFFINE: "affine", MXFP4: "mxfp4", MXFP8: "mxfp8", NVFP4: "nvfp4"}
 
-PACKED, DEQUANTIZE = "packed", "dequantize"
+PACKED, DEQUANTIZE, MATMULNBITS = "packed", "dequantize", "matmulnbits"
 QUANTIZED_WEIGHTS = PACKED  # module default; an exporter option overrides it via ctx
 
 FP4_E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0], np.float32)
@@ -48,8 +52,10 @@ FP4_E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -
 
 def weights_option(ctx) -> str:
     option = getattr(ctx, "quantized_weights", None) or QUANTIZED_WEIGHTS
-    if option not in (PACKED, DEQUANTIZE):
-        raise ctx.fail(f"quantized_weights={option!r} is not supported: use 'packed' or 'dequantize'")
+    if option not in (PACKED, DEQUANTIZE, MATMULNBITS):
+        raise ctx.fail(
+            f"quantized_weights={option!r} is not supported: use 'packed', 'dequantize' or 'matmulnbits'"
+        )
     return option
 
 
@@ -204,6 +210,31 @@ def folded_weights(ctx, w, scales, biases, group_size, bits, mode, transpose, dt
     return ctx.const(np.ascontiguousarray(dense))
 
 
+def matmul_nbits(ctx, rec, x, w, scales, biases, group_size, bits, mode, transpose, work):
+    """onnxruntime's contrib ``com.microsoft.MatMulNBits`` for the cases it runs, else None.
+
+    It computes (q - zero_point) * scale with a float zero point, so MLX's bias becomes
+    zero_point = -bias / scale: not bit-exact (one rounding more per weight, about 1e-7
+    relative), which is why it is opt-in. onnxruntime 1.32's CPU kernel takes 2 and 4 bits
+    with float zero points (not 3/5/6, nor 8 with float zero points); MLX's row bitstream
+    is byte for byte its B layout [N, K / block, block * bits / 8]."""
+    if weights_option(ctx) != MATMULNBITS or mode != AFFINE or not transpose or bits not in (2, 4):
+        return None
+    arrays = [_constant(w), _constant(scales), _constant(biases)]
+    if any(a is None for a in arrays) or len(rec.inputs[1].shape) != 2 or group_size < 16:
+        return None
+    words, scale, bias = arrays[0], arrays[1].astype(np.float32), arrays[2].astype(np.float32)
+    if not (np.all(np.isfinite(scale)) and np.all(scale != 0) and np.all(np.isfinite(bias))):
+        return None
+    n, k = rec.outputs[0].shape[-1], rec.inputs[0].shape[-1]
+    blob = np.ascontiguousarray(words.astype("<u4")).view(np.uint8).reshape(n, k // group_size, group_size * bits // 8)
+    zero_point = (-bias / scale).astype(np.float32)
+    return ctx.op.MatMulNBits(
+        ctx.cast(x, mx.float32), ctx.const(blob), ctx.const(scale.reshape(-1)), ctx.const(zero_point.reshape(-1)),
+        _domain="com.microsoft", K=k, N=n, bits=bits, block_size=group_size,
+    )
+
+
 def _quantized_operands(rec, values, mode):
     """(x, w, scales, biases or None, rest) from the inputs of a quantized record."""
     x, w, scales = values[:3]
@@ -225,6 +256,9 @@ def quantized_matmul(ctx, rec):
     dtype = rec.outputs[0].dtype
     work = ctx.work_dtype("MatMul", dtype)
     w_shape = rec.inputs[1].shape
+    fused = matmul_nbits(ctx, rec, x, w, scales, biases, group_size, bits, mode, transpose, work)
+    if fused is not None:
+        return [ctx.cast(fused, dtype)]
     weights = folded_weights(ctx, w, scales, biases, group_size, bits, mode, transpose, dtype)
     if weights is None:
         weights = dequantize_weights(ctx, w, scales, biases, w_shape, group_size, bits, mode, dtype, work)

@@ -199,3 +199,23 @@ def test_bad_quantized_matmul_arguments(arguments, message):
                          [((2, 8), mx.float32)])
     with pytest.raises(ConversionError, match=message):
         mlx2onnx.Exporter().trace_to_ir(trace)
+
+
+@pytest.mark.parametrize("opset", OPSETS)
+@pytest.mark.parametrize("bits", [2, 3, 4, 8])
+@pytest.mark.parametrize("dtype", [mx.float32, mx.float16, mx.bfloat16])
+def test_matmul_nbits_option(monkeypatch, opset, bits, dtype):
+    """quantized_weights='matmulnbits': onnxruntime's contrib MatMulNBits where its CPU
+    kernel runs MLX's format (2 and 4 bits, float zero point -bias/scale), the exact
+    packed unpacking elsewhere; parity holds at the default tolerances either way."""
+    monkeypatch.setattr(quantized, "QUANTIZED_WEIGHTS", quantized.MATMULNBITS)
+    mx.random.seed(5)
+    model = nn.Sequential(nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 32))
+    model.set_dtype(dtype)
+    nn.quantize(model, group_size=64, bits=bits)
+    mx.eval(model.parameters())
+    x = mx.array(rng_for("nbits", bits, opset).standard_normal((3, 128)).astype(np.float32)).astype(dtype)
+    proto = mlx2onnx.Exporter(opset=opset).export(model, x)
+    assert ("MatMulNBits" in ops_of(proto)) == (bits in (2, 4))
+    report = mlx2onnx.Verifier(random_inputs=False).verify(proto, model, x)
+    assert report.passed, str(report)

@@ -120,6 +120,26 @@ def scatter_op(ctx, op_type, data, indices, values, reduction, dtype, **attrs):
     return ctx.cast(node, dtype)
 
 
+def scatter_extreme(ctx, data, shape, row_keys, values, lead, rest, reduction, dtype):
+    """Scatter Max/Min of integers or bools without ScatterND's max/min (opset < 18):
+    sort the writes by value (TopK), keep the first per target (Unique), then combine with
+    the current value and write once. Exact because integer max/min ignore order."""
+    width = int(np.prod(rest, dtype=np.int64))
+    count = int(np.prod(lead, dtype=np.int64)) * width
+    keys = ctx.op.Add(
+        ctx.op.Mul(ctx.unsqueeze(ctx.reshape(row_keys, [count // width]), [-1]), ctx.scalar(width, mx.int64)),
+        ctx.const(np.arange(width, dtype=np.int64)),
+    )
+    flat = ctx.cast(ctx.reshape(values, [count]), mx.int64)
+    ordered, order = ctx.op.TopK(flat, ctx.ints([count]), axis=0, largest=int(reduction == "max"), sorted=1, _outputs=2)
+    targets, first, _, _ = ctx.op.Unique(ctx.op.Gather(ctx.reshape(keys, [count]), order), sorted=0, _outputs=4)
+    best = ctx.cast(ctx.op.Gather(ordered, first), dtype)
+    base = ctx.reshape(data, [int(np.prod(shape, dtype=np.int64))])
+    merged = ctx.run("Max" if reduction == "max" else "Min", [ctx.op.Gather(base, targets), best], dtype)
+    written = ctx.op.ScatterND(base, ctx.unsqueeze(targets, [-1]), merged)
+    return ctx.reshape(written, shape)
+
+
 def inverse(perm):
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
@@ -344,11 +364,13 @@ def scatter(ctx, rec):
     axes = [int(ax) for ax in axes]
     src, upd = rec.inputs[0], rec.inputs[-1]
     n = src.rank
-    if reduction in ("max", "min") and ctx.opset < 18:
+    emulate = reduction in ("max", "min") and ctx.opset < 18
+    if emulate and (dtypes.is_float(src.dtype) or src.dtype == mx.uint64):
         raise ctx.fail(
-            f"reduce={int(reduce_code)} ({'Max' if reduction == 'max' else 'Min'}) needs ScatterND "
-            f"reduction='{reduction}', which ONNX has from opset 18; this export targets opset "
-            f"{ctx.opset}: export with opset >= 18"
+            f"reduce={int(reduce_code)} ({'Max' if reduction == 'max' else 'Min'}) on "
+            f"{dtypes.name(src.dtype)} needs ScatterND reduction='{reduction}', which ONNX has from "
+            f"opset 18 (MLX's result with NaN depends on the write order); this export targets "
+            f"opset {ctx.opset}: export with opset >= 18"
         )
     if upd.size == 0 or src.size == 0:
         return [ctx.op.Identity(a)]
@@ -376,7 +398,11 @@ def scatter(ctx, rec):
         lead, rest, key_dims = batch + sizes, [], list(src.shape)
     if reduction == "none":
         values = last_write_wins(ctx, linear_keys(ctx, nd, key_dims), values, lead, rest)
-    result = scatter_op(ctx, "ScatterND", data, nd, values, reduction, src.dtype)
+    if emulate:
+        shape = [src.shape[d] for d in order]
+        result = scatter_extreme(ctx, data, shape, linear_keys(ctx, nd, key_dims), values, lead, rest, reduction, src.dtype)
+    else:
+        result = scatter_op(ctx, "ScatterND", data, nd, values, reduction, src.dtype)
     return [transpose(ctx, result, inverse(order))]
 
 

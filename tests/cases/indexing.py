@@ -17,6 +17,7 @@ from mlx2onnx import dtypes
 DATA = FLOATS + (mx.int32, mx.int64, mx.int8, mx.uint8, mx.uint32, mx.bool_)
 NUMERIC = FLOATS + (mx.int32, mx.int64, mx.int8, mx.uint8, mx.int16)
 SIGNED_NUM = FLOATS + (mx.int32, mx.int8, mx.int64)
+INT_LIKE = (mx.int32, mx.int64, mx.int8, mx.uint8, mx.int16, mx.uint32, mx.bool_)
 
 
 def idx(rng, shape, dim, dtype=mx.int32, negative=True):
@@ -80,6 +81,8 @@ CASES += [
          primitives=("Gather",)),
     Case("indexing.embedding_tokens", lambda w, t: w[t], lambda r, dt: (data(r, (10, 4), dt), idx(r, (2, 3), 10, negative=False)),
          dtypes=FLOATS, primitives=("Gather",)),
+    Case("indexing.embedding_no_tokens", lambda w, t: w[t], lambda r, dt: (data(r, (10, 4), dt), idx(r, (1, 0), 10)),
+         dtypes=(mx.float32, mx.float16), primitives=("Gather",)),
     Case("indexing.take_empty", lambda x, i: x[i], lambda r, dt: (data(r, (3, 4), dt), idx(r, (0,), 3)),
          dtypes=(mx.float32, mx.int32), primitives=("Gather",)),
     Case("indexing.diagonal", lambda x: mx.diagonal(x), lambda r, dt: (data(r, (4, 4), dt),), dtypes=(mx.float32, mx.int32), primitives=("Gather",)),
@@ -128,8 +131,11 @@ AT_REDUCTIONS = [
     ("subtract", lambda x, i, u: x.at[i].subtract(u), SIGNED_NUM, (28, 17)),
     ("multiply", lambda x, i, u: x.at[i].multiply(u), NUMERIC + (mx.bool_,), (28, 17)),
     ("divide", lambda x, i, u: x.at[i].divide(u), FLOATS, (28, 17)),
-    ("maximum", lambda x, i, u: x.at[i].maximum(u), NUMERIC + (mx.uint32, mx.bool_), (28,)),
-    ("minimum", lambda x, i, u: x.at[i].minimum(u), NUMERIC + (mx.uint32, mx.bool_), (28,)),
+    ("maximum", lambda x, i, u: x.at[i].maximum(u), FLOATS, (28,)),
+    ("minimum", lambda x, i, u: x.at[i].minimum(u), FLOATS, (28,)),
+    # integers at opset 17: emulated through TopK + Unique (ScatterND max/min is opset 18)
+    ("maximum_int", lambda x, i, u: x.at[i].maximum(u), INT_LIKE, (28, 17)),
+    ("minimum_int", lambda x, i, u: x.at[i].minimum(u), INT_LIKE, (28, 17)),
 ]
 
 CASES += [
@@ -161,8 +167,14 @@ CASES += [
 CASES += [
     Case("indexing.at_add_wraps", AT_REDUCTIONS[0][1], rows_update((3, 4), 12, lo=-128, hi=127), dtypes=(mx.int8, mx.uint8, mx.int16), primitives=("Scatter",)),
     Case("indexing.at_add_edges", AT_REDUCTIONS[0][1], rows_update((3, 4), 8, edges=True), dtypes=FLOATS, primitives=("Scatter",)),
-    Case("indexing.at_maximum_edges", AT_REDUCTIONS[4][1], rows_update((3, 4), 9, edges=True), dtypes=FLOATS + (mx.int32,), primitives=("Scatter",), opsets=(28,)),
-    Case("indexing.at_minimum_edges", AT_REDUCTIONS[5][1], rows_update((3, 4), 9, edges=True), dtypes=FLOATS + (mx.int32,), primitives=("Scatter",), opsets=(28,)),
+    Case("indexing.at_maximum_edges", AT_REDUCTIONS[4][1], rows_update((3, 4), 9, edges=True), dtypes=FLOATS, primitives=("Scatter",), opsets=(28,)),
+    Case("indexing.at_minimum_edges", AT_REDUCTIONS[5][1], rows_update((3, 4), 9, edges=True), dtypes=FLOATS, primitives=("Scatter",), opsets=(28,)),
+    Case("indexing.at_maximum_int_edges", AT_REDUCTIONS[6][1], rows_update((3, 4), 9, edges=True), dtypes=(mx.int32, mx.int8, mx.uint8, mx.int64), primitives=("Scatter",)),
+    Case("indexing.at_minimum_int_edges", AT_REDUCTIONS[7][1], rows_update((3, 4), 9, edges=True), dtypes=(mx.int32, mx.int8, mx.uint32, mx.int64), primitives=("Scatter",)),
+    Case("indexing.at_pairs_maximum_int", lambda x, i, j, u: x.at[i, j].maximum(u),
+         lambda r, dt: (data(r, (3, 4), dt), idx(r, (9,), 3), idx(r, (9,), 4), data(r, (9,), dt)), dtypes=(mx.int32, mx.uint8), primitives=("Scatter",)),
+    Case("indexing.at_block_minimum_int", lambda x, i, u: x.at[i, 1:3].minimum(u),
+         lambda r, dt: (data(r, (4, 5), dt), idx(r, (6,), 4), data(r, (6, 2), dt)), dtypes=(mx.int32, mx.int16), primitives=("Scatter",)),
     Case("indexing.at_pairs_add", lambda x, i, j, u: x.at[i, j].add(u),
          lambda r, dt: (data(r, (3, 4), dt), idx(r, (9,), 3), idx(r, (9,), 4), data(r, (9,), dt)), dtypes=(mx.float32, mx.int32), primitives=("Scatter",)),
     Case("indexing.at_cols_maximum", lambda x, i, u: x.at[:, i].maximum(u),
@@ -176,7 +188,7 @@ CASES += [
     Case("indexing.setitem_ellipsis", setitem(lambda i: (Ellipsis, i)),
          lambda r, dt: (data(r, (2, 3, 4), dt), idx(r, (2,), 4), data(r, (2, 3, 2), dt)), dtypes=(mx.float32, mx.uint8), primitives=("Scatter",)),
     Case("indexing.at_uint32_maximum_1d", lambda x, i, u: x.at[i].maximum(u),
-         lambda r, dt: (rand(r, (5,), dt, 0, 9), idx(r, (8,), 5), rand(r, (8,), dt, 0, 9)), dtypes=(mx.uint32, mx.int64), primitives=("Scatter",), opsets=(28,)),
+         lambda r, dt: (rand(r, (5,), dt, 0, 9), idx(r, (8,), 5), rand(r, (8,), dt, 0, 9)), dtypes=(mx.uint32, mx.int64), primitives=("Scatter",)),
 ]
 CASES += [
     Case(f"indexing.setitem_index_{dtypes.name(it)}", setitem(lambda i: i), rows_update((5, 2), 6, it=it), dtypes=(mx.float32,), primitives=("Scatter",))
@@ -247,6 +259,10 @@ CASES += [
          lambda r, dt: (data(r, (3, 4), dt), data(r, (2, 2), dt), start(r, (1, 2))), dtypes=DATA, primitives=("DynamicSliceUpdate",), onnx_ops=("ScatterND",)),
     Case("indexing.dynamic_kv_cache_write", lambda c, u, s: mx.slice_update(c, u, s, [2]),
          lambda r, dt: (data(r, (1, 2, 6, 3), dt), data(r, (1, 2, 1, 3), dt), start(r, (5,), mx.uint32)), dtypes=FLOATS, primitives=("DynamicSliceUpdate",)),
+    Case("indexing.dynamic_slice_empty", lambda x, s: mx.slice(x, s, [1], (3, 0)) + 1, lambda r, dt: (data(r, (3, 4), dt), start(r, (4,))),
+         dtypes=(mx.float32, mx.int32), primitives=("DynamicSlice",)),
+    Case("indexing.dynamic_slice_update_empty", lambda x, u, s: mx.slice_update(x, u, s, [0]),
+         lambda r, dt: (data(r, (3, 4), dt), data(r, (0, 4), dt), start(r, (3,))), dtypes=(mx.float32, mx.int32), primitives=("DynamicSliceUpdate",)),
     Case("indexing.dynamic_slice_update_broadcast", lambda x, u, s: mx.slice_update(x, u, s, [1]),
          lambda r, dt: (data(r, (3, 5), dt), data(r, (2,), dt), start(r, (3,))), dtypes=(mx.float32, mx.int8), primitives=("DynamicSliceUpdate",)),
 ]

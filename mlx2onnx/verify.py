@@ -264,7 +264,7 @@ def run_session(session, output_names: list[str], feeds: Mapping[str, np.ndarray
 
     values = {}
     for key, array in feeds.items():
-        array = np.ascontiguousarray(array)
+        array = np.ascontiguousarray(array).reshape(np.shape(array))  # ascontiguousarray makes 0-d arrays 1-d
         if array.dtype == ml_dtypes.bfloat16:
             values[key] = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array.view(np.uint16), onnx.TensorProto.BFLOAT16)
         else:

@@ -210,7 +210,7 @@ def folded_weights(ctx, w, scales, biases, group_size, bits, mode, transpose, dt
     return ctx.const(np.ascontiguousarray(dense))
 
 
-def matmul_nbits(ctx, rec, x, w, scales, biases, group_size, bits, mode, transpose, work):
+def matmul_nbits(ctx, rec, x, w, scales, biases, group_size, bits, mode, transpose):
     """onnxruntime's contrib ``com.microsoft.MatMulNBits`` for the cases it runs, else None.
 
     It computes (q - zero_point) * scale with a float zero point, so MLX's bias becomes
@@ -235,7 +235,7 @@ def matmul_nbits(ctx, rec, x, w, scales, biases, group_size, bits, mode, transpo
     )
 
 
-def _quantized_operands(rec, values, mode):
+def _quantized_operands(values, mode):
     """(x, w, scales, biases or None, rest) from the inputs of a quantized record."""
     x, w, scales = values[:3]
     if mode == AFFINE:
@@ -250,13 +250,13 @@ def quantized_matmul(ctx, rec):
     [..., N, K*bits/32]), else x @ dequantize(w) (w is [..., K, N*bits/32])."""
     group_size, bits, mode, transpose = rec.arguments
     _check_mode(ctx, group_size, bits, mode)
-    x, w, scales, biases, rest = _quantized_operands(rec, ctx.inputs(rec), mode)
+    x, w, scales, biases, rest = _quantized_operands(ctx.inputs(rec), mode)
     if rest:
         raise ctx.fail(f"{len(rec.inputs)} inputs are not supported: a global scale input is not handled")
     dtype = rec.outputs[0].dtype
     work = ctx.work_dtype("MatMul", dtype)
     w_shape = rec.inputs[1].shape
-    fused = matmul_nbits(ctx, rec, x, w, scales, biases, group_size, bits, mode, transpose, work)
+    fused = matmul_nbits(ctx, rec, x, w, scales, biases, group_size, bits, mode, transpose)
     if fused is not None:
         return [ctx.cast(fused, dtype)]
     weights = folded_weights(ctx, w, scales, biases, group_size, bits, mode, transpose, dtype)
@@ -276,7 +276,7 @@ def gather_qmm(ctx, rec):
     transpose), out shape = broadcast(idx shapes) + [M, N]. The sorted flags are hints."""
     group_size, bits, mode, transpose, _left_sorted, _right_sorted = rec.arguments
     _check_mode(ctx, group_size, bits, mode)
-    x, w, scales, biases, rest = _quantized_operands(rec, ctx.inputs(rec), mode)
+    x, w, scales, biases, rest = _quantized_operands(ctx.inputs(rec), mode)
     if len(rest) != 2:
         raise ctx.fail(f"{len(rec.inputs)} inputs are not supported: expected x, w, scales, (biases), lhs, rhs")
     lhs, rhs = rest
@@ -309,7 +309,7 @@ def gather_qmm(ctx, rec):
 
 
 # -- Quantize -------------------------------------------------------------------------
-def _fold_quantize(ctx, rec, array, group_size, bits, mode):
+def _fold_quantize(ctx, array, group_size, bits, mode):
     outs = mx.quantize(numpy_to_array(array), group_size=group_size, bits=bits, mode=MODE_NAMES[mode])
     outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
     return [ctx.const(np.ascontiguousarray(array_to_numpy(o.astype(dtypes.carried(o.dtype))))) for o in outs]
@@ -374,7 +374,7 @@ def quantize(ctx, rec):
         return [rounded_cast(ctx, dense, dtype)]
     constant = _constant(values[0])
     if constant is not None:
-        return _fold_quantize(ctx, rec, constant, group_size, bits, mode)
+        return _fold_quantize(ctx, constant, group_size, bits, mode)
     if mode != AFFINE:
         raise ctx.fail(
             f"mode={mode} ({MODE_NAMES[mode]}) quantization of a runtime input is not supported: "

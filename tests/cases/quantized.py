@@ -240,3 +240,28 @@ CASES.append(Case(
     xfail=f"needs handlers for {_EMBEDDING_MISSING} (CPU QuantizedEmbedding unpacks with BitwiseBinary)"
     if _EMBEDDING_MISSING else None,
 ))
+
+
+@functools.lru_cache(maxsize=None)
+def quantized_switch_glu(dtype):
+    """mlx-lm's mixture-of-experts SwitchGLU (4 experts, top-2), 4-bit: three GatherQMM."""
+    from mlx_lm.models.switch_layers import SwitchGLU
+
+    mx.random.seed(9)
+    layer = SwitchGLU(64, 96, 4)
+    layer.set_dtype(dtype)
+    nn.quantize(layer, group_size=32, bits=4)
+    mx.eval(layer.parameters())
+    return layer
+
+
+def routed_tokens(rng, dt):
+    x = randn(rng, (2, 5, 64), dt)
+    experts = mx.array(np.argsort(rng.random((2, 5, 4)), axis=-1)[..., :2].astype(np.uint32))
+    return x, experts
+
+
+CASES.append(Case(
+    "quantized.switch_glu_4bit", lambda x, experts: quantized_switch_glu(x.dtype)(x, experts), routed_tokens,
+    dtypes=FLOATS, primitives=("GatherQMM",), tolerances=LOW_PRECISION,
+))

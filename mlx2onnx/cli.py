@@ -338,12 +338,9 @@ def cmd_check(ns, progress: Progress) -> int:
     if ns.localize and not report.passed:
         from .localize import localize
 
-        located = _run_user(
-            lambda: localize(
-                ns.model, fun, args, kwargs, seed=ns.seed, random_inputs=not ns.example_inputs,
-                tolerances=_tolerances(ns), progress=progress,
-            ),
-            "the function (during --localize)",
+        located = localize(
+            ns.model, fun, args, kwargs, seed=ns.seed, random_inputs=not ns.example_inputs,
+            tolerances=_tolerances(ns), progress=progress,
         )
         result["localize"] = located.to_dict()
     if ns.json:

@@ -23,6 +23,7 @@ import onnx
 from . import dtypes, interpret, records
 from .capture import Primitive, Trace, capture, normalize_inputs
 from .build import POLICY_METADATA_KEY
+from .errors import VerificationError
 from .verify import (
     DEFAULT_TOLERANCES,
     EXACT,
@@ -266,9 +267,14 @@ def localize(
     }[graph_optimization_level]
     if base_dir is not None and any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer):
         onnx.load_external_data_for_model(augmented, base_dir)
-    session = ort.InferenceSession(augmented.SerializeToString(), options, providers=["CPUExecutionProvider"])
     wanted = [mapping[n] for n in exposed]
-    got = dict(zip(wanted, run_session(session, wanted, _as_declared_types(session, feeds))))
+    try:
+        session = ort.InferenceSession(augmented.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        got = dict(zip(wanted, run_session(session, wanted, _as_declared_types(session, feeds))))
+    except Exception as exc:
+        raise VerificationError(
+            f"onnxruntime could not run the model with its {len(wanted)} intermediate values exposed: {exc}"
+        ) from exc
 
     reference = interpret.bind_inputs(trace, tuple(call_args), call_kwargs)  # the all-MLX chain
     mixed = dict(reference)  # ONNX values where exposed, else MLX evaluated on them

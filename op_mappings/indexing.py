@@ -13,7 +13,13 @@ Conventions shared by the handlers below (MLX_PRIMITIVES.md §3.7):
   duplicate writes that value.
 * Scatter reductions (Sum, Prod, Max, Min) map to ScatterND's reductions, which
   onnxruntime applies in order with the same comparison rule as MLX
-  (``(y > x) ? y : x``, so NaN handling matches). Max/Min need opset 18.
+  (``(y > x) ? y : x``, so NaN handling matches). ScatterND max/min exist from opset 18;
+  below it, integer and bool Max/Min are emulated exactly (TopK + Unique: integer max is
+  order-free) and float Max/Min are refused (with NaN MLX's result depends on the order).
+* Dynamic slices: MLX does not check bounds (out of range is undefined, even a crash);
+  the export clamps the start into [0, dim - size], so the declared shape always holds.
+* MaskedScatter: the k-th True takes source element k (per batch row); a mask with more
+  Trues than source elements is undefined in MLX and reuses the last element here.
 """
 
 from __future__ import annotations

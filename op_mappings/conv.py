@@ -125,7 +125,11 @@ def convolution(ctx, rec):
     flip=True is a true convolution (the kernel reversed); input_dilation inserts
     ``d - 1`` zeros between input elements. conv_transpose (flip=True, input_dilation=s,
     kernel_strides=1) becomes ConvTranspose; everything else becomes Conv, with explicit
-    zero insertion for input_dilation and a reversed kernel for flip."""
+    zero insertion for input_dilation and a reversed kernel for flip.
+
+    Known difference: MLX's grouped and dilated 2-D kernels skip padded taps, so an
+    infinite weight over the padding gives inf in MLX and inf * 0 = NaN in ONNX Conv.
+    Finite weights (every trained model) give the same results."""
     strides, lo, hi, kdil, idil, groups, flip = rec.arguments
     strides, lo, hi, kdil, idil = (list(map(int, v)) for v in (strides, lo, hi, kdil, idil))
     groups, flip = int(groups), bool(flip)

@@ -12,19 +12,6 @@ import pytest
 from mlx.utils import tree_flatten, tree_unflatten
 
 import mlx2onnx
-from mlx2onnx import registry
-
-
-def _missing(*names):
-    return [n for n in names if registry.lookup(n) is None]
-
-
-def needs(*names):
-    """xfail (not strict) while another family's handler is still missing."""
-    missing = _missing(*names)
-    return pytest.mark.xfail(
-        bool(missing), reason=f"needs handlers not yet implemented: {missing}", strict=False
-    )
 
 
 # -- models -----------------------------------------------------------------------------
@@ -234,7 +221,6 @@ def test_mobilenet_block(opset):
     assert 6 in groups and 24 in groups, groups  # both depthwise convolutions stay grouped
 
 
-@needs("Sigmoid", "Concatenate", "Cos", "Sin", "Exp", "Arange")
 @pytest.mark.parametrize("opset", OPSETS)
 def test_diffusion_unet(opset):
     model = randomise(TinyUNet(), 2)

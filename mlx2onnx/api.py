@@ -33,6 +33,9 @@ from .saving import check_output_path, needs_external_data, save_model
 from .translate import translate
 
 
+QUANTIZED_WEIGHT_CHOICES = ("packed", "dequantize", "matmulnbits")
+
+
 @dataclass(frozen=True)
 class Exporter:
     """Export options; call :meth:`export` with the function and its example inputs.
@@ -52,6 +55,11 @@ class Exporter:
             ``"keep"`` when onnxruntime's CPU provider has bfloat16 kernels for the core
             ops, else ``"float32"``), ``"keep"``, ``"float16"`` or ``"float32"``.
         float16: ``"keep"`` (default) or ``"float32"``.
+        quantized_weights: how quantized weights are stored: ``"packed"`` (default: MLX's
+            packed codes, unpacked exactly in the graph, so a 4-bit model stays ~4-bit),
+            ``"dequantize"`` (dequantized by MLX at export time, stored in the activation
+            dtype) or ``"matmulnbits"`` (onnxruntime's com.microsoft.MatMulNBits where it
+            fits, about 2e-7 relative off MLX's float bias; packed elsewhere).
         optimize: run the optimisation passes of :mod:`mlx2onnx.passes` (drop redundant
             broadcasts, fold constants and weight transposes, fuse normalisations, CSE).
     """
@@ -66,6 +74,7 @@ class Exporter:
     bfloat16: str = "auto"
     float16: str = "keep"
     optimize: bool = True
+    quantized_weights: str = "packed"
 
     def with_options(self, **changes: Any) -> "Exporter":
         return replace(self, **changes)
@@ -86,6 +95,7 @@ class Exporter:
         policy = self.float_policy()
         with dtypes.carrying(policy):
             ctx = Context(trace, opset)
+            ctx.quantized_weights = self.quantized_weights
             translate(trace, ctx, input_names)
             model = build_model(ctx, trace, input_names, output_names)
             if self.optimize:
@@ -137,6 +147,11 @@ class Exporter:
 
     def _validate(self) -> None:
         self.float_policy()
+        if self.quantized_weights not in QUANTIZED_WEIGHT_CHOICES:
+            raise ExportOptionError(
+                f"quantized_weights={self.quantized_weights!r} is not a choice: use one of "
+                f"{', '.join(repr(c) for c in QUANTIZED_WEIGHT_CHOICES)}"
+            )
         newest = onnx.defs.onnx_opset_version()
         if self.opset is not None and not (MIN_OPSET <= int(self.opset) <= newest):
             raise ExportOptionError(

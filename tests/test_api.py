@@ -288,3 +288,21 @@ def test_verify_reports_device_and_errors():
     wrong = mlx2onnx.verify(model, mx.sin, x)  # a mismatching function must fail
     assert not wrong.passed and wrong.outputs[0].mismatches > 0
     assert "FAIL" in str(wrong)
+
+
+@pytest.mark.parametrize("storage", ["packed", "dequantize", "matmulnbits"])
+def test_quantized_weight_storage_option(storage):
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 32))
+    mx.eval(model.parameters())
+    nn.quantize(model, group_size=64, bits=4)
+    (x,) = arrays((3, 64))
+    proto = mlx2onnx.Exporter(quantized_weights=storage).export(model, x)
+    op_types = {n.op_type for n in proto.graph.node}
+    assert ("BitShift" in op_types) == (storage == "packed")
+    assert ("MatMulNBits" in op_types) == (storage == "matmulnbits")
+    assert mlx2onnx.verify(proto, model, x)
+
+
+def test_unknown_quantized_weight_storage_is_refused():
+    with pytest.raises(mlx2onnx.ExportOptionError, match="quantized_weights='int3'"):
+        mlx2onnx.Exporter(quantized_weights="int3").export(mx.abs, mx.ones(2))

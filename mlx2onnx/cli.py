@@ -273,6 +273,8 @@ def _load_model(path: str):
 
 def _check_interface(proto, fun, args, kwargs) -> None:
     """Raise Mismatch when the model's inputs cannot be fed from the callable's inputs."""
+    import onnx_ir as ir
+
     from . import dtypes
     from .capture import normalize_inputs
     from .localize import float_policy
@@ -303,7 +305,7 @@ def _check_interface(proto, fun, args, kwargs) -> None:
         tensor = value.type.tensor_type
         want_shape = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
         got_shape = list(array.shape)
-        want_dtype = dtypes.from_onnx(__import__("onnx_ir").DataType(tensor.elem_type))
+        want_dtype = dtypes.from_onnx(ir.DataType(tensor.elem_type))
         fixed = all(d is not None for d in want_shape)
         if want_dtype != policy.get(array.dtype, array.dtype) or (fixed and want_shape != got_shape) or len(want_shape) != len(got_shape):
             problems.append(

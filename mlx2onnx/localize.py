@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 import mlx.core as mx
@@ -238,7 +239,7 @@ def localize(
     import onnxruntime as ort
 
     proto = onnx.load(str(model), load_external_data=False) if not isinstance(model, onnx.ModelProto) else model
-    base_dir = None if isinstance(model, onnx.ModelProto) else str(__import__("pathlib").Path(model).parent)
+    base_dir = None if isinstance(model, onnx.ModelProto) else str(Path(model).parent)
     trace = capture(fun, args, kwargs)
     report = LocalizeReport(records=len(trace.primitives))
     mapping, report.problem = onnx_names(proto, trace)

@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import onnx
 import pytest
@@ -166,7 +165,15 @@ def test_unsupported_primitive(workdir, capsys):
     out = cli("export", "usermod:qr", "-o", "qr.onnx", cwd=workdir, check_rc=3)
     assert "QRF" in out.stderr and "Nothing was written" in out.stderr and not (workdir / "qr.onnx").exists()
     rc, stdout, _ = inprocess("inspect", "usermod:qr", cwd=workdir, capsys=capsys)
-    assert rc == 3 and "QRF" in stdout
+    assert rc == 3 and "refused: QRF (x1)" in stdout
+
+
+def test_inspect_names_primitives_without_a_handler(workdir, capsys, monkeypatch):
+    monkeypatch.delitem(mlx2onnx.registry._HANDLERS, "Sin")
+    rc, stdout, _ = inprocess("inspect", "usermod:other", "-i", "x=3", cwd=workdir, capsys=capsys)
+    assert rc == 3 and "no handler: Sin (x1)" in stdout
+    rc, _, err = inprocess("export", "usermod:other", "-i", "x=3", "-o", "sin.onnx", cwd=workdir, capsys=capsys)
+    assert rc == 3 and "no ONNX handler" in err and "Sin (x1)" in err and not (workdir / "sin.onnx").exists()
 
 
 def test_usage_errors(workdir, capsys):

@@ -217,6 +217,7 @@ def cmd_export(ns, progress: Progress) -> int:
         bfloat16=ns.bfloat16,
         float16=ns.float16,
         optimize=not ns.no_optimize,
+        quantized_weights=ns.quantized_weights,
     )
     exporter._validate()  # opset and output path, before any work
     trace = _capture(fun, args, kwargs, progress)
@@ -563,6 +564,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "onnxruntime has bfloat16 kernels, else float32)")
     p.add_argument("--float16", choices=("keep", "float32"), default="keep",
                    help="dtype policy: carry float16 values as float16 (default) or float32")
+    p.add_argument("--quantized-weights", choices=("packed", "dequantize", "matmulnbits"), default="packed",
+                   help="quantized weights: MLX's packed codes unpacked in the graph (default), dequantized "
+                        "at export time, or onnxruntime's com.microsoft.MatMulNBits where it fits")
     p.add_argument("--no-optimize", action="store_true",
                    help="skip the optimisation passes (broadcast dropping, constant folding, fusions, CSE); "
                         "keeps every MLX intermediate as a named ONNX value, which helps check --localize")

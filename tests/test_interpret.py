@@ -271,9 +271,9 @@ def test_unknown_records_are_refused_with_a_reason():
 
 
 def test_decoding_tables_cover_the_registry_and_the_interpreter():
-    from mlx2onnx import registry
+    from mlx2onnx import coverage, registry
 
-    names = set(registry.handlers()) | set(registry.refusals()) | set(interpret.EVALUATORS) | set(interpret.SKIPPED)
+    names = set(coverage.MLX_PRIMITIVES) | set(registry.handlers()) | set(registry.refusals()) | set(interpret.EVALUATORS) | set(interpret.SKIPPED)
     assert not sorted(names - set(records.FIELDS))
 
 

@@ -124,6 +124,8 @@ def optimize(model: ir.Model, opset: int) -> dict[str, int]:
     report["fold_weight_transposes"] = fold_weight_transposes(model)
     before = len(model.graph)
     _onnxscript_optimize(model)
+    if opset < 18:
+        _split_sizes_for_opset17(model)
     report["onnxscript_optimizer"] = before - len(model.graph)
     report["drop_redundant_broadcasts_2"] = drop_redundant_broadcasts(model)
     report.update(fusions.fuse_all(model, opset))
@@ -139,6 +141,28 @@ def _onnxscript_optimize(model: ir.Model) -> None:
     from onnxscript import optimizer
 
     optimizer.optimize_ir(model, num_iterations=2, onnx_shape_inference=False, should_fold=_should_fold)
+
+
+def _split_sizes_for_opset17(model: ir.Model) -> None:
+    """onnxscript's SlicesSplit rule writes ``Split(num_outputs=2)``, an opset-18 attribute,
+    whatever the opset: give such Splits the explicit ``split`` sizes input instead."""
+    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+        if node.op_type != "Split" or "num_outputs" not in node.attributes or len(node.inputs) > 1:
+            continue
+        shape = _shape(node.inputs[0])
+        axis = node.attributes["axis"].as_int() if "axis" in node.attributes else 0
+        count = node.attributes["num_outputs"].as_int()
+        if shape is None:
+            continue
+        size = shape[axis]
+        chunk = -(-size // count)
+        sizes = [min(chunk, max(size - chunk * k, 0)) for k in range(count)]
+        split = ir.Value(name=f"{node.name}_sizes", shape=ir.Shape([count]), type=ir.TensorType(ir.DataType.INT64),
+                         const_value=ir.tensor(np.array(sizes, np.int64)))
+        node.graph.register_initializer(split)
+        node.resize_inputs(2)
+        node.replace_input_with(1, split)
+        del node.attributes["num_outputs"]
 
 
 _GROWING = frozenset({"Expand", "Tile", "ConstantOfShape"})

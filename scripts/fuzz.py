@@ -1,0 +1,80 @@
+"""Differential fuzzing of mlx2onnx: random MLX programs, onnxruntime vs MLX.
+
+    python scripts/fuzz.py --seed 1 --count 10000
+
+Program ``k`` of a run has seed ``seed * 1_000_000 + k`` (so ``--replay`` reproduces any
+one of them) and is exported at opset 17 or the default opset, alternately. Prints
+progress, a count per outcome, the primitives exercised, and every failure with a
+self-contained reproducer (``program.source()``). Exit status 1 when anything failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+
+import fuzzgen  # noqa: E402
+
+import mlx2onnx  # noqa: E402
+from mlx2onnx.opset import MIN_OPSET, default_opset  # noqa: E402
+
+
+def program_seed(seed: int, k: int) -> int:
+    return seed * 1_000_000 + k
+
+
+def opset_for(k: int) -> int:
+    return (default_opset(), MIN_OPSET)[k % 2]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--start", type=int, default=0, help="first program index")
+    parser.add_argument("--replay", type=int, help="run only program K of the seed, and print it")
+    parser.add_argument("--every", type=int, default=500, help="progress line every N programs")
+    parser.add_argument("--max-steps", type=int, default=5)
+    args = parser.parse_args(argv)
+    verifier = mlx2onnx.Verifier(random_inputs=False)
+    indices = [args.replay] if args.replay is not None else range(args.start, args.start + args.count)
+    counts: collections.Counter = collections.Counter()
+    prims: collections.Counter = collections.Counter()
+    skipped: collections.Counter = collections.Counter()
+    failures = []
+    began = time.time()
+    for n, k in enumerate(indices, 1):
+        program = fuzzgen.generate(program_seed(args.seed, k), max_steps=args.max_steps)
+        outcome = fuzzgen.check(program, opset_for(k), verifier)
+        counts[outcome.status] += 1
+        prims.update(outcome.primitives)
+        if outcome.status == "skip":
+            skipped[outcome.detail.split("\n")[0][:120]] += 1
+        elif outcome.status != "pass":
+            failures.append(k)
+            print(f"FAIL program {k} (seed {program.seed}, opset {outcome.opset}): {outcome.status}", flush=True)
+            print(outcome.detail[:3000], flush=True)
+            print(f"reproduce: python scripts/fuzz.py --seed {args.seed} --replay {k}\n{program.source()}\n", flush=True)
+        elif args.replay is not None:
+            print(program.source())
+        if n % args.every == 0:
+            rate = n / (time.time() - began)
+            print(f"[{n}/{len(indices)}] {dict(counts)}  {rate:.1f} programs/s", flush=True)
+    print(f"\nseed {args.seed}: {sum(counts.values())} programs in {time.time() - began:.0f} s: {dict(counts)}")
+    print(f"primitives exercised ({len(prims)}): " + ", ".join(f"{p} {c}" for p, c in sorted(prims.items())))
+    untouched = sorted(set(mlx2onnx.supported_primitives()) - set(prims))
+    print(f"supported primitives not exercised ({len(untouched)}): {', '.join(untouched)}")
+    for reason, c in skipped.most_common(10):
+        print(f"skipped x{c}: {reason}")
+    if failures:
+        print(f"failing programs: {failures}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

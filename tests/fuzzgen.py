@@ -1,0 +1,866 @@
+"""A random MLX program generator for differential fuzzing (MLX vs onnxruntime).
+
+``generate(seed)`` returns a :class:`Program`: a few example inputs and a short list of
+steps, each one MLX op applied to earlier values (program inputs or step results) and
+Python literals. Every candidate step is run on the example inputs while the program is
+built, so the program is valid MLX by construction (MLX's own errors just discard the
+candidate) and the generator always knows every value's real shape and dtype.
+
+Each value carries an ``exact`` flag: program inputs are exact, and so is anything
+computed by ops that round the same way on both sides (elementwise add/mul/div, data
+movement, integer arithmetic). Discontinuous ops (comparisons, floor/round, argmax,
+float -> int casts, remainder) are only applied to exact values, so a last-bit difference
+in ``exp`` or a float sum never shows up as a spurious mismatch.
+
+``check(program, opset)`` exports the program, runs it in onnxruntime on the example
+inputs and compares with MLX through :class:`mlx2onnx.Verifier`; ``program.source()``
+is a self-contained reproducer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+import mlx.core as mx
+import numpy as np
+
+DTYPES = {
+    "float32": mx.float32,
+    "float16": mx.float16,
+    "bfloat16": mx.bfloat16,
+    "int32": mx.int32,
+    "int8": mx.int8,
+    "uint8": mx.uint8,
+    "bool": mx.bool_,
+}
+FLOAT = ("float32", "float16", "bfloat16")
+INT = ("int32", "int8", "uint8")
+NAME_OF = {v: k for k, v in DTYPES.items()}
+MAX_SIZE = 48
+
+
+def dname(dtype: mx.Dtype) -> str:
+    return NAME_OF.get(dtype, str(dtype).replace("mlx.core.", ""))
+
+
+# -- ops that need a named wrapper (so a reproducer can be printed) --------------------
+def getitem(x, index):
+    """``x[index]`` with ``index`` a tuple of (start, stop, step) triples."""
+    return x[tuple(slice(*t) for t in index)]
+
+
+def astype(x, dtype):
+    return x.astype(DTYPES[dtype])
+
+
+def take(x, indices, axis):
+    return mx.take(x, indices, axis=axis)
+
+
+def conv1d(x, w):
+    return mx.conv1d(x, w)
+
+
+def conv2d(x, w, stride, padding):
+    return mx.conv2d(x, w, stride=stride, padding=padding)
+
+
+def pad(x, widths, mode, value):
+    return mx.pad(x, [tuple(w) for w in widths], mode=mode, constant_values=value)
+
+
+def split(x, parts, axis):
+    return tuple(mx.split(x, parts, axis=axis))
+
+
+def clip(x, lo, hi):
+    return mx.clip(x, lo, hi)
+
+
+def where(c, a, b):
+    return mx.where(c, a, b)
+
+
+UNARY_FLOAT_SMOOTH = ["exp", "sin", "cos", "tanh", "sigmoid", "erf", "arctan", "sinh", "cosh", "expm1",
+                      "log1p", "log", "sqrt", "rsqrt", "arcsin", "arccos", "arcsinh", "arccosh", "arctanh", "tan", "reciprocal"]
+UNARY_EXACT = ["abs", "negative", "square"]
+UNARY_JUMPY = ["floor", "ceil", "round", "sign"]
+BINARY_EXACT = ["add", "subtract", "multiply", "maximum", "minimum"]
+BINARY_FLOAT = ["divide", "logaddexp", "arctan2", "power"]
+COMPARE = ["equal", "not_equal", "less", "less_equal", "greater", "greater_equal"]
+LOGICAL = ["logical_and", "logical_or"]
+BITWISE = ["bitwise_and", "bitwise_or", "bitwise_xor"]
+REDUCE = ["sum", "mean", "prod", "max", "min", "all", "any"]
+
+
+def mx_fn(name: str) -> Callable:
+    wrapped = globals().get(name) if name in WRAPPERS else None
+    return wrapped or getattr(mx, name)
+
+
+def dyn_slice(x, start, axis, size):
+    """``mx.slice`` with a start index array (a DynamicSlice record)."""
+    return mx.slice(x, mx.array([start], mx.int32), [axis], [size if i == axis else d for i, d in enumerate(x.shape)])
+
+
+def dyn_slice_update(x, update, start, axis):
+    return mx.slice_update(x, update, mx.array([start], mx.int32), [axis])
+
+
+def setitem(x, index, value):
+    """``x[index] = value`` on a copy (a SliceUpdate record)."""
+    y = x + mx.zeros_like(x)
+    y[tuple(slice(*t) for t in index)] = value
+    return y
+
+
+def at_add(x, indices, update):
+    return x.at[indices].add(update)
+
+
+def put_along_axis(x, indices, values, axis):
+    return mx.put_along_axis(x, indices, values, axis=axis)
+
+
+def masked_set(x, mask, value):
+    y = x + mx.zeros_like(x)
+    y[mask] = value
+    return y
+
+
+def with_arange(x):
+    return x + mx.arange(x.shape[-1]).astype(x.dtype)
+
+
+def view(x, dtype):
+    return x.view(DTYPES[dtype])
+
+
+def rfft_parts(x, axis):
+    y = mx.fft.rfft(x, axis=axis)
+    return y.real, y.imag
+
+
+def rms_norm(x, w):
+    return mx.fast.rms_norm(x, w, 1e-5)
+
+
+def layer_norm(x, w, b):
+    return mx.fast.layer_norm(x, w, b, 1e-5)
+
+
+def rope(x, dims, traditional, offset):
+    return mx.fast.rope(x, dims, traditional=traditional, base=10000.0, scale=1.0, offset=offset)
+
+
+def attention(q, k, v, causal):
+    return mx.fast.scaled_dot_product_attention(q, k, v, scale=q.shape[-1] ** -0.5, mask="causal" if causal else None)
+
+
+def random_bits(x, seed):
+    return x + mx.random.bits(x.shape, key=mx.random.key(seed)).astype(mx.float32).astype(x.dtype) * 0
+
+
+def random_uniform(x, seed):
+    return x * mx.random.uniform(shape=x.shape, key=mx.random.key(seed)).astype(x.dtype)
+
+
+def hadamard(x):
+    return mx.hadamard_transform(x)
+
+
+WRAPPERS = {"getitem", "astype", "take", "conv1d", "conv2d", "pad", "split", "clip", "where", "dyn_slice",
+            "dyn_slice_update", "setitem", "at_add", "put_along_axis", "masked_set", "with_arange", "view",
+            "rfft_parts", "rms_norm", "layer_norm", "rope", "attention", "random_bits", "random_uniform",
+            "hadamard"}
+
+
+# -- programs ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Ref:
+    """A reference to value ``i`` of the program (inputs first, then step results)."""
+
+    i: int
+
+    def __repr__(self) -> str:
+        return f"v{self.i}"
+
+
+@dataclass(frozen=True)
+class Step:
+    op: str
+    args: tuple
+    kwargs: tuple = ()  # (key, value) pairs
+    outputs: int = 1
+
+
+@dataclass
+class Program:
+    seed: int
+    inputs: list  # mx.array example inputs
+    steps: list = field(default_factory=list)
+    returns: tuple = ()
+    tolerances: dict = field(default_factory=dict)  # per output dtype, loosened by half-precision steps
+
+    def __call__(self, *arrays):
+        values = list(arrays)
+        for step in self.steps:
+            result = mx_fn(step.op)(*_resolve(step.args, values), **dict(step.kwargs))
+            values.extend(result if isinstance(result, (tuple, list)) else [result])
+        out = tuple(values[r] for r in self.returns)
+        return out if len(out) > 1 else out[0]
+
+    def source(self) -> str:
+        """A reproducer: Python code building the inputs and the function."""
+        lines = ["import mlx.core as mx, numpy as np", "from fuzzgen import *  # wrappers: getitem, astype, pad ...", ""]
+        names = ", ".join(f"v{i}" for i in range(len(self.inputs)))
+        lines.append(f"def fn({names}):")
+        k = len(self.inputs)
+        for step in self.steps:
+            targets = ", ".join(f"v{k + j}" for j in range(step.outputs))
+            call = ", ".join([repr(a) for a in step.args] + [f"{key}={v!r}" for key, v in step.kwargs])
+            prefix = "" if step.op in WRAPPERS else "mx."
+            lines.append(f"    {targets}{',' if step.outputs > 1 else ''} = {prefix}{step.op}({call})")
+            k += step.outputs
+        lines.append(f"    return {', '.join(f'v{r}' for r in self.returns)}")
+        lines.append("")
+        for i, a in enumerate(self.inputs):
+            np_dtype = "bool" if a.dtype == mx.bool_ else ("float32" if a.dtype == mx.bfloat16 else dname(a.dtype))
+            values = np.array(a.astype(mx.float32) if a.dtype == mx.bfloat16 else a).astype(np_dtype).tolist()
+            lines.append(f"v{i} = mx.array(np.array({values!r}, dtype={np_dtype!r}).reshape({tuple(a.shape)!r}))"
+                         f".astype(mx.{dname(a.dtype) if a.dtype != mx.bool_ else 'bool_'})")
+        lines.append(f"args = ({', '.join(f'v{i}' for i in range(len(self.inputs)))},)")
+        return "\n".join(lines)
+
+    def primitives(self) -> set[str]:
+        import mlx2onnx
+
+        return {p.name for p in mlx2onnx.capture(self, tuple(self.inputs), {}).primitives}
+
+
+def _resolve(args, values):
+    """``args`` with every :class:`Ref` (also inside lists and tuples) replaced by its value."""
+    if isinstance(args, Ref):
+        return values[args.i]
+    if isinstance(args, (list, tuple)):
+        return type(args)(_resolve(a, values) for a in args)
+    return args
+
+
+def _refs_in(args) -> list[Ref]:
+    if isinstance(args, Ref):
+        return [args]
+    if isinstance(args, (list, tuple)):
+        return [r for a in args for r in _refs_in(a)]
+    return []
+
+
+@dataclass
+class _Value:
+    array: mx.array
+    exact: bool
+
+    @property
+    def shape(self):
+        return tuple(self.array.shape)
+
+    @property
+    def dtype(self):
+        return dname(self.array.dtype)
+
+
+class _Builder:
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+        self.seed = seed
+        self.values: list[_Value] = []
+        self.steps: list[Step] = []
+        self.n_inputs = 0
+
+    # random helpers
+    def chance(self, p: float) -> bool:
+        return bool(self.rng.random() < p)
+
+    def pick(self, seq):
+        if seq and isinstance(seq[0], Ref) and self.chance(0.5):
+            return seq[-1]  # prefer the newest value, so programs are chains rather than dead code
+        return seq[int(self.rng.integers(len(seq)))]
+
+    def dim(self) -> int:
+        r = self.rng.random()
+        if r < 0.04:
+            return 0
+        if r < 0.3:
+            return 1
+        return int(self.rng.integers(2, 6))
+
+    def shape(self, rank=None) -> tuple:
+        rank = int(self.pick([0, 1, 1, 2, 2, 2, 3, 3, 4])) if rank is None else rank
+        while True:
+            shape = tuple(self.dim() for _ in range(rank))
+            if int(np.prod(shape)) <= MAX_SIZE:
+                return shape
+
+    def make_array(self, shape, dtype: str) -> mx.array:
+        rng = self.rng
+        if dtype == "bool":
+            return mx.array(rng.random(shape) < 0.5)
+        if dtype in INT:
+            info = np.iinfo(np.dtype(dtype))
+            lo, hi = (info.min, info.max) if self.chance(0.3) else (max(info.min, -9), min(info.max, 9))
+            return mx.array(rng.integers(lo, hi, size=shape, endpoint=True).astype(dtype))
+        values = rng.standard_normal(shape).astype(np.float32) * float(self.pick([0.5, 1.0, 3.0]))
+        if self.chance(0.15) and values.size:
+            specials = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0], np.float32)
+            mask = rng.random(shape) < 0.2
+            values = np.where(mask, specials[rng.integers(0, 5, size=shape)], values)
+        return mx.array(values).astype(DTYPES[dtype])
+
+    def add_input(self, shape, dtype: str, array=None) -> Ref:
+        if self.steps:
+            raise RuntimeError("inputs come first")
+        array = self.make_array(shape, dtype) if array is None else array
+        self.values.append(_Value(array, True))
+        self.n_inputs += 1
+        return Ref(len(self.values) - 1)
+
+    def refs(self, pred=lambda v: True) -> list[Ref]:
+        return [Ref(i) for i, v in enumerate(self.values) if pred(v)]
+
+    def try_step(self, op: str, args: tuple, kwargs: dict | None = None, exact: bool | None = None) -> bool:
+        kwargs = kwargs or {}
+        concrete = _resolve(args, [v.array for v in self.values])
+        try:
+            result = mx_fn(op)(*concrete, **kwargs)
+            results = list(result) if isinstance(result, (tuple, list)) else [result]
+            mx.eval(results)
+        except Exception:
+            return False
+        if any(r.dtype not in NAME_OF or r.size > 4 * MAX_SIZE for r in results):
+            return False
+        if exact is None:
+            exact = all(self.values[r.i].exact for r in _refs_in(args))
+        self.steps.append(Step(op, tuple(args), tuple(sorted(kwargs.items())), len(results)))
+        self.values.extend(_Value(r, exact) for r in results)
+        return True
+
+
+# -- step makers: each picks operands and parameters, returns whether a step was added -------
+def _partner(b: _Builder, x: Ref, dtype: str | None = None, exact_only=False):
+    """A second operand broadcast-compatible with ``x``: an existing value, a literal or
+    (while no step exists yet) not possible, so existing values or literals only."""
+    vx = b.values[x.i]
+    dtype = dtype or vx.dtype
+    same = [r for r in b.refs(lambda v: v.dtype == dtype and (v.exact or not exact_only))
+            if _broadcastable(b.values[r.i].shape, vx.shape)]
+    if same and b.chance(0.75):
+        return b.pick(same)
+    if dtype == "bool":
+        return bool(b.chance(0.5))
+    if dtype in INT:
+        return int(b.rng.integers(0, 5))
+    return float(np.round(b.rng.standard_normal() * 2, 2))
+
+
+def _broadcastable(a, c) -> bool:
+    for p, q in zip(reversed(a), reversed(c)):
+        if p != q and p != 1 and q != 1:
+            return False
+    return True
+
+
+def step_unary(b: _Builder) -> bool:
+    x = b.pick(b.refs())
+    v = b.values[x.i]
+    if v.dtype in FLOAT:
+        choices = UNARY_FLOAT_SMOOTH + UNARY_EXACT + (UNARY_JUMPY if v.exact else [])
+        op = b.pick(choices)
+        return b.try_step(op, (x,), exact=v.exact and op in UNARY_EXACT)
+    if v.dtype == "bool":
+        return b.try_step("logical_not", (x,))
+    return b.try_step(b.pick(UNARY_EXACT + ["sign"]), (x,))
+
+
+def step_binary(b: _Builder) -> bool:
+    x = b.pick(b.refs())
+    v = b.values[x.i]
+    if v.dtype in FLOAT:
+        op = b.pick(BINARY_EXACT * 2 + BINARY_FLOAT + (["floor_divide", "remainder"] if v.exact else []))
+        y = _partner(b, x, exact_only=op in ("floor_divide", "remainder"))
+        if op in ("floor_divide", "remainder") and not isinstance(y, Ref) and y == 0:
+            y = 1.5
+        exact = op in BINARY_EXACT + ["divide"] and v.exact and (not isinstance(y, Ref) or b.values[y.i].exact)
+        return b.try_step(op, (x, y) if b.chance(0.8) else (y, x), exact=exact)
+    if v.dtype == "bool":
+        return b.try_step(b.pick(LOGICAL + ["bitwise_xor", "bitwise_and"]), (x, _partner(b, x)))
+    op = b.pick(BINARY_EXACT * 2 + BITWISE + ["floor_divide", "remainder", "divide"])
+    if op in ("floor_divide", "remainder"):
+        y = int(b.pick([1, 2, 3, 7, -3]))  # never zero: MLX's integer division by zero is undefined
+        if b.values[x.i].dtype == "uint8":
+            y = abs(y)
+        return b.try_step(op, (x, y))
+    y = _partner(b, x)
+    return b.try_step(op, (x, y) if b.chance(0.8) else (y, x), exact=op != "divide" or None)
+
+
+def step_compare(b: _Builder) -> bool:
+    exact = b.refs(lambda v: v.exact)
+    if not exact:
+        return False
+    x = b.pick(exact)
+    op = b.pick(COMPARE)
+    y = _partner(b, x, exact_only=True)
+    return b.try_step(op, (x, y) if b.chance(0.8) else (y, x))
+
+
+def step_where(b: _Builder) -> bool:
+    conds = b.refs(lambda v: v.dtype == "bool")
+    x = b.pick(b.refs())
+    if not conds:
+        return False
+    c = b.pick(conds)
+    y = _partner(b, x)
+    return b.try_step("where", (c, x, y) if b.chance(0.5) else (c, y, x))
+
+
+def step_reduce(b: _Builder) -> bool:
+    x = b.pick(b.refs())
+    v = b.values[x.i]
+    op = b.pick(REDUCE + ["argmax", "argmin"] + (["var", "std"] if v.dtype in FLOAT else []))
+    if op in ("argmax", "argmin") and not v.exact:
+        op = "max"
+    rank = len(v.shape)
+    kwargs: dict[str, Any] = {"keepdims": b.chance(0.4)}
+    if op in ("argmax", "argmin"):
+        if rank:
+            kwargs["axis"] = int(b.rng.integers(-rank, rank))
+    elif rank and b.chance(0.8):
+        k = int(b.rng.integers(1, rank + 1))
+        axes = sorted(int(a) for a in b.rng.choice(rank, size=k, replace=False))
+        kwargs["axis"] = axes if b.chance(0.7) or k > 1 else axes[0] - rank * int(b.chance(0.5))
+    if op in ("var", "std") and b.chance(0.3):
+        kwargs["ddof"] = 1
+    int_result = op in ("all", "any", "argmax", "argmin") or v.dtype not in FLOAT
+    exact = v.exact and (int_result or op in ("max", "min"))
+    return b.try_step(op, (x,), kwargs, exact=exact)
+
+
+def step_shape(b: _Builder) -> bool:
+    x = b.pick(b.refs())
+    v = b.values[x.i]
+    shape, rank = v.shape, len(v.shape)
+    kind = b.pick(["reshape", "transpose", "expand_dims", "squeeze", "getitem", "getitem", "broadcast_to",
+                   "flatten", "swapaxes", "moveaxis", "flip", "tile", "repeat", "pad"])
+    if kind == "reshape":
+        size = int(np.prod(shape))
+        dims = [d for d in range(1, size + 1) if size % d == 0] if size else [0, 1, 2]
+        new, left = [], size
+        for _ in range(int(b.rng.integers(0, 4))):
+            d = b.pick([d for d in dims if (left % d == 0 if d else True)] or [1])
+            new.append(d)
+            left = left // d if d else left
+        if size:
+            new.append(size // int(np.prod(new)) if int(np.prod(new)) else 1)
+        if b.chance(0.3) and new and size:
+            new[int(b.rng.integers(len(new)))] = -1
+        return b.try_step("reshape", (x, new))
+    if kind == "transpose":
+        return b.try_step("transpose", (x, [int(a) for a in b.rng.permutation(rank)]))
+    if kind == "expand_dims":
+        return b.try_step("expand_dims", (x, int(b.rng.integers(-rank - 1, rank + 1))))
+    if kind == "squeeze":
+        ones = [i for i, d in enumerate(shape) if d == 1]
+        return b.try_step("squeeze", (x,), {"axis": b.pick(ones)} if ones and b.chance(0.6) else {})
+    if kind == "getitem":
+        index = []
+        for d in shape[: int(b.rng.integers(0, rank + 1))]:
+            step = int(b.pick([1, 1, 1, 2, -1, -2, 3]))
+            start = int(b.rng.integers(-d - 1, d + 2)) if b.chance(0.6) else None
+            stop = int(b.rng.integers(-d - 1, d + 2)) if b.chance(0.6) else None
+            index.append((start, stop, step))
+        return b.try_step("getitem", (x, tuple(index)))
+    if kind == "broadcast_to":
+        new = [d if d != 1 or b.chance(0.5) else int(b.rng.integers(2, 4)) for d in shape]
+        if b.chance(0.4):
+            new = [int(b.rng.integers(1, 3))] + new
+        return b.try_step("broadcast_to", (x, new))
+    if kind == "flatten":
+        if rank < 2:
+            return b.try_step("flatten", (x,))
+        s = int(b.rng.integers(0, rank))
+        return b.try_step("flatten", (x, s, int(b.rng.integers(s, rank))))
+    if rank == 0:
+        return False
+    axis = int(b.rng.integers(-rank, rank))
+    if kind == "swapaxes":
+        return b.try_step("swapaxes", (x, axis, int(b.rng.integers(0, rank))))
+    if kind == "moveaxis":
+        return b.try_step("moveaxis", (x, axis, int(b.rng.integers(0, rank))))
+    if kind == "flip":
+        return b.try_step("getitem", (x, tuple((None, None, -1) if i == axis % rank else (None, None, 1)
+                                              for i in range(rank))))
+    if kind == "tile":
+        return b.try_step("tile", (x, [int(b.rng.integers(1, 3)) for _ in range(int(b.rng.integers(1, rank + 2)))]))
+    if kind == "repeat":
+        return b.try_step("repeat", (x, int(b.rng.integers(1, 3))), {"axis": axis})
+    widths = [[int(b.rng.integers(0, 3)), int(b.rng.integers(0, 3))] for _ in range(rank)]
+    mode = b.pick(["constant", "constant", "edge"])
+    value = 0 if v.dtype in INT + ("bool",) else float(b.pick([0.0, 1.5, -2.0]))
+    if v.dtype == "bool":
+        value = False
+    return b.try_step("pad", (x, widths, mode, value))
+
+
+def step_join(b: _Builder) -> bool:
+    x = b.pick(b.refs())
+    v = b.values[x.i]
+    rank = len(v.shape)
+    kind = b.pick(["concatenate", "stack", "split", "split"])
+    if kind == "split":
+        if rank == 0:
+            return False
+        axis = int(b.rng.integers(0, rank))
+        d = v.shape[axis]
+        if b.chance(0.5) and d:
+            parts = [n for n in (1, 2, 3) if d % n == 0]
+            return b.try_step("split", (x, b.pick(parts), axis))
+        points = sorted({int(p) for p in b.rng.integers(0, d + 1, size=int(b.rng.integers(1, 3)))})
+        return b.try_step("split", (x, points, axis))
+    others = [r for r in b.refs(lambda w: w.dtype == v.dtype and len(w.shape) == rank)]
+    if kind == "stack":
+        mates = [r for r in others if b.values[r.i].shape == v.shape]
+        parts = [x] + [b.pick(mates) for _ in range(int(b.rng.integers(0, 3)))]
+        return b.try_step("stack", (parts,), {"axis": int(b.rng.integers(-rank - 1, rank + 1))})
+    if rank == 0:
+        return False
+    axis = int(b.rng.integers(0, rank))
+    mates = [r for r in others if all(p == q for i, (p, q) in enumerate(zip(b.values[r.i].shape, v.shape)) if i != axis)]
+    parts = [x] + [b.pick(mates) for _ in range(int(b.rng.integers(1, 3)))]
+    return b.try_step("concatenate", (parts,), {"axis": axis - rank * int(b.chance(0.3))})
+
+
+def step_gather(b: _Builder) -> bool:
+    """take / take_along_axis with index inputs built for the chosen value."""
+    x = b.pick(b.refs())
+    v = b.values[x.i]
+    rank = len(v.shape)
+    idx = b.refs(lambda w: w.dtype in ("int32", "uint8") and w.exact)
+    if rank == 0 or not idx:
+        return False
+    axis = int(b.rng.integers(-rank, rank))
+    d = v.shape[axis]
+    if d == 0:
+        return False
+    i = b.pick(idx)
+    # make the indices valid for this axis: MLX clamps nothing, out-of-range reads are undefined
+    safe = ("remainder", (i, d))
+    if not b.try_step(*safe):
+        return False
+    i = Ref(len(b.values) - 1)
+    if b.chance(0.3) and b.values[i.i].dtype == "int32":  # negative indices count from the end
+        if not b.try_step("subtract", (i, d)):
+            return False
+        i = Ref(len(b.values) - 1)
+    iv = b.values[i.i]
+    if b.chance(0.5) or len(iv.shape) != rank:
+        return b.try_step("take", (x, i, axis))
+    return b.try_step("take_along_axis", (x, i), {"axis": axis})
+
+
+def step_linalg(b: _Builder) -> bool:
+    # MLX's CPU BLAS aborts the process on empty matmul/conv operands: keep them non-empty
+    floats = b.refs(lambda v: v.dtype in FLOAT and len(v.shape) >= 1 and v.array.size > 0)
+    if not floats:
+        return False
+    x = b.pick(floats)
+    v = b.values[x.i]
+    kind = b.pick(["matmul", "matmul", "softmax", "logsumexp", "conv"])
+    if kind == "matmul":
+        mates = [r for r in b.refs(lambda w: w.dtype == v.dtype and len(w.shape) >= 1 and w.array.size > 0)
+                 if b.values[r.i].shape[-1 if len(b.values[r.i].shape) == 1 else -2] == v.shape[-1]]
+        if not mates:
+            return False
+        return b.try_step("matmul", (x, b.pick(mates)), exact=False)
+    rank = len(v.shape)
+    if kind in ("softmax", "logsumexp"):
+        axis = int(b.rng.integers(-rank, rank))
+        kwargs = {"axis": axis}
+        if kind == "logsumexp":
+            kwargs["keepdims"] = b.chance(0.5)
+        elif b.chance(0.3):
+            kwargs["precise"] = True
+        return b.try_step(kind, (x,), kwargs, exact=False)
+    # a small convolution over a channels-last value with a fresh constant-like weight from an input
+    weights = b.refs(lambda w: w.dtype == v.dtype and len(w.shape) == rank and rank in (3, 4) and w.array.size > 0)
+    if rank not in (3, 4) or not weights:
+        return False
+    w = b.pick(weights)
+    if rank == 3:
+        return b.try_step("conv1d", (x, w), exact=False)
+    return b.try_step("conv2d", (x, w, int(b.pick([1, 2])), int(b.pick([0, 1]))), exact=False)
+
+
+def step_scan(b: _Builder) -> bool:
+    x = b.pick(b.refs(lambda v: len(v.shape) >= 1 and v.dtype != "bool") or [None])
+    if x is None:
+        return False
+    v = b.values[x.i]
+    rank = len(v.shape)
+    kind = b.pick(["cumsum", "cumprod", "cummax", "cummin", "sort", "argsort", "topk"])
+    axis = int(b.rng.integers(-rank, rank))
+    if kind in ("cumsum", "cumprod", "cummax", "cummin"):
+        kwargs = {"axis": axis, "reverse": b.chance(0.3), "inclusive": b.chance(0.8)}
+        exact = v.exact and (kind in ("cummax", "cummin") or v.dtype not in FLOAT)
+        return b.try_step(kind, (x,), kwargs, exact=exact)
+    if kind == "sort":
+        return b.try_step("sort", (x,), {"axis": axis})
+    if kind == "argsort":
+        if not v.exact:
+            return False
+        return b.try_step("argsort", (x,), {"axis": axis})
+    d = v.shape[-1]
+    if not d:
+        return False
+    return b.try_step("topk", (x, int(b.rng.integers(1, d + 1))), {"axis": -1})
+
+
+def step_cast(b: _Builder) -> bool:
+    x = b.pick(b.refs())
+    v = b.values[x.i]
+    target = b.pick(list(DTYPES))
+    if not v.exact and target not in FLOAT:
+        target = "float32"
+    if v.dtype in FLOAT and target in INT:
+        # float -> int is undefined outside the target range in MLX; bound the values first
+        info = np.iinfo(np.dtype(target))
+        if not b.try_step("nan_to_num", (x,), {"posinf": 1000.0, "neginf": -1000.0}):
+            return False
+        x = Ref(len(b.values) - 1)
+        if not b.try_step("clip", (x, float(max(info.min, -1000)), float(min(info.max, 1000)))):
+            return False
+        x = Ref(len(b.values) - 1)
+        v = b.values[x.i]
+    return b.try_step("astype", (x, target), exact=v.exact)
+
+
+def step_clip(b: _Builder) -> bool:
+    x = b.pick(b.refs(lambda v: v.dtype != "bool") or [None])
+    if x is None:
+        return False
+    v = b.values[x.i]
+    lo, hi = (-1, 3) if v.dtype in INT else (-0.5, 1.25)
+    if v.dtype == "uint8":
+        lo = 1
+    return b.try_step("clip", (x, lo if b.chance(0.8) else None, hi if b.chance(0.8) else None))
+
+
+def step_special(b: _Builder) -> bool:
+    """The less common primitives: updates, scatters, dynamic slices, fast ops, FFT, ..."""
+    x = b.pick(b.refs())
+    v = b.values[x.i]
+    shape, rank = v.shape, len(v.shape)
+    kind = b.pick(["erfinv", "divmod", "addmm", "stop_gradient", "unflatten", "view", "dyn_slice",
+                   "dyn_slice_update", "setitem", "at_add", "put_along_axis", "masked_set", "with_arange",
+                   "rfft", "rms_norm", "layer_norm", "rope", "attention", "random", "hadamard",
+                   "cumsum_float", "as_strided", "isnan", "nan_to_num"])
+    exact = v.exact
+    if kind == "erfinv":
+        if v.dtype not in FLOAT:
+            return False
+        return b.try_step("erfinv", (x,), exact=False)
+    if kind == "divmod":
+        if v.dtype == "bool" or not v.exact:
+            return False
+        y = int(b.pick([2, 3, 7])) if v.dtype in INT else _partner(b, x, exact_only=True)
+        return b.try_step("divmod", (x, y))
+    if kind == "addmm":
+        if v.dtype not in FLOAT or rank != 2 or not v.array.size:
+            return False
+        m, k = shape
+        mates = b.refs(lambda w: w.dtype == v.dtype and len(w.shape) == 2 and w.shape[0] == k and w.array.size > 0)
+        if not mates:
+            return False
+        y = b.pick(mates)
+        n = b.values[y.i].shape[1]
+        cs = b.refs(lambda w: w.dtype == v.dtype and _broadcastable(w.shape, (m, n)) and len(w.shape) <= 2)
+        if not cs:
+            return False
+        return b.try_step("addmm", (b.pick(cs), x, y), {"alpha": float(b.pick([1.0, 0.5])), "beta": float(b.pick([1.0, 2.0]))},
+                          exact=False)
+    if kind == "stop_gradient":
+        return b.try_step("stop_gradient", (x,))
+    if kind == "isnan":
+        return b.try_step(b.pick(["isnan", "isinf", "isposinf", "isfinite"]), (x,)) if v.exact else False
+    if kind == "nan_to_num":
+        return b.try_step("nan_to_num", (x,), exact=v.exact)
+    if kind == "unflatten":
+        if rank == 0 or shape[0] not in (4, 6):
+            return False
+        return b.try_step("unflatten", (x, 0, [2, -1]))
+    if kind == "view":
+        if v.dtype == "bool":
+            return False
+        same = {"float32": ["int32", "float32"], "float16": ["bfloat16", "float16"], "bfloat16": ["float16"],
+                "int32": ["float32"], "int8": ["uint8"], "uint8": ["int8", "bool"]}
+        return b.try_step("view", (x, b.pick(same[v.dtype])), exact=v.exact and v.dtype not in FLOAT)
+    if rank == 0:
+        return False
+    axis = int(b.rng.integers(0, rank))
+    d = shape[axis]
+    if kind == "dyn_slice":
+        size = int(b.rng.integers(0, d + 1))
+        return b.try_step("dyn_slice", (x, int(b.rng.integers(0, d - size + 1)), axis, size))
+    if kind == "dyn_slice_update":
+        mates = b.refs(lambda w: w.dtype == v.dtype and len(w.shape) == rank and w.shape[axis] <= d and all(
+            p == q for i, (p, q) in enumerate(zip(w.shape, shape)) if i != axis))
+        if not mates:
+            return False
+        u = b.pick(mates)
+        return b.try_step("dyn_slice_update", (x, u, int(b.rng.integers(0, d - b.values[u.i].shape[axis] + 1)), axis))
+    if kind == "setitem":
+        start = int(b.rng.integers(0, d + 1))
+        index = tuple((None, None, 1) if i != axis else (start, None, int(b.pick([1, 2]))) for i in range(axis + 1))
+        value = _partner(b, x) if b.chance(0.5) else (1 if v.dtype in INT else (True if v.dtype == "bool" else 2.5))
+        return b.try_step("setitem", (x, index, value))
+    if kind in ("at_add", "put_along_axis"):
+        idx = b.refs(lambda w: w.dtype in ("int32", "uint8") and w.exact)
+        if not idx or not d:
+            return False
+        if not b.try_step("remainder", (b.pick(idx), d)):
+            return False
+        i = Ref(len(b.values) - 1)
+        if kind == "at_add":
+            if axis != 0 or v.dtype == "bool":
+                return False
+            upd = 1 if v.dtype in INT else 0.5
+            return b.try_step("at_add", (x, i, upd), exact=v.exact and v.dtype not in FLOAT)
+        if len(b.values[i.i].shape) != rank:
+            return False
+        value = 2 if v.dtype in INT else (False if v.dtype == "bool" else -1.5)
+        return b.try_step("put_along_axis", (x, i, value, axis))
+    if kind == "masked_set":
+        masks = b.refs(lambda w: w.dtype == "bool" and w.shape == shape)
+        if not masks:
+            return False
+        value = 2 if v.dtype in INT else (True if v.dtype == "bool" else 0.25)
+        return b.try_step("masked_set", (x, b.pick(masks), value))
+    if kind == "with_arange":
+        return b.try_step("with_arange", (x,), exact=v.exact and v.dtype not in FLOAT)
+    if v.dtype not in FLOAT or not v.array.size:
+        return False
+    if kind == "rfft":
+        return b.try_step("rfft_parts", (x, axis - rank), exact=False) if v.dtype == "float32" else False
+    if kind == "cumsum_float":
+        return b.try_step("cumsum", (x,), {"axis": axis}, exact=False)
+    last = shape[-1]
+    if kind == "rms_norm":
+        ws = b.refs(lambda w: w.dtype == v.dtype and w.shape == (last,))
+        return b.try_step("rms_norm", (x, b.pick(ws) if ws else None), exact=False)
+    if kind == "layer_norm":
+        ws = b.refs(lambda w: w.dtype == v.dtype and w.shape == (last,))
+        return b.try_step("layer_norm", (x, b.pick(ws) if ws else None, b.pick(ws) if ws and b.chance(0.5) else None),
+                          exact=False)
+    if kind == "rope":
+        if rank < 3 or last % 2:
+            return False
+        dims = int(b.pick([d for d in range(2, last + 1, 2)]))
+        return b.try_step("rope", (x, dims, b.chance(0.5), int(b.rng.integers(0, 4))), exact=False)
+    if kind == "attention":
+        if rank != 4:
+            return False
+        mates = b.refs(lambda w: w.dtype == v.dtype and len(w.shape) == 4 and w.shape[-1] == last and w.shape[:2] == shape[:2])
+        k = b.pick(mates)
+        return b.try_step("attention", (x, k, k if b.chance(0.5) else b.pick(mates), b.chance(0.4)), exact=False)
+    if kind == "random":
+        return b.try_step(b.pick(["random_bits", "random_uniform"]), (x, int(b.rng.integers(0, 1000))), exact=False)
+    if kind == "hadamard":
+        if last & (last - 1):
+            return False
+        return b.try_step("hadamard", (x,), exact=False)
+    if kind == "as_strided":
+        return b.try_step("as_strided", (x, [int(np.prod(shape))], [1]))
+    return False
+
+
+MAKERS = [
+    (step_unary, 4), (step_binary, 5), (step_compare, 2), (step_where, 2), (step_reduce, 3),
+    (step_shape, 5), (step_join, 2), (step_gather, 2), (step_linalg, 2), (step_scan, 2),
+    (step_cast, 2), (step_clip, 1), (step_special, 5),
+]
+
+
+def generate(seed: int, max_steps: int = 5) -> Program:
+    """A random valid MLX program, fully determined by ``seed``."""
+    b = _Builder(seed)
+    n_inputs = int(b.rng.integers(1, 4))
+    base = b.shape()
+    for k in range(n_inputs):
+        dtype = b.pick(list(DTYPES))
+        if k and b.chance(0.6):  # often related shapes, so binary ops and concatenation find partners
+            shape = tuple(d if b.chance(0.8) else 1 for d in base[int(b.rng.integers(0, len(base) + 1)):])
+            if b.chance(0.5):
+                dtype = b.values[0].dtype
+        else:
+            shape = b.shape()
+        b.add_input(shape, dtype)
+    weights = np.array([w for _, w in MAKERS], dtype=float)
+    target = int(b.rng.integers(1, max_steps + 1))
+    attempts = 0
+    while len(b.steps) < target and attempts < 40:
+        attempts += 1
+        maker = MAKERS[int(b.rng.choice(len(MAKERS), p=weights / weights.sum()))][0]
+        maker(b)
+    used = {r.i for step in b.steps for r in _refs_in(step.args)}
+    leaves = [i for i in range(b.n_inputs, len(b.values)) if i not in used]
+    returns = leaves[-3:] or [len(b.values) - 1]
+    if b.chance(0.1):
+        returns.append(int(b.rng.integers(0, len(b.values))))  # an input unchanged, or a value twice
+    inexact = {v.dtype for v in b.values if not v.exact}
+    loosest = next((d for d in ("bfloat16", "float16") if d in inexact), None)
+    tolerances = {}
+    if loosest:  # a half-precision result cast to float32 keeps its half-precision error
+        from mlx2onnx.verify import DEFAULT_TOLERANCES
+
+        tolerances = {d: DEFAULT_TOLERANCES[loosest] for d in FLOAT}
+    return Program(seed, [v.array for v in b.values[: b.n_inputs]], b.steps, tuple(returns), tolerances)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    seed: int
+    opset: int
+    status: str  # "pass", "mismatch", "export-error", "skip"
+    detail: str = ""
+    primitives: frozenset = frozenset()
+
+
+def check(program: Program, opset: int | None = None, verifier=None) -> Outcome:
+    """Export ``program`` and compare onnxruntime with MLX on its example inputs."""
+    import mlx2onnx
+
+    opset = opset or mlx2onnx.opset.default_opset()
+    verifier = verifier or mlx2onnx.Verifier(random_inputs=False)
+    if program.tolerances:
+        verifier = replace(verifier, tolerances=program.tolerances)
+    try:
+        trace = mlx2onnx.capture(program, tuple(program.inputs), {})
+    except Exception as exc:  # noqa: BLE001 - the program ran in MLX while it was built
+        return Outcome(program.seed, opset, "export-error", f"capture: {type(exc).__name__}: {exc}")
+    prims = frozenset(p.name for p in trace.primitives)
+    try:
+        exporter = mlx2onnx.Exporter(opset=opset)
+        model = exporter.export(program, *program.inputs)
+    except (mlx2onnx.UnsupportedPrimitiveError,) as exc:
+        return Outcome(program.seed, opset, "skip", f"unsupported: {exc}", prims)
+    except mlx2onnx.ConversionError as exc:  # a handler's deliberate, explained refusal
+        return Outcome(program.seed, opset, "skip", f"refused: {exc}", prims)
+    except Exception as exc:  # noqa: BLE001 - every other failure is a finding
+        return Outcome(program.seed, opset, "export-error", f"{type(exc).__name__}: {exc}", prims)
+    try:
+        report = verifier.verify(model, program, *program.inputs)
+    except Exception as exc:  # noqa: BLE001
+        return Outcome(program.seed, opset, "mismatch", f"{type(exc).__name__}: {exc}", prims)
+    if not report.passed:
+        return Outcome(program.seed, opset, "mismatch", str(report), prims)
+    return Outcome(program.seed, opset, "pass", "", prims)

@@ -193,7 +193,7 @@ CASES += [
 CASES += [
     Case(f"elementwise.{name}_edges", fn, inputs, dtypes=FLOATS, primitives=(prim,), edges=True)
     for name, fn, prim, inputs in UNARY_FLOAT
-    if name not in ("sign", "exp")  # own edge cases above
+    if name not in ("sign", "exp", "sigmoid")  # own edge cases above
 ]
 
 
@@ -291,4 +291,12 @@ CASES += [
     Case("elementwise.astype_f32_to_bf16_edges", lambda x: x.astype(mx.bfloat16), one(-1e5, 1e5), primitives=("AsType",), edges=True),
     Case("elementwise.astype_f16_bf16_edges", lambda x: x.astype(mx.bfloat16), one(-100, 100), dtypes=(mx.float16,), primitives=("AsType",), edges=True),
     Case("elementwise.astype_bf16_to_f16_edges", lambda x: x.astype(mx.float16), one(-100, 100), dtypes=(mx.bfloat16,), primitives=("AsType",), edges=True),
+]
+CASES += [
+    Case("elementwise.negative_int_extremes", mx.negative, one(-100, 100), dtypes=INTS, primitives=("Negative",), edges=True),
+    Case("elementwise.abs_int_extremes", mx.abs, one(-100, 100), dtypes=SIGNED, primitives=("Abs",), edges=True),
+    Case("elementwise.square_int_wraps", mx.square, one(-100, 100), dtypes=INTS, primitives=("Square",), edges=True),
+    Case("elementwise.multiply_int_wraps", mx.multiply, two(-100, 100), dtypes=INTS, primitives=("Multiply",), edges=True),
+    Case("elementwise.subtract_int_wraps", mx.subtract, two(-100, 100), dtypes=INTS, primitives=("Subtract",), edges=True),
+    Case("elementwise.sign_unsigned", mx.sign, one(0, 5), dtypes=UNSIGNED, primitives=("Sign",), edges=True),
 ]

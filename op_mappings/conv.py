@@ -46,7 +46,6 @@ class Weight:
         self.array = None if found is None else np.asarray(found[0]).astype(dtypes.to_numpy(work))
         self.path = None if found is None else found[1]
         self.value = None if found is not None else ctx.cast(ctx.value(spec), work)
-        self.rank = spec.rank
 
     def transpose(self, perm):
         if self.array is not None:
@@ -152,9 +151,12 @@ def convolution(ctx, rec):
         pads_begin, pads_end, output_padding = transposed
         cig, cog = c_in // groups, c_out // groups
         # [C_out, *K, C_in/g] -> [C_in, C_out/g, *K], grouped by input channel.
-        weight.reshape([groups, cog] + list(ws.shape[1:]))
-        weight.transpose([0, d + 2, 1] + [2 + i for i in range(d)])
-        weight.reshape([groups * cig, cog] + list(ws.shape[1:-1]))
+        if groups == 1:
+            weight.transpose([d + 1, 0] + spatial)
+        else:
+            weight.reshape([groups, cog] + list(ws.shape[1:]))
+            weight.transpose([0, d + 2, 1] + [2 + i for i in range(d)])
+            weight.reshape([groups * cig, cog] + list(ws.shape[1:-1]))
         if not flip:
             weight.reverse([2 + i for i in range(d)])
         y = ctx.op.ConvTranspose(

@@ -69,6 +69,11 @@ def to_onnx(dtype: mx.Dtype) -> ir.DataType:
     return _MX_TO_IR[carried(dtype)]
 
 
+def exact_onnx(dtype: mx.Dtype) -> ir.DataType:
+    """The ONNX type of ``dtype`` itself, ignoring the export's float policy."""
+    return _MX_TO_IR[dtype]
+
+
 def to_numpy(dtype: mx.Dtype) -> np.dtype:
     return _MX_TO_NP[carried(dtype)]
 

@@ -256,9 +256,17 @@ def astype(ctx, rec):
     (target,) = rec.arguments
     if target == mx.complex64 or rec.inputs[0].dtype == mx.complex64:
         raise ctx.fail("casts to or from complex64 cannot be expressed in ONNX on real tensors")
-    if rec.inputs[0].dtype == target:
+    source = rec.inputs[0].dtype
+    if source == target:
         return [ctx.op.Identity(x)]
-    return [ctx.op.Cast(x, to=dtypes.to_onnx(target))]
+    # Under a float policy (bfloat16 carried as float32, ...) round through the real
+    # dtypes, so the value is the one MLX computes (bf16 -> f32 keeps only bf16 bits).
+    if dtypes.carried(source) != source:
+        x = ctx.op.Cast(x, to=dtypes.exact_onnx(source))
+    y = ctx.op.Cast(x, to=dtypes.exact_onnx(target))
+    if dtypes.carried(target) != target:
+        y = ctx.op.Cast(y, to=dtypes.to_onnx(target))
+    return [y]
 
 
 def python_remainder(ctx, a, b, dtype):

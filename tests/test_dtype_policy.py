@@ -4,6 +4,7 @@ right precision."""
 from __future__ import annotations
 
 import mlx.core as mx
+import numpy as np
 import onnx
 import pytest
 
@@ -53,3 +54,23 @@ def test_float16_can_be_carried_as_float32():
 def test_unknown_policy_is_refused():
     with pytest.raises(mlx2onnx.ExportOptionError, match="bfloat16='int8'"):
         mlx2onnx.Exporter(bfloat16="int8").export(mx.abs, mx.ones(2))
+
+
+@pytest.mark.parametrize("policy", ["float32", "float16", "keep"])
+def test_casts_out_of_carried_bfloat16_round_like_mlx(policy):
+    rng = np.random.default_rng(7)
+    a = mx.array(rng.standard_normal((4, 16)).astype(np.float32)).astype(mx.bfloat16)
+    b = mx.array(rng.standard_normal((16, 8)).astype(np.float32)).astype(mx.bfloat16)
+
+    def fun(a, b):
+        wide = (a @ b).astype(mx.float32)  # MLX rounds the product to bfloat16 first
+        narrow = (wide * 3.1).astype(mx.bfloat16).astype(mx.float32)
+        return wide, narrow, (a @ b).astype(mx.int32)
+
+    proto = mlx2onnx.Exporter(bfloat16=policy).export(fun, a, b)
+    # float16 carrying rounds differently from bfloat16: allow one bfloat16 ulp there.
+    loose = {"float32": (0.07, 1 / 64)} if policy == "float16" else None
+    report = mlx2onnx.Verifier(random_inputs=False, tolerances=loose).verify(proto, fun, a, b)
+    assert report.passed, str(report)
+    if policy != "float16":
+        assert report.outputs[0].max_abs_error == 0, str(report)

@@ -19,7 +19,7 @@ from mlx2onnx import dtypes
 from mlx2onnx.registry import handles
 
 INT64_MIN = -(2**63)
-TABLE_LIMIT = 1 << 16  # AsStrided index tables above this many entries are built at runtime
+TABLE_LIMIT = 4096  # AsStrided index tables above this many entries are built at runtime (small model)
 
 
 # -- weights ----------------------------------------------------------------------------
@@ -255,5 +255,11 @@ def as_strided(ctx, rec):
         part = (np.arange(n, dtype=np.int64) * s + (offset if k == 0 else 0)).reshape(
             [n if j == k else 1 for j in range(len(shape))]
         )
-        index = ctx.const(part) if index is None else ctx.op.Add(index, ctx.const(part))
+        if index is None:
+            index = ctx.const(part)
+        else:
+            index = ctx.op.Add(index, ctx.const(part))
+            # Keep it computed at runtime: the optimiser would otherwise fold it into the
+            # full table (the flag the quantized handlers use for the same reason).
+            index.producer().metadata_props["mlx2onnx.keep_packed"] = "1"
     return [ctx.op.Gather(x, index, axis=0)]

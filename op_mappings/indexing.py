@@ -169,6 +169,12 @@ def slice_(ctx, rec):
     ):
         return [ctx.op.Identity(x)]
     axes = list(range(len(start)))
+    # MLX normalises a start below -dim with a negative stride to -1 ("before the first
+    # element": nothing), which ONNX reads as the last element; spell empty axes plainly.
+    empty = [d for d, n in enumerate(rec.outputs[0].shape) if n == 0]
+    start = [0 if d in empty else s for d, s in enumerate(start)]
+    stop = [0 if d in empty else e for d, e in enumerate(stop)]
+    strides = [1 if d in empty else st for d, st in enumerate(strides)]
     return [ctx.slice(x, start, stop, axes, strides)]
 
 

@@ -16,7 +16,16 @@ def cummax_of_two_split_by_onnxscript(x):
     return mx.cummax(mx.squeeze(x), axis=-1, reverse=True)
 
 
+def reversed_slice_starting_before_the_beginning(x):
+    """``x[3:0:-1][-4::-1]``: the second slice starts before the first element, so it is
+    empty; MLX records start -1, which ONNX Slice read as the last element (3 elements, and
+    a shape-inference error). Fixed in op_mappings/indexing.py: empty axes slice 0:0."""
+    return x[3:0:-1][-4::-1] + 1, x[:, -5::-1] * 2
+
+
 CASES = [
     Case("regressions.cummax_length_two_opset17", cummax_of_two_split_by_onnxscript,
          lambda rng, dt: rand(rng, (2, 1, 1), dt), dtypes=(mx.int8, mx.float32), primitives=("Scan",)),
+    Case("regressions.negative_stride_slice_before_start", reversed_slice_starting_before_the_beginning,
+         lambda rng, dt: rand(rng, (4, 3), dt), dtypes=(mx.float32, mx.float16, mx.int32), primitives=("Slice",)),
 ]

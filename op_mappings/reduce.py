@@ -11,6 +11,10 @@ MLX semantics these handlers keep (checked on MLX 0.32.4, CPU):
   step, so it is computed with an ONNX ``Scan`` loop that casts back after each step;
   float32/float64 and integer sums use ``CumSum`` (bit-exact, integers wrap after the cast
   back), products ``CumProd`` from opset 26. Cummax/cummin have no ONNX op and use the loop.
+  MLX 0.32.4's float16/bfloat16 cummax/cummin step gives 0 where either operand is NaN
+  (float32 propagates NaN); the loop reproduces that.
+* ORT's integer ReduceSum/ReduceProd saturate on overflow; MLX wraps. 32-bit sums are
+  taken in int64, 64-bit sums and all integer products pairwise with Add/Mul (which wrap).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ SCAN_STEP = {SCAN_MAX: "Max", SCAN_MIN: "Min", SCAN_SUM: "Add", SCAN_PROD: "Mul"
 
 SIGN_BIT = 1 << 63
 # The ONNX types of the MLX float dtypes themselves, whatever type the export carries them in
-ROUNDING = {mx.float16: ir.DataType.FLOAT16, mx.bfloat16: ir.DataType.BFLOAT16}
+ROUNDING = {mx.float16: dtypes.exact_onnx(mx.float16), mx.bfloat16: dtypes.exact_onnx(mx.bfloat16)}
 
 
 def any_nan(ctx, x, axes, dtype):

@@ -120,6 +120,7 @@ def optimize(model: ir.Model, opset: int) -> dict[str, int]:
     from . import fusions
 
     report: dict[str, int] = {}
+    declared = [(v.shape, v.type) for v in model.graph.outputs]
     report["drop_redundant_broadcasts"] = drop_redundant_broadcasts(model)
     report["fold_weight_transposes"] = fold_weight_transposes(model)
     before = len(model.graph)
@@ -134,6 +135,10 @@ def optimize(model: ir.Model, opset: int) -> dict[str, int]:
     common_passes.CommonSubexpressionEliminationPass()(model)
     common_passes.RemoveUnusedNodesPass()(model)
     report["cse_and_dce"] = before - len(model.graph)
+    for value, (shape, type_) in zip(model.graph.outputs, declared):
+        # CSE may make a graph output a handler-internal value, which has no shape yet
+        value.shape = value.shape if value.shape is not None else shape
+        value.type = value.type if value.type is not None else type_
     return report
 
 

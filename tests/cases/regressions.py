@@ -23,9 +23,20 @@ def reversed_slice_starting_before_the_beginning(x):
     return x[3:0:-1][-4::-1] + 1, x[:, -5::-1] * 2
 
 
+def select_and_cast_sharing_a_cast(x):
+    """``where(x, x, x)`` on bools casts x to uint8 inside the Select handler, and the
+    second output is the same cast: CSE made that handler-internal value the graph output,
+    which had no shape, and onnx.checker refused the model. Fixed in mlx2onnx/passes.py:
+    graph outputs keep their declared shape and type."""
+    y = mx.where(x, x, x)
+    return mx.logical_not(mx.stack([y, y, y], axis=-2)), x.astype(mx.uint8)
+
+
 CASES = [
     Case("regressions.cummax_length_two_opset17", cummax_of_two_split_by_onnxscript,
          lambda rng, dt: rand(rng, (2, 1, 1), dt), dtypes=(mx.int8, mx.float32), primitives=("Scan",)),
     Case("regressions.negative_stride_slice_before_start", reversed_slice_starting_before_the_beginning,
          lambda rng, dt: rand(rng, (4, 3), dt), dtypes=(mx.float32, mx.float16, mx.int32), primitives=("Slice",)),
+    Case("regressions.cse_output_keeps_its_shape", select_and_cast_sharing_a_cast,
+         lambda rng, dt: rand(rng, (1,), dt), dtypes=(mx.bool_,), primitives=("Select", "AsType")),
 ]

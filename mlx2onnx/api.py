@@ -29,7 +29,7 @@ from .capture import Trace, capture
 from .context import Context
 from .errors import ExportOptionError
 from .opset import MIN_OPSET, default_opset
-from .saving import check_output_path, needs_external_data, save_model
+from .saving import check_output_path, needs_external_data, save_model, stream_strided
 from .translate import translate
 
 
@@ -130,12 +130,16 @@ class Exporter:
     def export(self, fun: Any, /, *args: Any, **kwargs: Any) -> onnx.ModelProto:
         """Trace ``fun(*args, **kwargs)`` and return the ONNX model (also saved to ``path``)."""
         model = self.to_ir(fun, *args, **kwargs)
-        if self.path is not None:
-            save_model(model, self.path, external_data=self.external_data, check=self.check, overwrite=self.overwrite)
-            if needs_external_data(model) or self.external_data:
-                return onnx.load(str(self.path), load_external_data=False)
+        stream_strided(model)  # folded transposes are copied tile by tile, once
+        external = self.external_data if self.external_data is not None else needs_external_data(model)
+        if self.path is not None and external:  # weights stream to the data file; nothing else holds them
+            save_model(model, self.path, external_data=True, check=self.check, overwrite=self.overwrite)
+            return onnx.load(str(self.path), load_external_data=False)
         proto = ir.serde.serialize_model(model)
-        if self.check and self.path is None:
+        del model
+        if self.path is not None:  # the same message is written: serialised once
+            save_model(proto, self.path, external_data=False, check=self.check, overwrite=self.overwrite)
+        elif self.check:
             onnx.checker.check_model(proto, full_check=True)
         return proto
 

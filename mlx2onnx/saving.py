@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 
@@ -22,6 +24,78 @@ def initializer_bytes(model: ir.Model) -> int:
 
 def needs_external_data(model: ir.Model) -> bool:
     return initializer_bytes(model) > EXTERNAL_DATA_THRESHOLD
+
+
+# Bytes a strided (e.g. folded-transpose) weight is made contiguous in while writing it.
+WRITE_CHUNK_BYTES = 16 * 2**20
+_TILE = 64
+
+
+class _StridedTensor(ir.Tensor):
+    """A tensor over a non-contiguous array (a lazily transposed weight), written to a
+    file in contiguous row blocks: neither a whole contiguous copy nor NumPy's slow
+    element-wise ``tofile`` of a strided array."""
+
+    def tobytes(self) -> bytes:
+        array = self.numpy()
+        if array.ndim != 2 or array.flags.c_contiguous:
+            return super().tobytes()
+        out = np.empty(array.shape, dtype=array.dtype)
+        _tiled_copy(out, array)
+        return out.tobytes()
+
+    def tofile(self, file) -> None:
+        array = self.numpy()
+        if array.ndim == 0 or array.flags.c_contiguous:
+            return super().tofile(file)
+        rows = max(1, WRITE_CHUNK_BYTES // max(1, array[0].nbytes))
+        buffer = np.empty((min(rows, array.shape[0]),) + array.shape[1:], dtype=array.dtype)
+        for start in range(0, array.shape[0], rows):
+            part = array[start : start + rows]
+            block = buffer[: part.shape[0]]
+            if array.ndim == 2:
+                _tiled_copy(block, part)
+            else:
+                np.copyto(block, part)
+            file.write(block.view(np.uint8).reshape(-1).data)
+
+
+def _tiled_copy(out: np.ndarray, array: np.ndarray) -> None:
+    """``out[...] = array`` for a 2-D strided array, in tiles that fit the cache (about 3x
+    faster than NumPy's single strided copy of a transposed weight)."""
+    for i in range(0, array.shape[0], _TILE):
+        for j in range(0, array.shape[1], _TILE):
+            out[i : i + _TILE, j : j + _TILE] = array[i : i + _TILE, j : j + _TILE]
+
+
+def stream_strided(model: ir.Model) -> None:
+    """Let strided initializers write themselves in blocks (see :class:`_StridedTensor`)."""
+    for value in model.graph.initializers.values():
+        tensor = value.const_value
+        if type(tensor) is ir.Tensor and isinstance(tensor.raw, np.ndarray) and not tensor.raw.flags.c_contiguous:
+            value.const_value = _StridedTensor(tensor.raw, dtype=tensor.dtype, name=tensor.name)
+
+
+PROGRESS_MIN_BYTES = 2**30
+
+
+def _progress(model: ir.Model):
+    """A one-line stderr progress report while a large model's weights are written (only
+    when stderr is a terminal, or MLX2ONNX_PROGRESS=1)."""
+    total = initializer_bytes(model)
+    wanted = os.environ.get("MLX2ONNX_PROGRESS")
+    if wanted == "0" or total < PROGRESS_MIN_BYTES or not (wanted == "1" or sys.stderr.isatty()):
+        return None
+    done = [0]
+
+    def report(tensor, info) -> None:
+        done[0] += tensor.nbytes
+        end = "\n" if done[0] >= total else ""
+        sys.stderr.write(f"\rmlx2onnx: writing weights {done[0] / 2**30:.2f} / {total / 2**30:.2f} GiB "
+                         f"({100 * done[0] / total:.0f}%)" + end)
+        sys.stderr.flush()
+
+    return report
 
 
 def check_output_path(path: str | os.PathLike, overwrite: bool = True) -> Path:
@@ -57,15 +131,22 @@ def save_model(
     beside the model only when the model would exceed protobuf's 2 GB limit.
     """
     path = check_output_path(path, overwrite)
+    proto = None
     if isinstance(model, onnx.ModelProto):
-        model = ir.serde.deserialize_model(model)
-    use_external = needs_external_data(model) if external_data is None else external_data
+        if external_data is False:  # write the message as it is: no second serialisation
+            proto = model
+        else:
+            model = ir.serde.deserialize_model(model)
+    use_external = False if proto is not None else needs_external_data(model) if external_data is None else external_data
     data_name = path.name + ".data"
     staging = Path(tempfile.mkdtemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent or "."))
     try:
         staged = staging / path.name
-        if use_external:
-            ir.save(model, staged, external_data=data_name)
+        if proto is not None:
+            onnx.save_model(proto, str(staged))
+        elif use_external:
+            stream_strided(model)
+            ir.save(model, staged, external_data=data_name, callback=_progress(model))
         else:
             ir.save(model, staged)
         if check:

@@ -1,0 +1,93 @@
+"""Shared benchmark helpers: timing, peak memory, OpenBLAS discovery, subprocess workers."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+# Debian's libopenblas0-pthread (apt-get install -y libopenblas0-pthread).
+OPENBLAS_CANDIDATES = [
+    "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0",
+    "/usr/lib/aarch64-linux-gnu/openblas-pthread/libopenblas.so.0",
+    *glob.glob("/usr/lib/*/openblas-pthread/libopenblas.so.0"),
+]
+MLX_ONNX_VENV = Path(os.environ.get("MLX_ONNX_VENV", "/work/venv-mlxonnx"))
+
+
+def openblas() -> str | None:
+    for path in OPENBLAS_CANDIDATES:
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def median_time(fn, repeats: int, warmup: int = 1, budget: float = 60.0) -> float:
+    """Median wall time of ``fn()`` in seconds (fewer repeats when one call is slow)."""
+    for _ in range(warmup):
+        start = time.perf_counter()
+        fn()
+        first = time.perf_counter() - start
+    if warmup and first * repeats > budget:
+        repeats = max(1, int(budget / max(first, 1e-9)))
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set (VmHWM) in MiB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def current_rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def reset_peak_rss() -> None:
+    """Reset VmHWM to the current RSS (Linux clear_refs '5'); ignored where unsupported."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def run_worker(script: str, args: list[str], env: dict | None = None, python: str | None = None,
+               timeout: float = 3600) -> dict:
+    """Run ``python script args`` in a fresh process; it prints one JSON line last."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    proc = subprocess.run(
+        [python or sys.executable, str(HERE / script), *args],
+        capture_output=True, text=True, env=full_env, timeout=timeout,
+    )
+    if proc.returncode != 0:
+        return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["exit %d" % proc.returncode]}
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    return json.loads(lines[-1]) if lines else {"error": ["no result printed"]}
+
+
+def fmt(x: float | None, digits: int = 3) -> str:
+    if x is None or x != x:
+        return "-"
+    return f"{x:.{digits}g}"

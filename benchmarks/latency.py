@@ -1,0 +1,142 @@
+"""onnxruntime CPU latency of mlx2onnx exports vs MLX's own CPU latency, and node counts.
+
+    python benchmarks/latency.py [--models llama,resnet18,mlp] [--repeats 20]
+
+MLX is timed twice, each in a fresh process: as installed (the mlx[cpu] wheel's reference
+BLAS) and with Debian's OpenBLAS preloaded (LD_PRELOAD, the fair reference). mlx-onnx is
+measured too when its separate venv exists (see README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import MLX_ONNX_VENV, fmt, median_time, openblas, run_worker  # noqa: E402
+
+
+def mlx_worker(name: str, repeats: int) -> None:
+    import mlx.core as mx
+
+    import models
+
+    _, fn, args = models.MODELS[name]()
+    seconds = median_time(lambda: mx.eval(fn(*args)), repeats)
+    print(json.dumps({"seconds": seconds}))
+
+
+def ort_session(path_or_bytes):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(path_or_bytes, options, providers=["CPUExecutionProvider"])
+
+
+def ort_seconds(session, feeds: dict, repeats: int) -> float:
+    return median_time(lambda: session.run(None, feeds), repeats)
+
+
+def ours(name: str, repeats: int) -> dict:
+    import mlx.core as mx
+    import numpy as np
+
+    import mlx2onnx
+    import models
+
+    _, fn, args = models.MODELS[name]()
+    trace = mlx2onnx.capture(fn, args, {})
+    raw = mlx2onnx.Exporter(optimize=False, check=False).to_ir(fn, *args)
+    start = time.perf_counter()
+    proto = mlx2onnx.Exporter().export(fn, *args)
+    export_s = time.perf_counter() - start
+    session = ort_session(proto.SerializeToString())
+    feeds = {i.name: np.asarray(a) for i, a in zip(session.get_inputs(), args)}
+    got = session.run(None, feeds)[0]
+    want = np.asarray(fn(*args))
+    error = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-12))
+    return {
+        "primitives": len(trace.primitives),
+        "nodes_before": len(raw.graph),
+        "nodes_after": len(proto.graph.node),
+        "ort_s": ort_seconds(session, feeds, repeats),
+        "export_s": export_s,
+        "max_rel_error": error,
+    }
+
+
+def mlx_onnx_worker(name: str, repeats: int) -> None:
+    """Runs inside the mlx-onnx venv: export with mlx-onnx, time it in onnxruntime."""
+    import mlx.core as mx
+    import mlx_onnx  # type: ignore
+    import numpy as np
+
+    import models
+
+    _, fn, args = models.MODELS[name]()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "m.onnx")
+        mlx_onnx.export_onnx(path, fn, *args)
+        import onnx
+
+        nodes = len(onnx.load(path, load_external_data=False).graph.node)
+        session = ort_session(path)
+        feeds = {i.name: np.asarray(a) for i, a in zip(session.get_inputs(), args)}
+        print(json.dumps({"ort_s": ort_seconds(session, feeds, repeats), "nodes": nodes}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="llama,resnet18,mlp")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--worker", choices=["mlx", "mlx-onnx"])
+    parser.add_argument("--model")
+    opts = parser.parse_args()
+    if opts.worker == "mlx":
+        return mlx_worker(opts.model, opts.repeats)
+    if opts.worker == "mlx-onnx":
+        return mlx_onnx_worker(opts.model, opts.repeats)
+
+    blas = openblas()
+    if blas is None:
+        print("OpenBLAS not found (apt-get install -y libopenblas0-pthread): skipping the MLX+OpenBLAS column")
+    mlx_onnx_python = MLX_ONNX_VENV / "bin" / "python"
+    if not mlx_onnx_python.exists():
+        print(f"no mlx-onnx venv at {MLX_ONNX_VENV}: skipping the mlx-onnx column")
+    rows = []
+    for name in opts.models.split(","):
+        ours_row = ours(name, opts.repeats)
+        worker = ["--worker", "mlx", "--model", name, "--repeats", str(opts.repeats)]
+        mlx_ref = run_worker("latency.py", worker)
+        mlx_blas = run_worker("latency.py", worker, env={"LD_PRELOAD": blas}) if blas else {}
+        other = {}
+        if mlx_onnx_python.exists():
+            other = run_worker("latency.py", ["--worker", "mlx-onnx", "--model", name, "--repeats",
+                                              str(opts.repeats)], python=str(mlx_onnx_python))
+        rows.append((name, ours_row, mlx_ref, mlx_blas, other))
+        print(json.dumps({"model": name, "ours": ours_row, "mlx": mlx_ref, "mlx_openblas": mlx_blas,
+                          "mlx_onnx": other}), flush=True)
+
+    print()
+    print("| model | MLX prims | ONNX nodes before -> after (ratio to prims) | ORT ms | MLX ms | "
+          "MLX+OpenBLAS ms | ORT / MLX | ORT / MLX+OpenBLAS | mlx-onnx ORT / MLX+OpenBLAS |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, o, ref, fast, other in rows:
+        mlx_ms = ref.get("seconds", float("nan")) * 1e3
+        blas_ms = fast.get("seconds", float("nan")) * 1e3
+        ort_ms = o["ort_s"] * 1e3
+        other_ratio = (other["ort_s"] * 1e3 / blas_ms) if "ort_s" in other else None
+        other_text = fmt(other_ratio) if other_ratio else ("; ".join(other.get("error", ["-"]))[:60] or "-")
+        print(f"| {name} | {o['primitives']} | {o['nodes_before']} -> {o['nodes_after']} "
+              f"({o['nodes_after'] / o['primitives']:.2f}) | {fmt(ort_ms)} | {fmt(mlx_ms)} | {fmt(blas_ms)} | "
+              f"{fmt(ort_ms / mlx_ms)} | {fmt(ort_ms / blas_ms)} | {other_text} |")
+
+
+if __name__ == "__main__":
+    main()

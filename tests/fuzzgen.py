@@ -8,7 +8,8 @@ candidate) and the generator always knows every value's real shape and dtype.
 
 Each value carries an ``exact`` flag: program inputs are exact, and so is anything
 computed by ops that round the same way on both sides (elementwise add/mul/div, data
-movement, integer arithmetic). Discontinuous ops (comparisons, floor/round, argmax,
+movement, integer arithmetic; for bfloat16, which is carried as float32 by default, only
+data movement and max/min). Discontinuous ops (comparisons, floor/round, argmax,
 float -> int casts, remainder) are only applied to exact values, so a last-bit difference
 in ``exp`` or a float sum never shows up as a spurious mismatch.
 
@@ -36,7 +37,7 @@ DTYPES = {
 }
 FLOAT = ("float32", "float16", "bfloat16")
 INT = ("int32", "int8", "uint8")
-NAME_OF = {v: k for k, v in DTYPES.items()}
+NAME_OF = {v: k for k, v in DTYPES.items()} | {mx.uint32: "uint32"}  # argmax/argsort results
 MAX_SIZE = 48
 
 
@@ -159,7 +160,7 @@ def attention(q, k, v, causal):
 
 
 def random_bits(x, seed):
-    return x + mx.random.bits(x.shape, key=mx.random.key(seed)).astype(mx.float32).astype(x.dtype) * 0
+    return x + mx.random.randint(-3, 4, x.shape, key=mx.random.key(seed)).astype(x.dtype)
 
 
 def random_uniform(x, seed):
@@ -377,7 +378,8 @@ def step_unary(b: _Builder) -> bool:
     if v.dtype in FLOAT:
         choices = UNARY_FLOAT_SMOOTH + UNARY_EXACT + (UNARY_JUMPY if v.exact else [])
         op = b.pick(choices)
-        return b.try_step(op, (x,), exact=v.exact and op in UNARY_EXACT)
+        rounds = op == "square" and v.dtype == "bfloat16"
+        return b.try_step(op, (x,), exact=v.exact and op in UNARY_EXACT and not rounds)
     if v.dtype == "bool":
         return b.try_step("logical_not", (x,))
     return b.try_step(b.pick(UNARY_EXACT + ["sign"]), (x,))
@@ -387,11 +389,15 @@ def step_binary(b: _Builder) -> bool:
     x = b.pick(b.refs())
     v = b.values[x.i]
     if v.dtype in FLOAT:
-        op = b.pick(BINARY_EXACT * 2 + BINARY_FLOAT + (["floor_divide", "remainder"] if v.exact else []))
+        jumpy = ["floor_divide", "remainder"] if v.exact and v.dtype != "bfloat16" else []
+        op = b.pick(BINARY_EXACT * 2 + BINARY_FLOAT + jumpy)
         y = _partner(b, x, exact_only=op in ("floor_divide", "remainder"))
         if op in ("floor_divide", "remainder") and not isinstance(y, Ref) and y == 0:
             y = 1.5
         exact = op in BINARY_EXACT + ["divide"] and v.exact and (not isinstance(y, Ref) or b.values[y.i].exact)
+        # bfloat16 is carried as float32 by default (Exporter(bfloat16="auto")): its arithmetic
+        # is not rounded to bfloat16 after each op, so only max/min stay exact
+        exact = exact and (v.dtype != "bfloat16" or op in ("maximum", "minimum"))
         return b.try_step(op, (x, y) if b.chance(0.8) else (y, x), exact=exact)
     if v.dtype == "bool":
         return b.try_step(b.pick(LOGICAL + ["bitwise_xor", "bitwise_and"]), (x, _partner(b, x)))
@@ -671,7 +677,7 @@ def step_special(b: _Builder) -> bool:
             return False
         return b.try_step("erfinv", (x,), exact=False)
     if kind == "divmod":
-        if v.dtype == "bool" or not v.exact:
+        if v.dtype in ("bool", "bfloat16") or not v.exact:
             return False
         y = int(b.pick([2, 3, 7])) if v.dtype in INT else _partner(b, x, exact_only=True)
         return b.try_step("divmod", (x, y))
@@ -776,7 +782,8 @@ def step_special(b: _Builder) -> bool:
         k = b.pick(mates)
         return b.try_step("attention", (x, k, k if b.chance(0.5) else b.pick(mates), b.chance(0.4)), exact=False)
     if kind == "random":
-        return b.try_step(b.pick(["random_bits", "random_uniform"]), (x, int(b.rng.integers(0, 1000))), exact=False)
+        op = b.pick(["random_bits", "random_uniform"])
+        return b.try_step(op, (x, int(b.rng.integers(0, 1000))), exact=op == "random_bits" and v.exact)
     if kind == "hadamard":
         if last & (last - 1):
             return False

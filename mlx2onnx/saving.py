@@ -110,6 +110,13 @@ def check_output_path(path: str | os.PathLike, overwrite: bool = True) -> Path:
         raise ExportOptionError(f"the directory {str(parent)!r} for {path.name!r} does not exist; create it first")
     if not os.access(parent, os.W_OK):
         raise ExportOptionError(f"the directory {str(parent)!r} is not writable; choose another output path")
+    try:  # os.access says yes to root even on read-only or pseudo file systems: try it
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as exc:
+        raise ExportOptionError(
+            f"the directory {str(parent)!r} is not writable ({exc.strerror}); choose another output path"
+        ) from exc
     if path.exists() and not overwrite:
         raise ExportOptionError(f"{str(path)!r} already exists; pass overwrite=True (CLI: --overwrite) to replace it")
     return path

@@ -146,3 +146,19 @@ def test_mlx_audio_encodec_decoder(causal):
     mx.eval(decoder.parameters())
     proto, _ = export_and_verify(decoder, mx.random.normal((1, 6, 16)), bound=1e-5)
     assert "ConvTranspose" in {n.op_type for n in proto.graph.node}
+
+
+# -- mlx-diffuser: a latent-diffusion UNet --------------------------------------------------
+def test_mlx_diffuser_unet2d_cross_attention():
+    """UNet2D with two levels: sinusoidal timestep embedding + MLP, GroupNorm + SiLU ResNet
+    blocks, strided-conv downsampling, spatial self- and cross-attention on a text context,
+    nearest Upsample and concatenated skips. The timestep is a graph input."""
+    unet2d = pytest.importorskip("mlx_diffuser.models.unet2d")
+    config = unet2d.UNet2DConfig(in_channels=4, out_channels=4, block_out_channels=(8, 16), layers_per_block=1,
+                                 num_heads=2, norm_groups=4, cross_attention_dim=8)
+    mx.random.seed(0)
+    unet = unet2d.UNet2D(config)
+    mx.eval(unet.parameters())
+    latents, timestep, context = mx.random.normal((1, 8, 8, 4)), mx.array([300.0]), mx.random.normal((1, 5, 8))
+    proto, _ = export_and_verify(unet, latents, timestep, context, bound=1e-5)
+    assert len(proto.graph.input) == 3

@@ -55,7 +55,7 @@ class Exporter:
             ``"keep"`` when onnxruntime's CPU provider has bfloat16 kernels for the core
             ops, else ``"float32"``), ``"keep"``, ``"float16"`` or ``"float32"``.
         float16: ``"keep"`` (default) or ``"float32"``.
-        quantized_weights: how quantized weights are stored: ``"packed"`` (default: MLX's
+        quantized_weights: how quantized weights are stored: ``"packed"`` (the default: MLX's
             packed codes, unpacked exactly in the graph, so a 4-bit model stays ~4-bit),
             ``"dequantize"`` (dequantized by MLX at export time, stored in the activation
             dtype) or ``"matmulnbits"`` (onnxruntime's com.microsoft.MatMulNBits where it
@@ -74,7 +74,7 @@ class Exporter:
     bfloat16: str = "auto"
     float16: str = "keep"
     optimize: bool = True
-    quantized_weights: str = "packed"
+    quantized_weights: str | None = None
 
     def with_options(self, **changes: Any) -> "Exporter":
         return replace(self, **changes)
@@ -95,7 +95,8 @@ class Exporter:
         policy = self.float_policy()
         with dtypes.carrying(policy):
             ctx = Context(trace, opset)
-            ctx.quantized_weights = self.quantized_weights
+            if self.quantized_weights is not None:  # None: op_mappings.quantized's default ("packed")
+                ctx.quantized_weights = self.quantized_weights
             translate(trace, ctx, input_names)
             model = build_model(ctx, trace, input_names, output_names)
             if self.optimize:
@@ -151,7 +152,7 @@ class Exporter:
 
     def _validate(self) -> None:
         self.float_policy()
-        if self.quantized_weights not in QUANTIZED_WEIGHT_CHOICES:
+        if self.quantized_weights is not None and self.quantized_weights not in QUANTIZED_WEIGHT_CHOICES:
             raise ExportOptionError(
                 f"quantized_weights={self.quantized_weights!r} is not a choice: use one of "
                 f"{', '.join(repr(c) for c in QUANTIZED_WEIGHT_CHOICES)}"

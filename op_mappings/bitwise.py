@@ -1,4 +1,5 @@
-"""Integer and bitwise primitives: BitwiseBinary (and, or, xor, shifts).
+"""Integer and bitwise primitives: BitwiseBinary (and, or, xor, shifts) and View (bit
+reinterpretation).
 
 ONNX spellings by opset:
 
@@ -15,7 +16,12 @@ Shift amounts outside ``[0, bits)`` are undefined behaviour in MLX (C++ shifts; 
 result depends on MLX's code path: elementwise arrays shift by ``s mod 32`` or ``s mod
 64``, a broadcast scalar amount gives 0). The export follows the one definition ONNX has
 (opset 28): the value is shifted out, giving 0, or -1 for a right shift of a negative
-value; negative amounts count as out of range.
+value; negative amounts count as out of range. (Opset 11 leaves unsigned out-of-range
+shifts unspecified; onnxruntime applies the same rule there.)
+
+View reads the bytes of one dtype as another: integer and bool views are Casts (which
+wrap) plus BitShift splitting or joining of bytes, at every opset; float bits need
+``BitCast`` (opset 26) and are refused below it.
 """
 
 from __future__ import annotations

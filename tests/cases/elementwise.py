@@ -300,3 +300,10 @@ CASES += [
     Case("elementwise.subtract_int_wraps", mx.subtract, two(-100, 100), dtypes=INTS, primitives=("Subtract",), edges=True),
     Case("elementwise.sign_unsigned", mx.sign, one(0, 5), dtypes=UNSIGNED, primitives=("Sign",), edges=True),
 ]
+CASES += [
+    Case("elementwise.log1p_near_zero", mx.log1p, one(-1e-3, 1e-3), dtypes=FLOATS, primitives=("Log1p",),
+         tolerances={"float32": (0, 1e-6)}),
+    Case("elementwise.expm1_near_zero", mx.expm1, one(-1e-3, 1e-3), dtypes=FLOATS, primitives=("Expm1",),
+         tolerances={"float32": (0, 1e-6)}),
+    Case("elementwise.expm1_large", mx.expm1, one(-100, 100), dtypes=FLOATS, primitives=("Expm1",)),
+]

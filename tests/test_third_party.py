@@ -9,35 +9,59 @@ downloaded: every model is built with random weights and small inputs.
 
 from __future__ import annotations
 
+import math
+
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 import pytest
-from mlx.utils import tree_map
+from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
 import mlx2onnx
 
 
 def export_and_verify(model, *args, opset=None, tolerances=None, bound=None):
-    """Export ``model``, verify it against MLX and return the worst absolute error."""
+    """Export ``model``, verify it against MLX and return the proto and the worst absolute
+    error, which must stay under ``bound`` times the output's largest magnitude (at least 1).
+    Also checks that the model's output really depends on its inputs (random weights can
+    leave a deep net's output dominated by biases): a second random input must move the
+    output by ten times the verifier's tolerance, so a wrong layer could not pass unseen."""
     proto = mlx2onnx.Exporter(opset=opset).export(model, *args)
-    report = mlx2onnx.Verifier(tolerances=tolerances).verify(proto, model, *args)
+    verifier = mlx2onnx.Verifier(tolerances=tolerances)
+    report = verifier.verify(proto, model, *args)
     assert report.passed, str(report)
+    others = [mx.random.normal(a.shape).astype(a.dtype) if isinstance(a, mx.array) else a for a in args]
+    first, second = np.array(model(*args).astype(mx.float32)), np.array(model(*others).astype(mx.float32))
+    scale = max(1.0, float(np.abs(first).max()))
     worst = max(o.max_abs_error for o in report.outputs)
     if bound is not None:
-        assert worst <= bound, f"max abs error {worst} above {bound}\n{report}"
+        assert worst <= bound * scale, f"max abs error {worst} above {bound} x {scale}\n{report}"
+    atol, rtol = verifier.tolerance(report.outputs[0].dtype)
+    moved = np.abs(first - second).max()
+    assert moved > 10 * (atol + rtol * scale), f"output barely depends on the input: moved {moved}"
     return proto, worst
 
 
 def randomised(model, seed):
-    """Put ``model`` in eval mode with evaluated random weights (its own initialisers),
-    and non-trivial BatchNorm statistics where it has BatchNorm."""
+    """Random weights at He scale (so a deep net's signal neither dies nor explodes),
+    BatchNorm/LayerNorm scales near one, small biases, non-trivial BatchNorm statistics,
+    eval mode."""
     rng = np.random.default_rng(seed)
-    model.eval()
+    params = []
+    for path, value in tree_flatten(model.parameters()):
+        if value.ndim > 1:
+            drawn = rng.standard_normal(value.shape) * math.sqrt(2.0 / math.prod(value.shape[1:]))
+        elif path.endswith("weight"):
+            drawn = rng.uniform(0.9, 1.3, value.shape)
+        else:
+            drawn = rng.standard_normal(value.shape) * 0.1
+        params.append((path, mx.array(drawn.astype(np.float32))))
+    model.update(tree_unflatten(params))
     for module in model.modules():
         if isinstance(module, nn.BatchNorm) and "running_mean" in module:
             module.running_mean = mx.array(rng.standard_normal(module.running_mean.shape).astype(np.float32) * 0.1)
             module.running_var = mx.array(rng.uniform(0.5, 2.0, module.running_var.shape).astype(np.float32))
+    model.eval()
     mx.eval(model.parameters(), model.state)
     return model
 
@@ -162,3 +186,24 @@ def test_mlx_diffuser_unet2d_cross_attention():
     latents, timestep, context = mx.random.normal((1, 8, 8, 4)), mx.array([300.0]), mx.random.normal((1, 5, 8))
     proto, _ = export_and_verify(unet, latents, timestep, context, bound=1e-5)
     assert len(proto.graph.input) == 3
+
+
+def test_mlx_audio_vocos_backbone_and_istft_head():
+    """Vocos vocoder: ConvNeXt-1D backbone (depthwise Conv1d, LayerNorm, GELU) and its
+    ISTFT head (exp magnitude, cos/sin phase, complex spectrum, inverse STFT with a Hann
+    window and overlap-add): features (1, 10 frames, 8) -> waveform (36,)."""
+    vocos = pytest.importorskip("mlx_audio.codec.models.vocos.vocos")
+
+    class Vocoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone = vocos.VocosBackbone(input_channels=8, dim=16, intermediate_dim=32, num_layers=2)
+            self.head = vocos.ISTFTHead(dim=16, n_fft=16, hop_length=4)
+
+        def __call__(self, features):
+            return self.head(self.backbone(features))
+
+    mx.random.seed(0)
+    vocoder = Vocoder()
+    mx.eval(vocoder.parameters())
+    export_and_verify(vocoder, mx.random.normal((1, 10, 8)), bound=1e-5)

@@ -30,7 +30,8 @@ def export_and_verify(model, *args, opset=None, tolerances=None, bound=None):
     verifier = mlx2onnx.Verifier(tolerances=tolerances)
     report = verifier.verify(proto, model, *args)
     assert report.passed, str(report)
-    others = [mx.random.normal(a.shape).astype(a.dtype) if isinstance(a, mx.array) else a for a in args]
+    others = [mx.random.normal(a.shape).astype(a.dtype) if isinstance(a, mx.array) and mx.issubdtype(a.dtype, mx.floating) else a
+              for a in args]
     first, second = np.array(model(*args).astype(mx.float32)), np.array(model(*others).astype(mx.float32))
     scale = max(1.0, float(np.abs(first).max()))
     worst = max(o.max_abs_error for o in report.outputs)
@@ -99,6 +100,22 @@ def test_whisper_audio_encoder(dtype):
     mx.eval(encoder.parameters())
     mel = mx.random.normal((1, 16, 16)).astype(dtype)  # (batch, frames, mels); conv stride 2 -> 8 = n_ctx
     export_and_verify(encoder, mel, bound=1e-5 if dtype == mx.float32 else 2e-2)
+
+
+def test_whisper_encoder_decoder():
+    """The whole Whisper model: audio encoder, then the text decoder (token and learned
+    position embeddings, causal self-attention, cross-attention on the audio, tied output
+    projection). Token ids are an int32 input; verify draws them within the example's range."""
+    pytest.importorskip("tiktoken")
+    whisper = pytest.importorskip("mlx_whisper.whisper")
+    dims = whisper.ModelDimensions(n_mels=16, n_audio_ctx=8, n_audio_state=32, n_audio_head=4, n_audio_layer=2,
+                                   n_vocab=64, n_text_ctx=16, n_text_state=32, n_text_head=4, n_text_layer=2)
+    mx.random.seed(0)
+    model = whisper.Whisper(dims, dtype=mx.float32)
+    mx.eval(model.parameters())
+    mel, tokens = mx.random.normal((1, 16, 16)), mx.array([[0, 17, 42, 63]], dtype=mx.int32)
+    proto, _ = export_and_verify(model, mel, tokens, bound=1e-5)
+    assert "Gather" in {n.op_type for n in proto.graph.node}
 
 
 # -- mflux: FLUX.2 VAE decoder and the Depth Pro feature-fusion block ---------------------

@@ -150,26 +150,28 @@ def test_mflux_flux2_vae_decoder_bfloat16_activations(monkeypatch):
     export_and_verify(decoder, mx.random.normal((1, 4, 8, 8)), tolerances={"float32": (5e-2, 2e-2)}, bound=5e-2)
 
 
-def test_mflux_depth_pro_feature_fusion_deconv():
+@pytest.mark.parametrize("opset", [None, 17], ids=["default", "opset17"])
+def test_mflux_depth_pro_feature_fusion_deconv(opset):
     """Two residual conv blocks, then ConvTranspose2d (kernel 2, stride 2) and a 1x1 conv."""
     block_module = pytest.importorskip("mflux.models.depth_pro.model.decoder.feature_fusion_block_2d")
     mx.random.seed(0)
     block = block_module.FeatureFusionBlock2d(8, deconv=True)
     mx.eval(block.parameters())
     x0, x1 = mx.random.normal((1, 8, 6, 6)), mx.random.normal((1, 8, 6, 6))
-    proto, _ = export_and_verify(block, x0, x1, bound=1e-5)
+    proto, _ = export_and_verify(block, x0, x1, opset=opset, bound=1e-5)
     assert "ConvTranspose" in {n.op_type for n in proto.graph.node}
 
 
 # -- mlx-audio: the Descript audio codec decoder ------------------------------------------
-def test_mlx_audio_dac_decoder():
+@pytest.mark.parametrize("opset", [None, 17], ids=["default", "opset17"])
+def test_mlx_audio_dac_decoder(opset):
     """Weight-normed Conv1d / ConvTranspose1d upsampling (rates 2, 2), Snake activations,
     dilated residual units, tanh: latents (1, 8 frames, 8) -> audio (1, 32, 1)."""
     dac = pytest.importorskip("mlx_audio.codec.models.descript.dac")
     mx.random.seed(0)
     decoder = dac.Decoder(8, 16, [2, 2])
     mx.eval(decoder.parameters())
-    proto, _ = export_and_verify(decoder, mx.random.normal((1, 8, 8)), bound=1e-5)
+    proto, _ = export_and_verify(decoder, mx.random.normal((1, 8, 8)), opset=opset, bound=1e-5)
     assert "ConvTranspose" in {n.op_type for n in proto.graph.node}
 
 
@@ -190,7 +192,8 @@ def test_mlx_audio_encodec_decoder(causal):
 
 
 # -- mlx-diffuser: a latent-diffusion UNet --------------------------------------------------
-def test_mlx_diffuser_unet2d_cross_attention():
+@pytest.mark.parametrize("opset", [None, 17], ids=["default", "opset17"])
+def test_mlx_diffuser_unet2d_cross_attention(opset):
     """UNet2D with two levels: sinusoidal timestep embedding + MLP, GroupNorm + SiLU ResNet
     blocks, strided-conv downsampling, spatial self- and cross-attention on a text context,
     nearest Upsample and concatenated skips. The timestep is a graph input."""
@@ -201,7 +204,7 @@ def test_mlx_diffuser_unet2d_cross_attention():
     unet = unet2d.UNet2D(config)
     mx.eval(unet.parameters())
     latents, timestep, context = mx.random.normal((1, 8, 8, 4)), mx.array([300.0]), mx.random.normal((1, 5, 8))
-    proto, _ = export_and_verify(unet, latents, timestep, context, bound=1e-5)
+    proto, _ = export_and_verify(unet, latents, timestep, context, opset=opset, bound=1e-5)
     assert len(proto.graph.input) == 3
 
 

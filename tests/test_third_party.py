@@ -50,6 +50,8 @@ def randomised(model, seed):
     rng = np.random.default_rng(seed)
     params = []
     for path, value in tree_flatten(model.parameters()):
+        if not mx.issubdtype(value.dtype, mx.floating):
+            continue  # index tables stored as arrays (Swin's relative_position_index)
         if value.ndim > 1:
             drawn = rng.standard_normal(value.shape) * math.sqrt(2.0 / math.prod(value.shape[1:]))
         elif path.endswith("weight"):
@@ -87,6 +89,27 @@ def test_mlxim_mobilenet_v3_opset17():
     mx.random.seed(0)
     model = randomised(mlxim_model.create_model("mobilenet_v3_small", weights=False, num_classes=10), seed=2)
     export_and_verify(model, mx.random.normal((1, 64, 64, 3)), opset=17, bound=1e-5)
+
+
+def _tiny_vision_transformer(name):
+    swin = pytest.importorskip("mlxim.model.swin_transformer.swin_transformer")
+    vit = pytest.importorskip("mlxim.model.vit.vit")
+    common = dict(patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=[4, 4], num_classes=10)
+    if name == "swin":
+        return swin.SwinTransformer(**common)
+    if name == "swin_v2":
+        return swin.SwinTransformer(**common, block=swin.SwinTransformerBlockV2, downsample_layer=swin.PatchMergingV2)
+    return vit.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=16, mlp_dim=32, num_classes=10)
+
+
+@pytest.mark.parametrize("name", ["swin", "swin_v2", "vit"])
+def test_mlxim_vision_transformer(name):
+    """mlxim's own Swin (shifted windows: roll, window partition, relative position bias),
+    Swin V2 (cosine attention, log-spaced continuous position bias MLP) and ViT classes,
+    at a tiny width on 32x32 images."""
+    mx.random.seed(0)
+    model = randomised(_tiny_vision_transformer(name), seed=3)
+    export_and_verify(model, mx.random.normal((1, 32, 32, 3)), bound=1e-5)
 
 
 # -- mlx-whisper: the audio encoder (Conv1d + GELU stem, attention blocks) ----------------

@@ -32,7 +32,7 @@ def export_and_verify(model, *args, opset=None, tolerances=None, bound=None):
     assert report.passed, str(report)
     others = [mx.random.normal(a.shape).astype(a.dtype) if isinstance(a, mx.array) and mx.issubdtype(a.dtype, mx.floating) else a
               for a in args]
-    first, second = np.array(model(*args).astype(mx.float32)), np.array(model(*others).astype(mx.float32))
+    first, second = (np.array(_main_output(model(*a)).astype(mx.float32)) for a in (args, others))
     scale = max(1.0, float(np.abs(first).max()))
     worst = max(o.max_abs_error for o in report.outputs)
     if bound is not None:
@@ -41,6 +41,10 @@ def export_and_verify(model, *args, opset=None, tolerances=None, bound=None):
     moved = np.abs(first - second).max()
     assert moved > 10 * (atol + rtol * scale), f"output barely depends on the input: moved {moved}"
     return proto, worst
+
+
+def _main_output(outputs):
+    return outputs[0] if isinstance(outputs, (tuple, list)) else outputs
 
 
 def randomised(model, seed):
@@ -250,3 +254,20 @@ def test_mlx_audio_vocos_backbone_and_istft_head():
     vocoder = Vocoder()
     mx.eval(vocoder.parameters())
     export_and_verify(vocoder, mx.random.normal((1, 10, 8)), bound=1e-5)
+
+
+def test_mlx_audio_parakeet_conformer_encoder():
+    """Parakeet's FastConformer encoder: depthwise-striding Conv2d subsampling (x4) of the
+    mel frames with length bookkeeping, relative-position multi-head attention, the
+    conformer conv module (pointwise Conv1d + GLU, depthwise Conv1d, BatchNorm, SiLU) and
+    macaron feed-forwards, with a padding mask built from the per-utterance lengths, which
+    are a graph input (verify draws new lengths within the example's range)."""
+    conformer = pytest.importorskip("mlx_audio.stt.models.parakeet.conformer")
+    args = conformer.ConformerArgs(feat_in=16, n_layers=2, d_model=32, n_heads=4, ff_expansion_factor=2, subsampling_factor=4,
+                                   self_attention_model="rel_pos", subsampling="dw_striding", conv_kernel_size=9,
+                                   subsampling_conv_channels=8, pos_emb_max_len=64, mask_padding=True)
+    mx.random.seed(0)
+    encoder = randomised(conformer.Conformer(args), seed=4)
+    mel, lengths = mx.random.normal((2, 32, 16)), mx.array([20, 32])
+    proto, _ = export_and_verify(encoder, mel, lengths, bound=1e-5)
+    assert len(proto.graph.input) == 2

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -109,6 +110,9 @@ def main() -> None:
     mlx_onnx_python = MLX_ONNX_VENV / "bin" / "python"
     if not mlx_onnx_python.exists():
         print(f"no mlx-onnx venv at {MLX_ONNX_VENV}: skipping the mlx-onnx column")
+    elif subprocess.run([str(mlx_onnx_python), "-c", "import mlx_onnx, mlx.core"], capture_output=True).returncode:
+        print(f"mlx-onnx is not importable in {MLX_ONNX_VENV}: skipping the mlx-onnx column")
+        mlx_onnx_python = MLX_ONNX_VENV / "missing"
     rows = []
     for name in opts.models.split(","):
         ours_row = ours(name, opts.repeats)

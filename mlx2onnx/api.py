@@ -133,14 +133,13 @@ class Exporter:
         model = self.to_ir(fun, *args, **kwargs)
         stream_strided(model)  # folded transposes are copied tile by tile, once
         external = self.external_data if self.external_data is not None else needs_external_data(model)
-        if self.path is not None and external:  # weights stream to the data file; nothing else holds them
-            save_model(model, self.path, external_data=True, check=self.check, overwrite=self.overwrite)
-            return onnx.load(str(self.path), load_external_data=False)
+        if self.path is not None:  # weights stream to the file(s); no message holds them while writing
+            save_model(model, self.path, external_data=external, check=self.check, overwrite=self.overwrite)
+            if external:
+                return onnx.load(str(self.path), load_external_data=False)
+            return ir.serde.serialize_model(model)  # not onnx.load: that reads the file into bytes first
         proto = ir.serde.serialize_model(model)
-        del model
-        if self.path is not None:  # the same message is written: serialised once
-            save_model(proto, self.path, external_data=False, check=self.check, overwrite=self.overwrite)
-        elif self.check:
+        if self.check:
             onnx.checker.check_model(proto, full_check=True)
         return proto
 

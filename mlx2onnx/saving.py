@@ -77,6 +77,67 @@ def stream_strided(model: ir.Model) -> None:
 
 
 PROGRESS_MIN_BYTES = 2**30
+# Initializers at least this large are streamed into a single-file model (see _write_streamed).
+STREAM_MIN_BYTES = 4096
+_STREAMABLE = frozenset(
+    ir.DataType[n] for n in "FLOAT DOUBLE FLOAT16 BFLOAT16 INT8 INT16 INT32 INT64 UINT8 UINT16 UINT32 UINT64 BOOL".split()
+)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _write_streamed(model: ir.Model, path: Path) -> None:
+    """Write ``model`` as one protobuf file without building the weights into a message.
+
+    The model is serialised without its large initializers, then a second ``graph`` field
+    holding only those initializers is appended, each ``raw_data`` written straight from
+    its array. Protobuf merges repeated occurrences of an embedded message field (the
+    initializers are appended to the graph), so readers see one ordinary model; the
+    weights are never copied into a protobuf message or a ``bytes`` object.
+    """
+    graph = model.graph
+    order = list(graph.initializers.items())
+    big = [
+        (name, value) for name, value in order
+        if type(value.const_value) in (ir.Tensor, _StridedTensor) and isinstance(value.const_value.raw, np.ndarray)
+        and value.const_value.dtype in _STREAMABLE and value.const_value.nbytes >= STREAM_MIN_BYTES
+        and not value.is_graph_input() and not value.is_graph_output()
+    ]
+    for name, _ in big:
+        graph.initializers.pop(name)
+    try:
+        head = ir.serde.serialize_model(model)
+    finally:
+        for name, _ in order:
+            graph.initializers.pop(name, None)
+        for name, value in order:
+            graph.initializers[name] = value
+    parts, total = [], 0
+    for name, value in big:
+        tensor = value.const_value
+        header = onnx.TensorProto(name=name, data_type=int(tensor.dtype), dims=[int(d) for d in tensor.shape])
+        header = header.SerializeToString() + b"\x4a" + _varint(tensor.nbytes)  # field 9: raw_data
+        length = len(header) + tensor.nbytes
+        parts.append((b"\x2a" + _varint(length) + header, tensor))  # GraphProto field 5: initializer
+        total += len(parts[-1][0]) + tensor.nbytes
+    with open(path, "wb") as f:
+        f.write(head.SerializeToString())
+        del head
+        if parts:
+            f.write(b"\x3a" + _varint(total))  # ModelProto field 7: graph (merged into the first)
+            for prefix, tensor in parts:
+                f.write(prefix)
+                start = f.tell()
+                tensor.tofile(f)
+                if f.tell() - start != tensor.nbytes:
+                    raise RuntimeError(f"wrote {f.tell() - start} bytes for a {tensor.nbytes}-byte tensor")
 
 
 def _progress(model: ir.Model):
@@ -155,7 +216,8 @@ def save_model(
             stream_strided(model)
             ir.save(model, staged, external_data=data_name, callback=_progress(model))
         else:
-            ir.save(model, staged)
+            stream_strided(model)
+            _write_streamed(model, staged)
         if check:
             onnx.checker.check_model(str(staged), full_check=True)
         if use_external:

@@ -39,6 +39,11 @@ def _weights(model: nn.Module) -> dict[str, mx.array]:
     return dict(tree_flatten(model.parameters()))
 
 
+def _tensors(m: onnx.ModelProto) -> dict:
+    return {t.name: (t.data_type, list(t.dims), t.raw_data, list(t.int32_data), list(t.int64_data),
+                     list(t.float_data)) for t in m.graph.initializer}
+
+
 def _bits(array: mx.array) -> np.ndarray:
     """MLX's own bytes of ``array`` as an unsigned integer array."""
     width = {2: mx.uint16, 4: mx.uint32}[array.dtype.size]
@@ -135,4 +140,35 @@ def test_saved_file_is_the_returned_model(tmp_path):
     path = tmp_path / "small.onnx"
     proto = mlx2onnx.Exporter(path=path).export(lambda x: model(x), x)
     assert not (tmp_path / "small.onnx.data").exists()
-    assert onnx.load(str(path)).SerializeToString() == proto.SerializeToString()
+    loaded = onnx.load(str(path))
+    assert _tensors(loaded) == _tensors(proto) and loaded.graph.node == proto.graph.node
+
+
+@pytest.mark.parametrize("dtype", [mx.float32, mx.bfloat16])
+def test_single_file_streams_weights_and_matches_in_memory_export(tmp_path, dtype):
+    model = Stack(512, 6, vocab=1024)
+    model.set_dtype(dtype)
+    mx.eval(model.parameters())
+    weight_bytes = sum(v.nbytes for v in _weights(model).values())
+    ids = mx.array([[3, 1023, 0, 77, 5]], dtype=mx.int32)
+    fn = lambda t: model(t).astype(mx.float32)  # noqa: E731  (onnxruntime returns no bfloat16 arrays)
+    exporter = mlx2onnx.Exporter(bfloat16="keep")
+    in_memory = exporter.export(fn, ids)
+    path = tmp_path / "one.onnx"
+    _warm_up(tmp_path, bfloat16="keep")
+    tracemalloc.start()
+    try:
+        saved = exporter.with_options(path=path).export(fn, ids)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert not (tmp_path / "one.onnx.data").exists()
+    # the returned model is read back from the file; writing it made no copy of the weights
+    assert peak < 0.4 * weight_bytes, f"{peak / 2**20:.1f} MiB for {weight_bytes / 2**20:.1f} MiB of weights"
+    assert [(n.op_type, list(n.input), list(n.output)) for n in saved.graph.node] == [
+        (n.op_type, list(n.input), list(n.output)) for n in in_memory.graph.node
+    ]
+    assert _tensors(saved) == _tensors(in_memory) == _tensors(onnx.load(str(path)))
+    feeds = {"t": np.array(ids)}
+    run = lambda m: ort.InferenceSession(m, providers=["CPUExecutionProvider"]).run(None, feeds)[0]  # noqa: E731
+    np.testing.assert_array_equal(run(str(path)), run(in_memory.SerializeToString()))

@@ -103,7 +103,7 @@ def main() -> None:
         rows.append((name, r))
     print()
     print("| model | params | weights MB | written MB | numpy write s | export s | export / numpy | "
-          "base RSS MB | peak RSS MB | peak / (weights + 300 MB) |")
+          "base RSS MB | peak RSS MB | peak / (1.5 x weights + 300 MB) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, r in rows:
         if "error" in r:

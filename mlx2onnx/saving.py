@@ -147,13 +147,15 @@ def _progress(model: ir.Model):
     wanted = os.environ.get("MLX2ONNX_PROGRESS")
     if wanted == "0" or total < PROGRESS_MIN_BYTES or not (wanted == "1" or sys.stderr.isatty()):
         return None
-    done = [0]
+    done = [0, 0]  # bytes, tensors
 
-    def report(tensor, info) -> None:
+    def report(tensor, info) -> None:  # called as each tensor is written
         done[0] += tensor.nbytes
-        end = "\n" if done[0] >= total else ""
+        done[1] += 1
+        last = done[1] >= info.total
+        percent = 100 if last else min(99, int(100 * done[0] / total))
         sys.stderr.write(f"\rmlx2onnx: writing weights {done[0] / 2**30:.2f} / {total / 2**30:.2f} GiB "
-                         f"({100 * done[0] / total:.0f}%)" + end)
+                         f"({percent}%)" + ("\n" if last else ""))
         sys.stderr.flush()
 
     return report

@@ -172,3 +172,16 @@ def test_single_file_streams_weights_and_matches_in_memory_export(tmp_path, dtyp
     feeds = {"t": np.array(ids)}
     run = lambda m: ort.InferenceSession(m, providers=["CPUExecutionProvider"]).run(None, feeds)[0]  # noqa: E731
     np.testing.assert_array_equal(run(str(path)), run(in_memory.SerializeToString()))
+
+
+def test_progress_line_while_writing_external_data(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(saving, "PROGRESS_MIN_BYTES", 1)
+    monkeypatch.setenv("MLX2ONNX_PROGRESS", "1")
+    model = Stack(128, 3)
+    mx.eval(model.parameters())
+    mlx2onnx.Exporter(path=tmp_path / "p.onnx", external_data=True).export(lambda x: model(x), mx.zeros((1, 128)))
+    err = capsys.readouterr().err
+    assert "mlx2onnx: writing weights" in err and "(100%)\n" in err
+    monkeypatch.setenv("MLX2ONNX_PROGRESS", "0")
+    mlx2onnx.Exporter(path=tmp_path / "q.onnx", external_data=True).export(lambda x: model(x), mx.zeros((1, 128)))
+    assert "writing weights" not in capsys.readouterr().err

@@ -53,3 +53,27 @@ def test_reproducer_names_every_step():
     assert "def fn(" in text and "return" in text
     out = program(*program.inputs)
     mx.eval(out)
+
+
+def test_reduction_over_an_empty_axis_is_the_identity():
+    """Found by the fuzzer: MLX 0.32's CPU reductions of an extent-0 axis into a non-empty
+    result read uninitialised memory (unless the input is a broadcast like mx.zeros), so
+    the parity check cannot judge them; the export must still give the identity element."""
+    import numpy as np
+    import onnxruntime as ort
+
+    import mlx2onnx
+
+    x = np.random.default_rng(0).standard_normal((0, 5, 3, 2)).astype(np.float32)
+
+    def fn(a):
+        t = mx.transpose(a, [2, 3, 0, 1])
+        return mx.sum(t, axis=[1, 2]), mx.prod(t, axis=[1, 2]), mx.all(a, axis=0), mx.any(t, axis=2)
+
+    for opset in (MIN_OPSET, default_opset()):
+        model = mlx2onnx.Exporter(opset=opset).export(fn, mx.array(x))
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        got = session.run(None, {session.get_inputs()[0].name: x})
+        want = [np.zeros((3, 5)), np.ones((3, 5)), np.ones((5, 3, 2), bool), np.zeros((3, 2, 5), bool)]
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and np.array_equal(g, w), (g, w)

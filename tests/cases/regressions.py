@@ -32,15 +32,6 @@ def select_and_cast_sharing_a_cast(x):
     return mx.logical_not(mx.stack([y, y, y], axis=-2)), x.astype(mx.uint8)
 
 
-def sum_and_prod_over_an_empty_axis_of_a_transpose(x):
-    """Reducing axes of extent 0 of a transposed empty array must give 0 (sum) and 1 (prod);
-    onnxruntime's ReduceSum/ReduceProd return other values (uninitialised memory for prod)
-    at every optimisation level. An onnxruntime bug; the handler could emit the identity
-    element directly when the reduced extent is 0."""
-    t = mx.transpose(x, [2, 3, 0, 1])
-    return mx.sum(t, axis=[1, 2]), mx.prod(t, axis=[1, 2])
-
-
 def floor_divide_bfloat16(x):
     """MLX rounds the bfloat16 quotient before flooring; the default float policy carries
     bfloat16 as float32, so the ONNX Floor sees the unrounded quotient and is off by one
@@ -56,9 +47,6 @@ CASES = [
          lambda rng, dt: rand(rng, (4, 3), dt), dtypes=(mx.float32, mx.float16, mx.int32), primitives=("Slice",)),
     Case("regressions.cse_output_keeps_its_shape", select_and_cast_sharing_a_cast,
          lambda rng, dt: rand(rng, (1,), dt), dtypes=(mx.bool_,), primitives=("Select", "AsType")),
-    Case("regressions.reduce_empty_axis_of_transpose", sum_and_prod_over_an_empty_axis_of_a_transpose,
-         lambda rng, dt: rand(rng, (0, 5, 3, 5), dt), dtypes=(mx.float32,), primitives=("Reduce", "Transpose"),
-         xfail="onnxruntime's ReduceSum/ReduceProd over an extent-0 axis of a Transpose output are wrong"),
     Case("regressions.floor_divide_bfloat16_carried_as_float32", floor_divide_bfloat16,
          lambda rng, dt: rand(rng, (256,), dt, -6.0, 6.0), dtypes=(mx.bfloat16,),
          primitives=("FloorDivide", "DivMod"),

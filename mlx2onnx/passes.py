@@ -125,6 +125,7 @@ def optimize(model: ir.Model, opset: int) -> dict[str, int]:
     report["fold_weight_transposes"] = fold_weight_transposes(model)
     before = len(model.graph)
     _onnxscript_optimize(model)
+    _register_dangling_constants(model)
     if opset < 18:
         _split_sizes_for_opset17(model)
     report["onnxscript_optimizer"] = before - len(model.graph)
@@ -146,6 +147,26 @@ def _onnxscript_optimize(model: ir.Model) -> None:
     from onnxscript import optimizer
 
     optimizer.optimize_ir(model, num_iterations=2, onnx_shape_inference=False, should_fold=_should_fold)
+
+
+def _register_dangling_constants(model: ir.Model) -> None:
+    """onnxscript's Max/Min -> Clip rule names the bounds after the clipped value; a second
+    Clip of the same value leaves its bounds unregistered (the name is taken), and the model
+    refers to values nothing defines. Register them under a free name."""
+    graph = model.graph
+    for node in graph:
+        for value in node.inputs:
+            if value is None or value.const_value is None or value.producer() is not None:
+                continue
+            if value.is_graph_input() or value.is_initializer():
+                continue
+            base = value.name or "constant"
+            name, k = base, 0
+            while name in graph.initializers:
+                k += 1
+                name = f"{base}_{k}"
+            value.name = name
+            graph.register_initializer(value)
 
 
 def _split_sizes_for_opset17(model: ir.Model) -> None:

@@ -168,6 +168,8 @@ def check_output_path(path: str | os.PathLike, overwrite: bool = True) -> Path:
         raise ExportOptionError(f"output path {str(path)!r} should end in .onnx")
     if path.is_dir():
         raise ExportOptionError(f"output path {str(path)!r} is a directory; give a file name ending in .onnx")
+    if path.name.startswith(".."):  # onnx reads the weights file "..name.onnx.data" as outside the folder
+        raise ExportOptionError(f"output file name {path.name!r} starts with '..'; choose a name without it")
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise ExportOptionError(f"the directory {str(parent)!r} for {path.name!r} does not exist; create it first")

@@ -103,6 +103,8 @@ def reduce(ctx, rec):
             nan = ctx.scalar(math.nan, out_dtype)
             result = ctx.run("Where", [any_nan(ctx, x, axes, out_dtype), nan, result], out_dtype, fixed=(0,))
         return [result]
+    if dtypes.is_integer(out_dtype) and rec.inputs[0].size == 0:  # the identity (ORT lacks e.g. uint32 ReduceProd)
+        return [filled(ctx, 0 if kind == SUM else 1, out_dtype, rec.outputs[0].shape)]
     if dtypes.is_integer(out_dtype):
         # ORT's integer ReduceSum/ReduceProd saturate instead of wrapping: sum 32-bit values in
         # int64 and wrap when casting back; multiply (and sum 64-bit values) pairwise

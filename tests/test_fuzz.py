@@ -56,9 +56,10 @@ def test_reproducer_names_every_step():
 
 
 def test_reduction_over_an_empty_axis_is_the_identity():
-    """Found by the fuzzer: MLX 0.32's CPU reductions of an extent-0 axis into a non-empty
-    result read uninitialised memory (unless the input is a broadcast like mx.zeros), so
-    the parity check cannot judge them; the export must still give the identity element."""
+    """Found by the fuzzer: MLX 0.32's CPU reductions of empty arrays are wrong (an extent-0
+    axis into a non-empty result reads uninitialised memory, a full product gives 0) unless
+    the input is a broadcast like mx.zeros, so the parity check cannot judge them; the
+    export must still give the identity element."""
     import numpy as np
     import onnxruntime as ort
 
@@ -68,12 +69,14 @@ def test_reduction_over_an_empty_axis_is_the_identity():
 
     def fn(a):
         t = mx.transpose(a, [2, 3, 0, 1])
-        return mx.sum(t, axis=[1, 2]), mx.prod(t, axis=[1, 2]), mx.all(a, axis=0), mx.any(t, axis=2)
+        return (mx.sum(t, axis=[1, 2]), mx.prod(t, axis=[1, 2]), mx.all(a, axis=0), mx.any(t, axis=2),
+                mx.prod(a), mx.prod(a.astype(mx.int32)))
 
     for opset in (MIN_OPSET, default_opset()):
         model = mlx2onnx.Exporter(opset=opset).export(fn, mx.array(x))
         session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
         got = session.run(None, {session.get_inputs()[0].name: x})
-        want = [np.zeros((3, 5)), np.ones((3, 5)), np.ones((5, 3, 2), bool), np.zeros((3, 2, 5), bool)]
+        want = [np.zeros((3, 5)), np.ones((3, 5)), np.ones((5, 3, 2), bool), np.zeros((3, 2, 5), bool),
+                np.float32(1), np.int32(1)]  # (MLX 0.32 says 0 for both products)
         for g, w in zip(got, want):
             assert g.shape == w.shape and np.array_equal(g, w), (g, w)

@@ -722,8 +722,8 @@ def step_special(b: _Builder) -> bool:
             return False  # NaN bit patterns are each implementation's own
         same = {"float32": ["int32", "float32"], "float16": ["bfloat16", "float16"], "bfloat16": ["float16"],
                 "int32": ["float32"], "int8": ["uint8"], "uint8": ["int8"]}  # (bytes other than 0/1 are no bool)
-        if v.dtype not in same:
-            return False
+        if v.dtype not in same or not v.exact:
+            return False  # the bits of an inexact float are no fixed answer
         return b.try_step("view", (x, b.pick(same[v.dtype])), exact=v.exact and v.dtype not in FLOAT)
     if rank == 0:
         return False

@@ -285,7 +285,10 @@ def floor_divide_value(ctx, a, b, dtype):
     """floor(a / b): Floor(Div) for floats; truncating Div corrected by the sign rule for ints."""
     if dtypes.is_float(dtype):
         work = ctx.work_dtype("Div", dtype)
-        return ctx.cast(ctx.op.Floor(ctx.op.Div(ctx.cast(a, work), ctx.cast(b, work))), dtype)
+        quotient = ctx.op.Div(ctx.cast(a, work), ctx.cast(b, work))
+        if dtypes.carried(dtype) != dtype:  # MLX floors the quotient rounded to its own dtype
+            quotient = ctx.op.Cast(ctx.op.Cast(quotient, to=dtypes.exact_onnx(dtype)), to=dtypes.to_onnx(work))
+        return ctx.cast(ctx.op.Floor(quotient), dtype)
     quotient = ctx.run("Div", [a, b], dtype)
     if dtypes.is_unsigned(dtype) or dtype == mx.bool_:
         return quotient

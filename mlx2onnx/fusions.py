@@ -167,6 +167,21 @@ def _replace(graph: ir.Graph, old_out: ir.Value, node: ir.Node, anchor: ir.Node)
     old_out.replace_all_uses_with(new_out)
 
 
+def _fuse_norm(graph: ir.Graph, node: ir.Node, op_type: str, x: ir.Value, n: int, eps: float, bias: bool) -> None:
+    """Replace the chain ending at ``node`` (and its weight Mul / bias Add, when they
+    follow) by one ``op_type`` node over the last axis."""
+    y = node.outputs[0]
+    w, out = _then(y, "Mul", n)
+    b, out = _then(out, "Add", n) if bias and w is not None else (None, out)
+    scale = w if w is not None else _ones(graph, n, x, f"{y.name}/ones")
+    anchor = out.producer() or node
+    inputs = [x, scale] + ([b] if b is not None else [])
+    fused = ir.Node("", op_type, inputs, attributes=[ir.AttrFloat32("epsilon", eps), ir.AttrInt64("axis", -1)],
+                    name=f"{node.name}/fused_{op_type}")
+    fused.metadata_props.update(node.metadata_props)
+    _replace(graph, out, fused, anchor)
+
+
 def fuse_rms_norm(model: ir.Model) -> int:
     """x * rsqrt(mean(x^2) + eps) [* w] -> RMSNormalization(x, w, axis=-1, epsilon)."""
     graph = model.graph
@@ -186,15 +201,7 @@ def fuse_rms_norm(model: ir.Model) -> int:
             squared = _mean_of(mean_sq, n)
             if squared is None or _square_of(squared) is not x:
                 continue
-            y = node.outputs[0]
-            w, out = _then(y, "Mul", n)
-            scale = w if w is not None else _ones(graph, n, x, f"{y.name}/ones")
-            anchor = out.producer() or node
-            fused_node = ir.Node("", "RMSNormalization", [x, scale],
-                                 attributes=[ir.AttrFloat32("epsilon", eps), ir.AttrInt64("axis", -1)],
-                                 name=f"{node.name}/fused_rms_norm")
-            fused_node.metadata_props.update(node.metadata_props)
-            _replace(graph, out, fused_node, anchor)
+            _fuse_norm(graph, node, "RMSNormalization", x, n, eps, bias=False)
             fused += 1
             break
     return fused
@@ -223,17 +230,7 @@ def fuse_layer_norm(model: ir.Model) -> int:
             squared = _mean_of(var, n)
             if squared is None or _square_of(squared) is not d:
                 continue
-            y = node.outputs[0]
-            w, out = _then(y, "Mul", n)
-            b, out = _then(out, "Add", n) if w is not None else (None, out)
-            scale = w if w is not None else _ones(graph, n, x, f"{y.name}/ones")
-            anchor = out.producer() or node
-            inputs = [x, scale] + ([b] if b is not None else [])
-            fused_node = ir.Node("", "LayerNormalization", inputs,
-                                 attributes=[ir.AttrFloat32("epsilon", eps), ir.AttrInt64("axis", -1)],
-                                 name=f"{node.name}/fused_layer_norm")
-            fused_node.metadata_props.update(node.metadata_props)
-            _replace(graph, out, fused_node, anchor)
+            _fuse_norm(graph, node, "LayerNormalization", x, n, eps, bias=True)
             fused += 1
             break
     return fused

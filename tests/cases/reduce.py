@@ -69,9 +69,9 @@ for name, fn in REDUCTIONS:
         Case(f"reduce.{name}_edges", (lambda f: lambda x: f(x, axis=-1))(fn), one(), dtypes=FLOATS,
              primitives=("Reduce",), edges=True),
     ]
-    if name in ("sum", "prod", "all", "any"):  # max/min of nothing is an MLX error
-        CASES.append(Case(f"reduce.{name}_empty", (lambda f: lambda x: f(x, axis=1))(fn), one(shape=(3, 0, 2)),
-                          dtypes=(mx.float32, mx.int32, mx.bool_), primitives=("Reduce",)))
+    # No parity case reduces over an empty axis: MLX 0.32's CPU reductions of empty arrays
+    # read uninitialised memory (and can spin for minutes); the export's identity results
+    # are checked without MLX in tests/test_fuzz.py.
 
 CASES += [
     Case("reduce.sum_int8_wide", lambda x: mx.sum(x, axis=0), one(shape=(40, 3), lo=100, hi=127),

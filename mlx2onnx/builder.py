@@ -152,6 +152,13 @@ class OpsetHelpers:
         result = self.op.__getattr__(op_type)(*cast_inputs, **attributes)
         return self.cast(result, out_dtype or dtype)
 
+    def via(self, op_type: str, dtype: mx.Dtype, build, *inputs: ir.Value) -> ir.Value:
+        """``build(*inputs, work)`` on the inputs cast to the dtype onnxruntime has an
+        ``op_type`` kernel for (see :meth:`run`), the result cast back to ``dtype``: for
+        composites that :meth:`run`'s single op cannot express."""
+        work = self.work_dtype(op_type, dtype)
+        return self.cast(build(*[self.cast(v, work) for v in inputs], work), dtype)
+
     def work_dtype(self, op_type: str, dtype: mx.Dtype, constraint: str | None = "T") -> mx.Dtype:
         return kernels.compute_dtype(op_type, dtype, self.opset, constraint)
 

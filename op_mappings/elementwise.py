@@ -208,18 +208,14 @@ def expm1_value(ctx, x, work):
 def log1p(ctx, rec):
     """inputs (x,); arguments []: log(1 + x), accurate for tiny x (ONNX has no Log1p)."""
     (x,) = ctx.inputs(rec)
-    dtype = rec.outputs[0].dtype
-    work = ctx.work_dtype("Log", dtype)
-    return [ctx.cast(log1p_value(ctx, ctx.cast(x, work), work), dtype)]
+    return [ctx.via("Log", rec.outputs[0].dtype, lambda v, work: log1p_value(ctx, v, work), x)]
 
 
 @handles("Expm1")
 def expm1(ctx, rec):
     """inputs (x,); arguments []: exp(x) - 1, accurate for tiny x (ONNX has no Expm1)."""
     (x,) = ctx.inputs(rec)
-    dtype = rec.outputs[0].dtype
-    work = ctx.work_dtype("Exp", dtype)
-    return [ctx.cast(expm1_value(ctx, ctx.cast(x, work), work), dtype)]
+    return [ctx.via("Exp", rec.outputs[0].dtype, lambda v, work: expm1_value(ctx, v, work), x)]
 
 
 @handles("Equal")
@@ -352,9 +348,7 @@ def mlx_exp_value(ctx, x, work):
 def exp(ctx, rec):
     """inputs (x,); arguments []: Exp, +inf above 88 and 0 below -88 as MLX's CPU exp."""
     (x,) = ctx.inputs(rec)
-    dtype = rec.outputs[0].dtype
-    work = ctx.work_dtype("Exp", dtype)
-    return [ctx.cast(mlx_exp_value(ctx, ctx.cast(x, work), work), dtype)]
+    return [ctx.via("Exp", rec.outputs[0].dtype, lambda v, work: mlx_exp_value(ctx, v, work), x)]
 
 
 @handles("Sigmoid")

@@ -125,9 +125,13 @@ def _square_of(value: ir.Value) -> ir.Value | None:
     return None
 
 
-def _live(node: ir.Node) -> bool:
-    out = node.outputs[0]
-    return bool(out.uses()) or out.is_graph_output()
+def _live_muls(graph: ir.Graph):
+    """The standard-domain Mul nodes still in the graph whose result is used: where every
+    normalisation chain ends (a fusion may remove nodes while the caller iterates)."""
+    for node in list(graph):
+        out = node.outputs[0]
+        if node.op_type == "Mul" and node.domain == "" and node.graph is not None and (out.uses() or out.is_graph_output()):
+            yield node
 
 
 def _then(y: ir.Value, op_type: str, n: int) -> tuple[ir.Value | None, ir.Value]:
@@ -186,9 +190,7 @@ def fuse_rms_norm(model: ir.Model) -> int:
     """x * rsqrt(mean(x^2) + eps) [* w] -> RMSNormalization(x, w, axis=-1, epsilon)."""
     graph = model.graph
     fused = 0
-    for node in list(graph):
-        if node.op_type != "Mul" or node.domain != "" or node.graph is None or not _live(node):
-            continue
+    for node in _live_muls(graph):
         for x in node.inputs:
             r = _other(node, x)
             n = _last_dim(x)
@@ -211,9 +213,7 @@ def fuse_layer_norm(model: ir.Model) -> int:
     """(x - mean) * rsqrt(var + eps) [* w] [+ b] -> LayerNormalization(x, w, b, axis=-1)."""
     graph = model.graph
     fused = 0
-    for node in list(graph):
-        if node.op_type != "Mul" or node.domain != "" or node.graph is None or not _live(node):
-            continue
+    for node in _live_muls(graph):
         for d in node.inputs:
             r = _other(node, d)
             sub = _producer(d, "Sub")

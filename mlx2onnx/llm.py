@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +30,7 @@ import onnx_ir as ir
 
 from .api import Exporter
 from .errors import ExportOptionError
-from .saving import check_output_path
+from .saving import check_output_path, staging_folder
 
 
 class StaticKVCache:
@@ -210,8 +208,7 @@ def save_sharing_weights(
     temporary folder, is checked, then renamed into place.
     """
     directory = Path(directory)
-    staging = Path(tempfile.mkdtemp(prefix=".mlx2onnx.", suffix=".tmp", dir=directory))
-    try:
+    with staging_folder(directory, ".mlx2onnx.") as staging:
         written: dict[tuple, tuple[int, int]] = {}
         with open(staging / weights_name, "wb") as data:
             for model in models.values():
@@ -250,8 +247,6 @@ def save_sharing_weights(
                         shape=value.const_value.shape, name=value.name, base_dir=directory,
                     )
         return paths
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def generate(export: DecoderExport, prompt: np.ndarray, max_new_tokens: int, sessions=None) -> np.ndarray:

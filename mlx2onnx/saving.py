@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -187,6 +188,17 @@ def check_output_path(path: str | os.PathLike, overwrite: bool = True) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def staging_folder(directory: Path, prefix: str):
+    """A temporary folder beside the final files, removed whatever happens: writers fill
+    and check it, then publish with ``os.replace`` (atomic on one file system)."""
+    staging = Path(tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=directory or "."))
+    try:
+        yield staging
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def save_model(
     model: ir.Model | onnx.ModelProto,
     path: str | os.PathLike,
@@ -211,8 +223,7 @@ def save_model(
             model = ir.serde.deserialize_model(model)
     use_external = False if proto is not None else needs_external_data(model) if external_data is None else external_data
     data_name = path.name + ".data"
-    staging = Path(tempfile.mkdtemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent or "."))
-    try:
+    with staging_folder(path.parent, f".{path.stem}.") as staging:
         staged = staging / path.name
         if proto is not None:
             onnx.save_model(proto, str(staged))
@@ -229,6 +240,4 @@ def save_model(
         elif (path.parent / data_name).exists() and overwrite:
             os.remove(path.parent / data_name)  # a stale weights file from an earlier export
         os.replace(staged, path)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return path

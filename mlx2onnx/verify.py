@@ -250,11 +250,8 @@ def _as_declared_types(session, feeds: Mapping[str, np.ndarray]) -> dict[str, np
     out = {}
     for name, array in feeds.items():
         target = declared.get(name)
-        if target is not None and array.dtype != target and array.dtype.kind == "f" or (
-            target is not None and array.dtype == ml_dtypes.bfloat16 and target != ml_dtypes.bfloat16
-        ):
-            array = array.astype(target)
-        out[name] = array
+        is_float = array.dtype.kind == "f" or array.dtype == ml_dtypes.bfloat16
+        out[name] = array.astype(target) if target is not None and is_float and array.dtype != target else array
     return out
 
 

@@ -8,9 +8,11 @@
 from ._version import __version__
 from .api import Exporter, export, save, supported_primitives
 from .capture import Trace, capture
+from .dynamic import Dim
 from .errors import (
     CaptureError,
     ConversionError,
+    DynamicShapeError,
     ExportOptionError,
     Mlx2OnnxError,
     UnsupportedPrimitiveError,
@@ -21,7 +23,9 @@ from .verify import Verifier, VerifyReport, verify
 __all__ = [
     "__version__",
     "CaptureError",
+    "Dim",
     "ConversionError",
+    "DynamicShapeError",
     "Exporter",
     "ExportOptionError",
     "Mlx2OnnxError",

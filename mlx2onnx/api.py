@@ -24,9 +24,10 @@ import mlx.core as mx
 
 from . import dtypes, passes, registry
 from .kernels import runs_bfloat16
-from .build import PASSES_METADATA_KEY, POLICY_METADATA_KEY, build_model
+from .build import DYNAMIC_METADATA_KEY, PASSES_METADATA_KEY, POLICY_METADATA_KEY, build_model
 from .capture import Trace, capture
 from .context import Context
+from .dynamic import capture_dynamic
 from .errors import ExportOptionError
 from .opset import MIN_OPSET, default_opset
 from .saving import check_output_path, needs_external_data, save_model, stream_strided
@@ -60,6 +61,11 @@ class Exporter:
             ``"dequantize"`` (dequantized by MLX at export time, stored in the activation
             dtype) or ``"matmulnbits"`` (onnxruntime's com.microsoft.MatMulNBits where it
             fits, about 2e-7 relative off MLX's float bias; packed elsewhere).
+        dynamic: dimensions that may change size, per input (parameter name or keyword):
+            ``{"input_ids": {0: "batch", 1: "seq"}}``; equal symbol names are one size. The
+            function is traced at several sizes to find which numbers follow them (see
+            :mod:`mlx2onnx.dynamic`); a dimension the function fixes raises
+            :class:`~mlx2onnx.errors.DynamicShapeError` naming the primitive that fixes it.
         optimize: run the optimisation passes of :mod:`mlx2onnx.passes` (drop redundant
             broadcasts, fold constants and weight transposes, fuse normalisations, CSE).
     """
@@ -75,18 +81,30 @@ class Exporter:
     float16: str = "keep"
     optimize: bool = True
     quantized_weights: str | None = None
+    dynamic: Mapping[str, Mapping[int, str]] | None = None
 
     def with_options(self, **changes: Any) -> "Exporter":
         return replace(self, **changes)
 
     # -- pipeline stages ----------------------------------------------------------------
     def trace(self, fun: Any, /, *args: Any, **kwargs: Any) -> Trace:
+        if self.dynamic:
+            return capture_dynamic(fun, args, kwargs, self.dynamic)[0]
         return capture(fun, args, kwargs)
 
     def to_ir(self, fun: Any, /, *args: Any, **kwargs: Any) -> ir.Model:
         self._validate()
-        trace = capture(fun, args, kwargs)
-        return self.trace_to_ir(trace)
+        if not self.dynamic:
+            return self.trace_to_ir(capture(fun, args, kwargs))
+        trace, plan = capture_dynamic(fun, args, kwargs, self.dynamic)
+        model = self.trace_to_ir(trace)
+        names = dict(zip((i.label for i in trace.inputs), self._input_names(trace)))
+        model.metadata_props[DYNAMIC_METADATA_KEY] = json.dumps({
+            "symbols": {s: v[0] for s, v in plan.sizes.items()},
+            "multiple_of": dict(plan.multiple_of),
+            "inputs": {names[label]: {str(a): s for a, s in axes.items()} for label, axes in plan.spec.items()},
+        }, sort_keys=True)
+        return model
 
     def trace_to_ir(self, trace: Trace) -> ir.Model:
         opset = self.resolved_opset()

@@ -10,12 +10,13 @@ import onnx_ir as ir
 from . import dtypes
 from ._version import __version__
 from .capture import Trace
-from .context import Context
+from .context import Context, ir_shape
 from .opset import ir_version_for
 
 IO_METADATA_KEY = "mlx2onnx.io"
 POLICY_METADATA_KEY = "mlx2onnx.dtype_policy"
 PASSES_METADATA_KEY = "mlx2onnx.passes"
+DYNAMIC_METADATA_KEY = "mlx2onnx.dynamic"
 
 
 def build_model(ctx: Context, trace: Trace, input_names: list[str], output_names: list[str]) -> ir.Model:
@@ -30,7 +31,7 @@ def build_model(ctx: Context, trace: Trace, input_names: list[str], output_names
             value = ctx.op.Identity(value)
         value.name = name
         value.type = ir.TensorType(dtypes.to_onnx(out.spec.dtype))
-        value.shape = ir.Shape(out.spec.shape)
+        value.shape = ir_shape(out.spec.shape)
         graph_outputs.append(value)
     # Types guessed for internal temporaries are not serialised: only MLX-declared ones.
     output_ids = {id(v) for v in graph_outputs}

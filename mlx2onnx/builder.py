@@ -14,6 +14,7 @@ import numpy as np
 import onnx_ir as ir
 
 from . import dtypes, kernels
+from .dynamic import is_dynamic
 
 if TYPE_CHECKING:
     from .context import Context
@@ -104,6 +105,12 @@ class OpsetHelpers:
         return self.op.Unsqueeze(x, self.ints(list(axes)))
 
     def reshape(self, x: ir.Value, shape: Sequence[int]) -> ir.Value:
+        dynamic = [i for i, d in enumerate(shape) if is_dynamic(d)]
+        if dynamic:  # one dynamic dim: -1 (ONNX infers it); more: the shape computed in the graph
+            fixed = [int(d) for d in shape if not is_dynamic(d)]
+            if len(dynamic) == 1 and 0 not in fixed:
+                return self.op.Reshape(x, self.ints([-1 if is_dynamic(d) else int(d) for d in shape]))
+            return self.op.Reshape(x, self.ints(list(shape)), allowzero=1 if 0 in fixed else None)
         shape = [int(d) for d in shape]
         if 0 in shape:
             return self.op.Reshape(x, self.ints(shape), allowzero=1)

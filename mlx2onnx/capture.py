@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -38,7 +39,7 @@ class TensorSpec:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)  # a SymInt when a dimension is dynamic
 
 
 @dataclass(frozen=True)
@@ -263,10 +264,31 @@ def _explain_mlx_error(error: Exception) -> str:
     return f"mx.export_function failed: {text}"
 
 
-def capture(fun: Any, args: tuple, kwargs: Mapping[str, Any]) -> Trace:
-    """Trace ``fun(*args, **kwargs)`` and return its records as a :class:`Trace`."""
+def input_labels(call: Callable, signature: Signature) -> dict[str, mx.array]:
+    """The example arrays by the label their graph input gets (parameter name or keyword)."""
+    names = positional_names(call, len(signature.args))
+    labelled = {names[i]: a for i, a in enumerate(signature.args) if isinstance(a, mx.array)}
+    labelled.update({k: v for k, v in signature.kwargs.items() if isinstance(v, mx.array)})
+    return labelled
+
+
+def with_arrays(signature: Signature, call: Callable, arrays: Mapping[str, mx.array]) -> Signature:
+    """``signature`` with the arrays replaced by ``arrays`` (keyed as :func:`input_labels`)."""
+    names = positional_names(call, len(signature.args))
+    args = tuple(arrays.get(names[i], a) if isinstance(a, mx.array) else a for i, a in enumerate(signature.args))
+    kwargs = {k: arrays.get(k, v) if isinstance(v, mx.array) else v for k, v in signature.kwargs.items()}
+    return Signature(args, kwargs)
+
+
+def capture(fun: Any, args: tuple, kwargs: Mapping[str, Any], shapeless: bool = False) -> Trace:
+    """Trace ``fun(*args, **kwargs)`` and return its records as a :class:`Trace`
+    (``shapeless``: MLX's shapeless export, see :mod:`mlx2onnx.dynamic`)."""
     call, module, display = resolve_callable(fun)
     signature = normalize_inputs(args, kwargs)
+    return capture_signature(call, module, display, signature, shapeless)
+
+
+def capture_signature(call: Callable, module, display: str, signature: Signature, shapeless: bool = False) -> Trace:
     param_paths: dict[tuple, str] = {}
     for prefix, owner in owned_modules(call, module):
         mx.eval(owner.parameters())
@@ -301,7 +323,7 @@ def capture(fun: Any, args: tuple, kwargs: Mapping[str, Any]) -> Trace:
     records: list[dict] = []
     try:
         with _compile_disabled():
-            mx.export_function(records.append, traced, *pos_arrays, **kw_arrays)
+            mx.export_function(records.append, traced, *pos_arrays, shapeless=shapeless, **kw_arrays)
     except CaptureError:
         raise
     except Exception as exc:

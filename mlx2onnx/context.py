@@ -18,6 +18,8 @@ import onnx_ir as ir
 from . import dtypes
 from .builder import OpBuilder, OpsetHelpers, _infer_dtype
 from .capture import Constant, Primitive, TensorSpec, Trace
+from .dynamic import SymInt, dims_of, onnx_dim
+from .shapes import DimBuilder
 from .errors import ConversionError
 
 
@@ -55,10 +57,15 @@ def _fingerprint(raw: np.ndarray) -> int:
 
 def make_value(name: str, spec: TensorSpec) -> ir.Value:
     elem, shape = onnx_layout(spec)
-    return ir.Value(name=name, shape=ir.Shape(shape), type=ir.TensorType(elem))
+    return ir.Value(name=name, shape=ir_shape(shape), type=ir.TensorType(elem))
 
 
-class Context(OpsetHelpers):
+def ir_shape(shape) -> ir.Shape:
+    """An onnx-ir shape; a dynamic dimension (:class:`~mlx2onnx.dynamic.SymInt`) becomes its dim_param."""
+    return ir.Shape([onnx_dim(d) for d in shape])
+
+
+class Context(DimBuilder, OpsetHelpers):
     def __init__(self, trace: Trace, opset: int):
         self.trace = trace
         self.opset = opset
@@ -74,6 +81,7 @@ class Context(OpsetHelpers):
         self._current: Primitive | None = None
         self._counter = 0
         self.op = OpBuilder(self)
+        DimBuilder.__init__(self)
 
     # -- names ------------------------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -95,6 +103,7 @@ class Context(OpsetHelpers):
         self.values[spec.name] = value
         self.specs[spec.name] = spec
         self.bound.add(id(value))
+        self.offer_dims(value, spec)
         return value
 
     def value(self, spec: TensorSpec) -> ir.Value:
@@ -225,10 +234,11 @@ class Context(OpsetHelpers):
             if id(value) not in self.bound and value.producer() is not None and not value.is_graph_input():
                 value.name = self._rename(value.name, f"{rec.name.lower()}_{rec.index}" + (f":{k}" if k else ""))
                 value.type = ir.TensorType(expected)
-                value.shape = ir.Shape(shape)
+                value.shape = ir_shape(shape)
                 self.bound.add(id(value))
             self.values[spec.name] = value
             self.specs[spec.name] = spec
+            self.offer_dims(value, spec)
 
     def _rename(self, old: str, new: str) -> str:
         self._names.discard(old)

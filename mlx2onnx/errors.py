@@ -58,3 +58,7 @@ class ExportOptionError(Mlx2OnnxError, ValueError):
 
 class VerificationError(Mlx2OnnxError):
     """The parity harness could not run the model or the function."""
+
+
+class DynamicShapeError(Mlx2OnnxError, ValueError):
+    """A dimension named dynamic cannot be: the function fixes it, or the request is malformed."""

@@ -26,20 +26,30 @@ BROADCASTING = frozenset(
 )
 
 
-def _shape(value: ir.Value | None) -> tuple[int, ...] | None:
+def _shape(value: ir.Value | None) -> tuple[int | str, ...] | None:
+    """Static dims as ints, named dynamic ones as their dim_param; None if any is unknown."""
     if value is None or value.shape is None:
         return None
-    dims = list(value.shape)
-    if not all(isinstance(d, int) for d in dims):
+    dims = [d if isinstance(d, int) else d.value for d in value.shape]
+    if not all(isinstance(d, (int, str)) for d in dims):
         return None
     return tuple(dims)
 
 
-def _broadcast(shapes: Iterable[tuple[int, ...]]) -> tuple[int, ...] | None:
-    try:
-        return tuple(np.broadcast_shapes(*shapes))
-    except ValueError:
+def _broadcast(shapes: Iterable[tuple[int | str, ...] | None]) -> tuple[int | str, ...] | None:
+    """The broadcast of shapes whose named dims are equal exactly when their names are
+    (an unnamed or mismatched pair gives None)."""
+    shapes = list(shapes)
+    if any(s is None for s in shapes):
         return None
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for axis in range(rank):
+        dims = {s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0} - {1}
+        if len(dims) > 1:
+            return None
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
 
 
 def drop_redundant_broadcasts(model: ir.Model) -> int:

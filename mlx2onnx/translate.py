@@ -7,7 +7,8 @@ from collections import Counter
 from . import registry
 from .capture import Trace
 from .context import Context, is_complex, refuse_complex_io
-from .errors import ConversionError, Mlx2OnnxError, UnsupportedPrimitiveError
+from .dynamic import NeedsStatic, SymInt
+from .errors import ConversionError, DynamicShapeError, Mlx2OnnxError, UnsupportedPrimitiveError
 
 
 def check_supported(trace: Trace) -> None:
@@ -40,9 +41,19 @@ def translate(trace: Trace, ctx: Context, input_names: list[str]) -> None:
         with ctx.primitive(rec):
             try:
                 outputs = handler(ctx, rec)
+                ctx.bind_outputs(rec, outputs)
+            except NeedsStatic as exc:
+                raise fixed_by(rec, exc) from None
             except Mlx2OnnxError:
                 raise
             except Exception as exc:  # a handler bug: say where it happened
+                if carries_dynamic(rec):
+                    raise DynamicShapeError(
+                        f"primitive {rec.name} (record {rec.index}) has a size that changes with "
+                        f"{describe_dynamic(rec)}, and its handler cannot compute it in the graph "
+                        f"(arguments {list(rec.arguments)!r}, inputs {[list(s.shape) for s in rec.inputs]}: "
+                        f"{type(exc).__name__}: {exc}). Keep that dimension static"
+                    ) from exc
                 raise ConversionError(
                     rec.name,
                     f"handler {handler.__module__}.{handler.__name__} failed on arguments "
@@ -50,4 +61,40 @@ def translate(trace: Trace, ctx: Context, input_names: list[str]) -> None:
                     f"{type(exc).__name__}: {exc}",
                     rec.index,
                 ) from exc
-            ctx.bind_outputs(rec, outputs)
+
+
+def carries_dynamic(rec) -> bool:
+    return bool(_syms(rec))
+
+
+def describe_dynamic(rec) -> str:
+    syms = _syms(rec)
+    return syms[0].plan.describe(syms[0].values)
+
+
+def _syms(rec) -> list:
+    found = []
+
+    def walk(x):
+        if isinstance(x, SymInt):
+            found.append(x)
+        elif isinstance(x, tuple):
+            for y in x:
+                walk(y)
+
+    walk(rec.arguments)
+    for spec in rec.inputs + rec.outputs:
+        walk(tuple(spec.shape))
+    return found
+
+
+def fixed_by(rec, exc: NeedsStatic) -> DynamicShapeError:
+    """The error for a handler that needed a fixed number where a dynamic size flows."""
+    plan = exc.sym.plan
+    sizes = ", ".join(f"{s}={v[0]}" for s, v in plan.sizes.items())
+    return DynamicShapeError(
+        f"{plan.describe(exc.sym.values)} cannot be dynamic: primitive {rec.name} (record {rec.index}, "
+        f"arguments {list(rec.arguments)!r}, inputs {[list(s.shape) for s in rec.inputs]}) {exc.what} "
+        f"(it is {exc.sym.example} at {sizes}, and {list(exc.sym.values[1:])} at the other traced sizes). "
+        "Keep that dimension static, or compute the value with MLX ops instead of Python numbers"
+    )

@@ -7,9 +7,10 @@ absolute and relative error and a pass/fail under per-dtype tolerances.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 import ml_dtypes
@@ -19,7 +20,7 @@ import onnx
 import onnx_ir as ir
 
 from . import dtypes
-from .build import IO_METADATA_KEY
+from .build import DYNAMIC_METADATA_KEY, IO_METADATA_KEY
 from .capture import flatten_outputs, normalize_inputs, resolve_callable
 from .errors import VerificationError
 
@@ -46,11 +47,13 @@ class OutputReport:
     passed: bool
     problem: str = ""
     nan_in_reference: int = 0  # NaN count in MLX's output (a comparison of all-NaN proves little)
+    at: str = ""  # the dynamic sizes of this run ("batch=3 seq=7"), empty for a static model
 
     def line(self) -> str:
         verdict = "PASS" if self.passed else "FAIL"
         text = (
-            f"{self.name:<24} {self.dtype:<9} {str(list(self.shape)):<18} "
+            (f"[{self.at}] " if self.at else "")
+            + f"{self.name:<24} {self.dtype:<9} {str(list(self.shape)):<18} "
             f"abs {self.max_abs_error:<10.3g} rel {self.max_rel_error:<10.3g} "
             f"(atol {self.atol:g}, rtol {self.rtol:g})  {verdict}"
         )
@@ -101,20 +104,21 @@ class VerifyReport:
                     "mismatches": o.mismatches,
                     "passed": o.passed,
                     "problem": o.problem,
+                    "at": o.at,
                 }
                 for o in self.outputs
             ],
         }
 
 
-def random_like(example: mx.array, rng: np.random.Generator) -> mx.array:
-    """A random array with the shape and dtype of ``example``.
+def random_like(example: mx.array, rng: np.random.Generator, shape: tuple[int, ...] | None = None) -> mx.array:
+    """A random array with the shape (or ``shape``) and dtype of ``example``.
 
     Floats are standard normal; integers are uniform over the example's own value range
     (so token ids stay below the vocabulary size); bools are fair coin flips.
     """
     dtype = example.dtype
-    shape = tuple(example.shape)
+    shape = tuple(example.shape) if shape is None else tuple(shape)
     if dtype == mx.bool_:
         return mx.array(rng.random(shape) < 0.5)
     if dtypes.is_integer(dtype):
@@ -173,6 +177,9 @@ class Verifier:
         tolerances: ``{"float32": (atol, rtol), ...}`` overriding :data:`DEFAULT_TOLERANCES`.
         providers: onnxruntime execution providers.
         graph_optimization_level: onnxruntime's level (``"all"``, ``"extended"``, ``"basic"``, ``"disabled"``).
+        sizes: for a model with dynamic dimensions, the sizes to check it at: a list of
+            ``{symbol: size}``, or ``{symbol: [sizes]}`` for every combination. Default:
+            the example sizes, every symbol at 1, and every symbol at a size no trace used.
     """
 
     seed: int = 0
@@ -180,6 +187,7 @@ class Verifier:
     tolerances: Mapping[str, tuple[float, float]] | None = None
     providers: Sequence[str] = ("CPUExecutionProvider",)
     graph_optimization_level: str = "all"
+    sizes: Mapping[str, Sequence[int]] | Sequence[Mapping[str, int]] | None = None
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         table = dict(DEFAULT_TOLERANCES)
@@ -187,26 +195,15 @@ class Verifier:
         return table.get(dtype, EXACT)
 
     def verify(self, model: Any, fun: Any, /, *args: Any, **kwargs: Any) -> VerifyReport:
+        """Run ``model`` and ``fun`` on the same inputs and compare every output (at
+        every size of :attr:`sizes` when the model has dynamic dimensions)."""
         import onnxruntime as ort
 
         proto, path = _as_proto(model)
         io = _io_metadata(proto)
+        dynamic = _dynamic_metadata(proto)
         call, _, _ = resolve_callable(fun)
         signature = normalize_inputs(args, kwargs)
-        rng = np.random.default_rng(self.seed)
-        call_args = [random_like(a, rng) if self.random_inputs and isinstance(a, mx.array) else a for a in signature.args]
-        call_kwargs = {
-            k: random_like(v, rng) if self.random_inputs and isinstance(v, mx.array) else v
-            for k, v in sorted(signature.kwargs.items())
-        }
-        positional = [a for a in call_args if isinstance(a, mx.array)]
-        feeds: dict[str, np.ndarray] = {}
-        for entry in io["inputs"]:
-            array = positional[entry["position"]] if entry["keyword"] is None else call_kwargs[entry["keyword"]]
-            feeds[entry["name"]] = dtypes.array_to_numpy(array)
-        reference = call(*call_args, **call_kwargs)
-        want, _ = flatten_outputs(reference)
-        mx.eval(want)
         options = ort.SessionOptions()
         options.graph_optimization_level = {
             "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
@@ -217,22 +214,94 @@ class Verifier:
         try:
             source = path if path is not None else proto.SerializeToString()
             session = ort.InferenceSession(source, options, providers=list(self.providers))
-            feeds = _as_declared_types(session, feeds)
-            got = run_session(session, [o["name"] for o in io["outputs"]], feeds)
         except Exception as exc:
             raise VerificationError(f"onnxruntime could not run the model: {exc}") from exc
-        reports = []
-        for entry, g, w in zip(io["outputs"], got, want):
-            dname = dtypes.name(w.dtype)
-            reports.append(compare(entry["name"], np.asarray(g), dtypes.array_to_numpy(w), dname, self.tolerance(dname)))
+        runs = self.size_assignments(dynamic) if dynamic and self.random_inputs else [None]
+        reports: list[OutputReport] = []
+        first_inputs: dict = {}
+        for k, sizes in enumerate(runs):
+            rng = np.random.default_rng(self.seed + k)
+            outputs, feeds = self._run_once(session, io, call, signature, rng, dynamic, sizes)
+            reports.extend(outputs)
+            first_inputs = first_inputs or {n: (tuple(v.shape), str(v.dtype)) for n, v in feeds.items()}
         return VerifyReport(
             outputs=tuple(reports),
             device=str(mx.default_device()),
             onnxruntime_version=ort.__version__,
             mlx_version=mx.__version__,
             seed=self.seed if self.random_inputs else None,
-            inputs={k: (tuple(v.shape), str(v.dtype)) for k, v in feeds.items()},
+            inputs=first_inputs,
         )
+
+    def size_assignments(self, dynamic: Mapping) -> list[dict[str, int]]:
+        """The ``{symbol: size}`` runs of a multi-size check (see :attr:`sizes`)."""
+        symbols = dict(dynamic["symbols"])
+        steps = {s: int(dynamic.get("multiple_of", {}).get(s, 1)) for s in symbols}
+        if self.sizes is None:  # the example, the smallest, and one beyond every traced size
+            return [symbols, {s: steps[s] for s in symbols}, {s: v + 3 * steps[s] for s, v in symbols.items()}]
+        if isinstance(self.sizes, Mapping):
+            unknown = set(self.sizes) - set(symbols)
+            if unknown:
+                raise VerificationError(f"sizes names {sorted(unknown)}, but the model's dynamic symbols are {sorted(symbols)}")
+            grid = [[(s, int(v)) for v in self.sizes.get(s, [symbols[s]])] for s in symbols]
+            return [dict(row) for row in itertools.product(*grid)]
+        rows = []
+        for row in self.sizes:
+            unknown = set(row) - set(symbols)
+            if unknown:
+                raise VerificationError(f"sizes names {sorted(unknown)}, but the model's dynamic symbols are {sorted(symbols)}")
+            rows.append({**symbols, **{s: int(v) for s, v in row.items()}})
+        return rows
+
+    def _run_once(self, session, io, call, signature, rng, dynamic, sizes):
+        axes_of = {name: {int(a): s for a, s in axes.items()} for name, axes in (dynamic or {}).get("inputs", {}).items()}
+        by_slot = {}
+        for entry in io["inputs"]:
+            by_slot[entry["position"] if entry["keyword"] is None else entry["keyword"]] = entry["name"]
+
+        def fresh(array, slot):
+            if not (self.random_inputs and isinstance(array, mx.array)):
+                return array
+            shape = tuple(array.shape)
+            axes = axes_of.get(by_slot.get(slot), {})
+            if sizes is not None and axes:
+                shape = tuple(sizes[axes[a]] if a in axes else d for a, d in enumerate(shape))
+            return random_like(array, rng, shape)
+
+        call_args, slot = [], 0
+        for a in signature.args:
+            call_args.append(fresh(a, slot) if isinstance(a, mx.array) else a)
+            slot += isinstance(a, mx.array)
+        call_kwargs = {k: fresh(v, k) for k, v in sorted(signature.kwargs.items())}
+        positional = [a for a in call_args if isinstance(a, mx.array)]
+        feeds: dict[str, np.ndarray] = {}
+        for entry in io["inputs"]:
+            array = positional[entry["position"]] if entry["keyword"] is None else call_kwargs[entry["keyword"]]
+            feeds[entry["name"]] = dtypes.array_to_numpy(array)
+        try:
+            reference = call(*call_args, **call_kwargs)
+            want, _ = flatten_outputs(reference)
+            mx.eval(want)
+        except Exception as exc:
+            if sizes is None:
+                raise
+            raise VerificationError(f"MLX could not run the function at {_sizes_text(sizes)}: {exc}") from exc
+        try:
+            got = run_session(session, [o["name"] for o in io["outputs"]], _as_declared_types(session, feeds))
+        except Exception as exc:
+            where = f" at {_sizes_text(sizes)}" if sizes is not None else ""
+            raise VerificationError(f"onnxruntime could not run the model{where}: {exc}") from exc
+        at = _sizes_text(sizes) if sizes is not None else ""
+        reports = []
+        for entry, g, w in zip(io["outputs"], got, want):
+            dname = dtypes.name(w.dtype)
+            report = compare(entry["name"], np.asarray(g), dtypes.array_to_numpy(w), dname, self.tolerance(dname))
+            reports.append(replace(report, at=at) if at else report)
+        return reports, feeds
+
+
+def _sizes_text(sizes: Mapping[str, int]) -> str:
+    return " ".join(f"{s}={v}" for s, v in sizes.items())
 
 
 _ORT_TYPES = {
@@ -292,6 +361,13 @@ def _as_proto(model: Any) -> tuple[onnx.ModelProto, str | None]:
     if isinstance(model, onnx.ModelProto):
         return model, None
     raise VerificationError(f"expected an onnx.ModelProto or a path to a .onnx file, got {type(model).__name__}")
+
+
+def _dynamic_metadata(proto: onnx.ModelProto) -> dict | None:
+    for prop in proto.metadata_props:
+        if prop.key == DYNAMIC_METADATA_KEY:
+            return json.loads(prop.value)
+    return None
 
 
 def _io_metadata(proto: onnx.ModelProto) -> dict:

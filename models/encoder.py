@@ -32,7 +32,7 @@ class EncoderLayer(nn.Module):
 
 
 class Encoder(nn.Module):
-    def __init__(self, vocab: int = 100, dims: int = 32, heads: int = 4, layers: int = 2, max_len: int = 64):
+    def __init__(self, vocab: int = 100, dims: int = 32, heads: int = 4, layers: int = 2, max_len: int = 512):
         super().__init__()
         self.tokens = nn.Embedding(vocab, dims)
         self.positions = nn.Embedding(max_len, dims)

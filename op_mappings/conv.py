@@ -16,6 +16,7 @@ import mlx.core as mx
 import numpy as np
 
 from mlx2onnx import dtypes
+from mlx2onnx.dynamic import any_dynamic, is_dynamic
 from mlx2onnx.registry import handles
 
 INT64_MIN = -(2**63)
@@ -222,6 +223,28 @@ def pad(ctx, rec):
 
 
 # -- strided views ----------------------------------------------------------------------
+def dynamic_as_strided(ctx, x, src, shape, strides, offset):
+    """AsStrided whose shape, strides or offset follow a dynamic size (pooling over an
+    image of dynamic size): the index grid offset + sum_k arange(n_k) * s_k is built at
+    runtime with Range, one axis at a time."""
+    if src.rank != 1:
+        x = ctx.reshape(x, [src.size])
+    rank = len(shape)
+    if not rank:
+        start = ctx.ints([offset])
+        return ctx.reshape(ctx.op.Slice(x, start, ctx.op.Add(start, ctx.ints([1]))), [])
+    zero, one = ctx.const(np.asarray(0, np.int64)), ctx.const(np.asarray(1, np.int64))
+    index = ctx.ints(offset) if is_dynamic(offset) else ctx.const(np.asarray(int(offset), np.int64))
+    for k, (n, stride) in enumerate(zip(shape, strides)):
+        length = ctx.ints(n) if is_dynamic(n) else ctx.const(np.asarray(int(n), np.int64))
+        steps = ctx.op.Range(zero, length, one)
+        step = ctx.ints(stride) if is_dynamic(stride) else ctx.const(np.asarray(int(stride), np.int64))
+        part = ctx.reshape(ctx.op.Mul(steps, step), [-1 if j == k else 1 for j in range(rank)])
+        index = ctx.op.Add(index, part)
+    return ctx.op.Gather(x, index, axis=0)
+
+
+
 @handles("AsStrided")
 def as_strided(ctx, rec):
     """inputs (x,), 1-D (MLX flattens first); arguments [shape:tuple, strides:tuple,
@@ -229,8 +252,10 @@ def as_strided(ctx, rec):
     table (built at runtime from one small constant per axis when it would be large)."""
     (x,) = ctx.inputs(rec)
     shape, strides, offset = rec.arguments
-    shape, strides, offset = [int(n) for n in shape], [int(s) for s in strides], int(offset)
     src = rec.inputs[0]
+    if any_dynamic((*shape, *strides, offset, *src.shape)):
+        return [dynamic_as_strided(ctx, x, src, shape, strides, offset)]
+    shape, strides, offset = [int(n) for n in shape], [int(s) for s in strides], int(offset)
     if src.rank != 1:
         x = ctx.reshape(x, [src.size])
     length = src.size

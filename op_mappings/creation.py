@@ -6,6 +6,7 @@ import mlx.core as mx
 import numpy as np
 
 from mlx2onnx import dtypes
+from mlx2onnx.dynamic import is_dynamic
 from mlx2onnx.registry import handles
 
 from .bitwise import XOR, bitwise_via_planes
@@ -14,9 +15,13 @@ from .bitwise import XOR, bitwise_via_planes
 @handles("Arange")
 def arange(ctx, rec):
     """no inputs; arguments [start, stop, step] (floats): a constant, filled by MLX itself
-    (MLX fills by repeated addition in the output dtype, which ONNX Range does not)."""
+    (MLX fills by repeated addition in the output dtype, which ONNX Range does not).
+    With a dynamic start or stop: ``Range`` in int64, exact for integer start and step
+    in integer and float32 outputs (below 2**24, where float32 addition is exact)."""
     start, stop, step = rec.arguments
     out = rec.outputs[0]
+    if is_dynamic(start) or is_dynamic(stop) or is_dynamic(step):
+        return [dynamic_arange(ctx, start, stop, step, out.dtype)]
     values = mx.arange(start, stop, step, dtype=out.dtype)
     if tuple(values.shape) != tuple(out.shape):
         raise ctx.fail(f"mx.arange{(start, stop, step)} gives shape {values.shape}, the record says {out.shape}")
@@ -24,6 +29,28 @@ def arange(ctx, rec):
     if carried != out.dtype:
         values = values.astype(carried)
     return [ctx.const(dtypes.array_to_numpy(values), name=f"arange_{rec.index}")]
+
+
+def dynamic_arange(ctx, start, stop, step, dtype):
+    if is_dynamic(step) or not float(step).is_integer() or not all(
+        is_dynamic(v) or float(v).is_integer() for v in (start, stop)
+    ):
+        raise ctx.fail(
+            f"mx.arange({start}, {stop}, {step}) with a dynamic bound needs integer start and step "
+            "to be exact in ONNX Range (MLX adds the step repeatedly); keep that dimension static"
+        )
+    if not (dtypes.is_integer(dtype) or dtype == mx.float32):
+        raise ctx.fail(
+            f"mx.arange with a dynamic bound in {dtypes.name(dtype)}: MLX adds the step repeatedly in "
+            f"{dtypes.name(dtype)}, which rounds beyond 2048 (float16) or 256 (bfloat16) where ONNX Range "
+            "does not; arange in float32 or int32 and cast, or keep that dimension static"
+        )
+
+    def bound(v):
+        return ctx.ints(v) if is_dynamic(v) else ctx.const(np.asarray(int(v), np.int64))
+
+    values = ctx.op.Range(bound(start), bound(stop), ctx.const(np.asarray(int(step), np.int64)))
+    return ctx.cast(values, dtype)
 
 
 @handles("Full")

@@ -1,0 +1,588 @@
+"""Dynamic dimensions: trace at several sizes and find which numbers follow which size.
+
+MLX's export callback only ever reports concrete shapes (``MLX_PRIMITIVES.md`` section 5),
+even under ``shapeless=True``. So an export with dynamic dimensions traces the function
+several times, ``shapeless=True`` each time (then Broadcast names the operands it follows
+and ``mean`` counts its elements with ``NumberOfElements`` instead of baking ``1/N``):
+once at the example sizes, once more per named dimension with that one size changed,
+and once with all of them changed. The traces must be the same program; every number
+that differs between them (a dimension of a value, or a number in a primitive's
+``arguments``) becomes a :class:`SymInt` holding its value in each trace.
+
+Handlers see :class:`SymInt` where they would see an ``int``. Comparisons that come out
+the same in every trace answer normally, arithmetic gives another :class:`SymInt`, and
+:meth:`Context.ints` turns them into int64 values computed in the graph from ``Shape``.
+Code that needs a fixed number (``int(d)``, ``np.zeros(shape)``) raises
+:class:`NeedsStatic`, which the translator reports as a :class:`DynamicShapeError`
+naming the input, the dimension and the primitive that needs it fixed.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import Any, Callable, Mapping
+
+import mlx.core as mx
+
+from .errors import DynamicShapeError
+
+DynamicSpec = Mapping[str, Mapping[int, str]]
+
+
+@dataclass(frozen=True)
+class Dim:
+    """A dynamic dimension: ``Dim("seq")``, or ``Dim("h", multiple_of=32)`` for a size the
+    model only accepts in steps (an image through five stride-2 stages). A plain string
+    in the ``dynamic`` mapping means ``Dim(name)``. The export is traced, and verified,
+    at multiples of ``multiple_of`` only; other sizes are outside what it promises."""
+
+    name: str
+    multiple_of: int = 1
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise DynamicShapeError(f"Dim name {self.name!r} must be an identifier like 'batch'")
+        if isinstance(self.multiple_of, bool) or not isinstance(self.multiple_of, int) or self.multiple_of < 1:
+            raise DynamicShapeError(f"Dim({self.name!r}, multiple_of={self.multiple_of!r}): a positive integer is needed")
+
+
+class NeedsStatic(Exception):
+    """A handler needed a fixed number where the value depends on a dynamic size."""
+
+    def __init__(self, sym: "SymInt", what: str):
+        self.sym = sym
+        self.what = what
+        super().__init__(f"{what}: {sym!r} changes with the dynamic size")
+
+
+@dataclass
+class Plan:
+    """The dynamic dimensions and the sizes each trace used.
+
+    ``sizes[s][t]`` is the size of symbol ``s`` in trace ``t``; trace 0 is the example
+    sizes, trace ``1 + k`` changes symbol ``k`` alone, the last changes them all.
+    ``where[s]`` names the first (input label, axis) that carries symbol ``s``.
+    """
+
+    sizes: dict[str, tuple[int, ...]]
+    where: dict[str, tuple[str, int]]
+    spec: dict[str, dict[int, str]]
+    multiple_of: dict[str, int] = field(default_factory=dict)
+    names: dict[tuple, str] = field(default_factory=dict)
+
+    @property
+    def traces(self) -> int:
+        return len(next(iter(self.sizes.values())))
+
+    def symbols_of(self, values: tuple) -> list[str]:
+        """The symbols whose own trace changes ``values`` (all of them if only the
+        all-changed trace does)."""
+        found = [s for k, s in enumerate(self.sizes) if values[1 + k] != values[0]]
+        if not found and values[-1] != values[0]:
+            found = list(self.sizes)
+        return found
+
+    def describe(self, values: tuple) -> str:
+        parts = []
+        for s in self.symbols_of(values) or list(self.sizes):
+            label, axis = self.where[s]
+            parts.append(f"dimension {axis} ({s!r}) of input {label!r}")
+        return " and ".join(parts)
+
+    def dim_name(self, values: tuple) -> str:
+        """A dim_param for a dynamic dimension: the symbol itself, or an expression of one
+        or two symbols (``2*seq``, ``seq+1``, ``batch*seq``), else a fresh ``dim_k``."""
+        if values in self.names:
+            return self.names[values]
+        name = _pretty(values, self.sizes) or f"dim_{len(self.names)}"
+        if name in self.names.values():
+            name = f"{name}_{len(self.names)}"
+        self.names[values] = name
+        return name
+
+
+def _pretty(values: tuple, sizes: dict[str, tuple[int, ...]]) -> str | None:
+    for s, v in sizes.items():
+        fit = affine_fit(values, v)
+        if fit is not None:
+            a, b = fit
+            text = s if a == 1 else (f"{a}*{s}" if a.denominator == 1 else f"{s}/{a.denominator}"
+                                     if a.numerator == 1 else f"({a})*{s}")
+            return text if b == 0 else f"{text}{'+' if b > 0 else '-'}{abs(b)}"
+    names = list(sizes)
+    for i, s in enumerate(names):
+        for t in names[i:]:
+            prod = tuple(x * y for x, y in zip(sizes[s], sizes[t]))
+            fit = affine_fit(values, prod)
+            if fit is not None and fit[1] == 0 and fit[0].denominator == 1:
+                a = fit[0]
+                return (f"{a}*" if a != 1 else "") + (f"{s}*{t}" if s != t else f"{s}^2")
+    return None
+
+
+def affine_fit(values: tuple, basis: tuple) -> tuple[Fraction, Fraction] | None:
+    """``(a, b)`` with ``values == a * basis + b`` in every trace, or None."""
+    pairs = list(zip(basis, values))
+    pivot = next(((p, v) for p, v in pairs if p != pairs[0][0]), None)
+    if pivot is None:
+        return None
+    a = Fraction(pivot[1] - pairs[0][1]) / Fraction(pivot[0] - pairs[0][0])
+    if a == 0:
+        return None
+    b = Fraction(pairs[0][1]) - a * pairs[0][0]
+    if all(a * p + b == v for p, v in pairs):
+        return a, b
+    return None
+
+
+def _decide(values: list, sym: "SymInt", what: str):
+    if all(v == values[0] for v in values):
+        return values[0]
+    raise NeedsStatic(sym, what)
+
+
+class SymInt:
+    """An integer that takes a known value in each trace (see the module docstring).
+
+    ``expr`` records how it was computed from other :class:`SymInt`: ``None`` for a
+    dimension or argument read from the traces, else ``(op, a, b)``.
+    """
+
+    __slots__ = ("values", "plan", "expr")
+
+    def __init__(self, values: tuple, plan: Plan, expr: tuple | None = None):
+        self.values = tuple(values)
+        self.plan = plan
+        self.expr = expr
+
+    # -- reading it as a number is what a dynamic size cannot do --------------------
+    def __index__(self):
+        raise NeedsStatic(self, "needs it as a fixed integer")
+
+    __int__ = __index__
+
+    def __float__(self):
+        raise NeedsStatic(self, "needs it as a fixed number")
+
+    def __bool__(self):
+        return bool(_decide([v != 0 for v in self.values], self, "branches on whether it is zero"))
+
+    def __repr__(self):
+        return self.plan.dim_name(self.values)
+
+    def __hash__(self):
+        return hash(self.values)
+
+    @property
+    def example(self) -> int:
+        return self.values[0]
+
+    # -- comparisons: fine when every trace agrees -----------------------------------
+    def _compare(self, other, fn, text):
+        theirs = _values_of(other, len(self.values))
+        if theirs is None:
+            return NotImplemented
+        return _decide([fn(a, b) for a, b in zip(self.values, theirs)], self, f"compares it ({text})")
+
+    def __eq__(self, other):
+        """Equal when equal in every trace: a size that changes is never equal to a fixed
+        number, even where one trace happens to hit it (the generic answer)."""
+        theirs = _values_of(other, len(self.values))
+        if theirs is None:
+            return NotImplemented
+        return tuple(theirs) == self.values
+
+    def __ne__(self, other):
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    def __lt__(self, other):
+        return self._compare(other, operator.lt, "<")
+
+    def __le__(self, other):
+        return self._compare(other, operator.le, "<=")
+
+    def __gt__(self, other):
+        return self._compare(other, operator.gt, ">")
+
+    def __ge__(self, other):
+        return self._compare(other, operator.ge, ">=")
+
+    # -- arithmetic gives another SymInt ------------------------------------------------
+    def _arith(self, other, fn, name, reverse=False):
+        theirs = _values_of(other, len(self.values))
+        if theirs is None:
+            return NotImplemented
+        a, b = (theirs, self.values) if reverse else (self.values, theirs)
+        values = tuple(fn(x, y) for x, y in zip(a, b))
+        if all(v == values[0] for v in values):
+            return values[0]
+        left, right = (other, self) if reverse else (self, other)
+        return SymInt(values, self.plan, (name, left, right))
+
+    def __add__(self, o):
+        return self._arith(o, operator.add, "Add")
+
+    def __radd__(self, o):
+        return self._arith(o, operator.add, "Add", True)
+
+    def __sub__(self, o):
+        return self._arith(o, operator.sub, "Sub")
+
+    def __rsub__(self, o):
+        return self._arith(o, operator.sub, "Sub", True)
+
+    def __mul__(self, o):
+        return self._arith(o, operator.mul, "Mul")
+
+    def __rmul__(self, o):
+        return self._arith(o, operator.mul, "Mul", True)
+
+    def __floordiv__(self, o):
+        return self._arith(o, operator.floordiv, "FloorDiv")
+
+    def __rfloordiv__(self, o):
+        return self._arith(o, operator.floordiv, "FloorDiv", True)
+
+    def __mod__(self, o):
+        return self._arith(o, operator.mod, "Mod")
+
+    def __neg__(self):
+        return self._arith(0, operator.sub, "Sub", True)
+
+    def __truediv__(self, o):
+        raise NeedsStatic(self, "divides it as a float")
+
+    __rtruediv__ = __truediv__
+
+
+def _values_of(other, n: int):
+    if isinstance(other, SymInt):
+        return other.values
+    if isinstance(other, bool) or not isinstance(other, (int, float)) and not hasattr(other, "__index__"):
+        return None
+    try:
+        return (other,) * n
+    except TypeError:
+        return None
+
+
+def is_dynamic(x: Any) -> bool:
+    return isinstance(x, SymInt)
+
+
+def any_dynamic(values) -> bool:
+    return any(isinstance(v, SymInt) for v in values)
+
+
+def onnx_dim(d) -> int | str:
+    """A dimension as onnx-ir takes it: an int, or the dim_param of a :class:`SymInt`."""
+    return d.plan.dim_name(d.values) if isinstance(d, SymInt) else int(d)
+
+
+# -- the specification -------------------------------------------------------------------
+def normalize_spec(dynamic: Any, labels: list[str], shapes: dict[str, tuple[int, ...]]) -> dict[str, dict[int, Dim]]:
+    """Check ``{input: {axis: symbol or Dim}}`` against the function's inputs: axes made
+    >= 0, symbols made :class:`Dim`."""
+    if not isinstance(dynamic, Mapping):
+        raise DynamicShapeError(
+            f"dynamic must be a mapping like {{'x': {{0: 'batch', 1: 'seq'}}}}, got {type(dynamic).__name__}"
+        )
+    spec: dict[str, dict[int, str]] = {}
+    for label, axes in dynamic.items():
+        if label not in shapes:
+            raise DynamicShapeError(f"dynamic names input {label!r}, but the array inputs are {labels}")
+        if isinstance(axes, (list, tuple)):  # [0, 1] -> symbols named after the input
+            axes = {a: f"{label}_{a}" for a in axes}
+        if not isinstance(axes, Mapping):
+            raise DynamicShapeError(
+                f"dynamic[{label!r}] must map axes to symbol names, like {{0: 'batch'}}, got {axes!r}"
+            )
+        rank = len(shapes[label])
+        for axis, symbol in axes.items():
+            if isinstance(axis, bool) or not isinstance(axis, int) or not -rank <= axis < rank:
+                raise DynamicShapeError(
+                    f"dynamic[{label!r}] names axis {axis!r}, but input {label!r} has shape "
+                    f"{list(shapes[label])} (axes 0..{rank - 1})"
+                )
+            if isinstance(symbol, str) and symbol.isidentifier():
+                symbol = Dim(symbol)
+            if not isinstance(symbol, Dim):
+                raise DynamicShapeError(
+                    f"dynamic[{label!r}][{axis}] = {symbol!r}: name the dimension with an identifier like "
+                    "'batch', or mlx2onnx.Dim('h', multiple_of=32)"
+                )
+            spec.setdefault(label, {})[axis % rank] = symbol
+    if not spec:
+        raise DynamicShapeError("dynamic names no dimension; leave it None for a static export")
+    return spec
+
+
+def trace_sizes(spec: dict[str, dict[int, Dim]], shapes: dict[str, tuple[int, ...]]) -> Plan:
+    """The plan: per symbol its size in each trace, where it first appears, its step."""
+    example: dict[str, int] = {}
+    where: dict[str, tuple[str, int]] = {}
+    steps: dict[str, int] = {}
+    for label, axes in spec.items():
+        for axis, dim in axes.items():
+            symbol, size = dim.name, shapes[label][axis]
+            if steps.setdefault(symbol, dim.multiple_of) != dim.multiple_of:
+                raise DynamicShapeError(
+                    f"symbol {symbol!r} is declared with multiple_of={steps[symbol]} and {dim.multiple_of}; "
+                    "declare it once"
+                )
+            if size % dim.multiple_of:
+                raise DynamicShapeError(
+                    f"dimension {axis} of input {label!r} is {size} in the example, not a multiple of "
+                    f"{dim.multiple_of} as Dim({symbol!r}, multiple_of={dim.multiple_of}) says"
+                )
+            if symbol in example and example[symbol] != size:
+                first = where[symbol]
+                raise DynamicShapeError(
+                    f"symbol {symbol!r} names dimension {first[1]} of input {first[0]!r} (size "
+                    f"{example[symbol]}) and dimension {axis} of input {label!r} (size {size}); "
+                    "one symbol is one size: give the examples equal sizes there, or use two symbols"
+                )
+            example.setdefault(symbol, size)
+            where.setdefault(symbol, (label, axis))
+    symbols = list(example)
+    sizes = {}
+    for k, s in enumerate(symbols):
+        step = steps[s]
+        base = max(example[s], 2 if step == 1 else step)  # at 1 MLX may trace a broadcast-special program
+        row = [base] + [base + step if j == k else base for j in range(len(symbols))] + [base + 2 * step]
+        sizes[s] = tuple(row)
+    names = {label: {a: d.name for a, d in axes.items()} for label, axes in spec.items()}
+    return Plan(sizes, where, names, steps)
+
+
+def shaped(shape: tuple, axes: Mapping[int, str], sizes: dict[str, tuple[int, ...]], t: int) -> tuple:
+    return tuple(sizes[axes[a]][t] if a in axes else d for a, d in enumerate(shape))
+
+
+def example_arrays(arrays: dict[str, mx.array], spec, sizes, t: int) -> dict[str, mx.array]:
+    """Arrays of trace ``t``'s shapes (zeros: tracing reads shapes, never values)."""
+    out = {}
+    for label, array in arrays.items():
+        shape = shaped(tuple(array.shape), spec.get(label, {}), sizes, t)
+        out[label] = array if shape == tuple(array.shape) else mx.zeros(shape, array.dtype)
+    return out
+
+
+# -- merging traces --------------------------------------------------------------------
+def merge(traces: list, plan: Plan):
+    """One :class:`~mlx2onnx.capture.Trace` whose numbers are :class:`SymInt` where the
+    traces differ; :class:`DynamicShapeError` where they are not one program."""
+    from .capture import Constant, GraphInput, GraphOutput, Primitive, TensorSpec
+
+    base = traces[0]
+    rename = [_name_map(base, other) for other in traces]
+
+    def spec(entries: list, where: str):
+        first = entries[0]
+        for t, other in enumerate(entries[1:], 1):
+            if other.dtype != first.dtype or len(other.shape) != len(first.shape):
+                raise _differs(plan, t, where, f"{_show(first)} vs {_show(other)}")
+        dims = tuple(
+            _number([e.shape[a] for e in entries], plan) for a in range(len(first.shape))
+        )
+        return TensorSpec(first.name, dims, first.dtype)
+
+    for t, other in enumerate(traces[1:], 1):
+        if len(other.primitives) != len(base.primitives):
+            j = _first_difference(base, other)
+            raise _differs(plan, t, f"record {j}", _record_pair(base, other, j),
+                           f"the traced program has {len(base.primitives)} records at the example sizes "
+                           f"and {len(other.primitives)} here")
+        if len(other.constants) != len(base.constants) or len(other.inputs) != len(base.inputs):
+            raise _differs(plan, t, "the constants", "a different number of constants")
+    constants = []
+    for k, c in enumerate(base.constants):
+        others = [tr.constants[k] for tr in traces]
+        for t, o in enumerate(others[1:], 1):
+            if tuple(o.spec.shape) != tuple(c.spec.shape) or o.spec.dtype != c.spec.dtype or (
+                c.array.size <= 4096 and not _same_values(o.array, c.array)
+            ):
+                what = c.path or f"constant {c.spec.name} of shape {list(c.spec.shape)}"
+                raise DynamicShapeError(
+                    f"{plan.describe(_trace_marker(plan, t))} cannot be dynamic: {what} changes with it "
+                    f"(shape {list(c.spec.shape)} -> {list(o.spec.shape)}); it was computed in Python "
+                    "(or NumPy) from the size. Compute it inside the function with MLX ops instead "
+                    "(mx.arange, mx.triu, ...), or keep this dimension static"
+                )
+        constants.append(c)
+    primitives = []
+    for j, rec in enumerate(base.primitives):
+        recs = [tr.primitives[j] for tr in traces]
+        for t, (other, names) in enumerate(zip(recs[1:], rename[1:]), 1):
+            wiring = [names.get(s.name) for s in other.inputs]
+            if (other.name != rec.name or len(other.inputs) != len(rec.inputs)
+                    or len(other.outputs) != len(rec.outputs)
+                    or wiring != [s.name for s in rec.inputs]
+                    or not _same_structure(rec.arguments, other.arguments)):
+                raise _differs(plan, t, f"record {j}", _record_pair(base, traces[t], j))
+        where = f"record {j} ({rec.name})"
+        primitives.append(Primitive(
+            index=rec.index,
+            name=rec.name,
+            arguments=_merge_arguments([r.arguments for r in recs], plan),
+            inputs=tuple(spec([r.inputs[i] for r in recs], where) for i in range(len(rec.inputs))),
+            outputs=tuple(spec([r.outputs[i] for r in recs], where) for i in range(len(rec.outputs))),
+        ))
+    inputs = tuple(
+        GraphInput(spec([tr.inputs[i].spec for tr in traces], "the inputs"), g.label, g.position, g.keyword)
+        for i, g in enumerate(base.inputs)
+    )
+    outputs = tuple(
+        GraphOutput(spec([tr.outputs[i].spec for tr in traces], "the outputs"), g.label)
+        for i, g in enumerate(base.outputs)
+    )
+    return replace(base, inputs=inputs, outputs=outputs, constants=tuple(constants), primitives=tuple(primitives))
+
+
+def _name_map(base, other) -> dict[str, str]:
+    """Callback names of ``other`` -> the names of the same values in ``base``."""
+    names = {}
+    for a, b in zip(base.inputs, other.inputs):
+        names[b.spec.name] = a.spec.name
+    for a, b in zip(base.constants, other.constants):
+        names[b.spec.name] = a.spec.name
+    for ra, rb in zip(base.primitives, other.primitives):
+        for a, b in zip(ra.outputs, rb.outputs):
+            names[b.name] = a.name
+    return names
+
+
+def _same_values(a: mx.array, b: mx.array) -> bool:
+    try:
+        return bool(mx.array_equal(a, b, equal_nan=True).item())
+    except Exception:
+        return False
+
+
+def _same_structure(a, b) -> bool:
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and all(
+            _same_structure(x, y) for x, y in zip(a, b))
+    if _is_number(a) and _is_number(b):
+        return True
+    return type(a) is type(b) and a == b
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _number(values: list, plan: Plan):
+    if all(v == values[0] for v in values):
+        return values[0]
+    if all(float(v).is_integer() for v in values):
+        return SymInt(tuple(int(v) for v in values), plan)
+    return SymFloat(tuple(values), plan)
+
+
+def _merge_arguments(args: list, plan: Plan):
+    first = args[0]
+    if isinstance(first, tuple):
+        return tuple(_merge_arguments([a[i] for a in args], plan) for i in range(len(first)))
+    if _is_number(first):
+        merged = _number(args, plan)
+        if isinstance(merged, SymInt) and isinstance(first, float):
+            merged = SymFloat(merged.values, plan)
+        return merged
+    return first
+
+
+class SymFloat(SymInt):
+    """A float argument that differs between traces (``Arange``'s start and stop, ...)."""
+
+    __slots__ = ()
+
+    def __float__(self):
+        raise NeedsStatic(self, "needs it as a fixed number")
+
+
+def _trace_marker(plan: Plan, t: int) -> tuple:
+    """Values that differ exactly in trace ``t`` (for :meth:`Plan.describe`)."""
+    return tuple(1 if k == t else 0 for k in range(plan.traces))
+
+
+def _sizes_text(plan: Plan, t: int) -> str:
+    return ", ".join(f"{s}={v[t]}" for s, v in plan.sizes.items())
+
+
+def _differs(plan: Plan, t: int, where: str, detail: str, summary: str = "") -> DynamicShapeError:
+    example = ", ".join(f"{s}={v[0]}" for s, v in plan.sizes.items())
+    return DynamicShapeError(
+        f"{plan.describe(_trace_marker(plan, t))} cannot be dynamic: the traced program changes with "
+        f"it{': ' + summary if summary else ''}. At {where}, {example} traces {detail.split(' | ')[0]} "
+        f"but {_sizes_text(plan, t)} traces {detail.split(' | ')[-1]}. Python code in the function "
+        "(or in MLX, like pooling that crops odd sizes) branches, loops or computes shapes on that size; "
+        "make the dimension static, write that part with MLX ops on the array, or, if the model only "
+        "takes sizes in steps, declare them: mlx2onnx.Dim(name, multiple_of=N)"
+    )
+
+
+def _show(spec) -> str:
+    return f"{list(spec.shape)} {spec.dtype}"
+
+
+def _record_pair(a, b, j: int) -> str:
+    def show(trace):
+        if j >= len(trace.primitives):
+            return "no record (the program ended)"
+        rec = trace.primitives[j]
+        return f"{rec.name} with arguments {list(rec.arguments)} on inputs {[list(s.shape) for s in rec.inputs]}"
+    return f"{show(a)} | {show(b)}"
+
+
+def _first_difference(a, b) -> int:
+    for j, (x, y) in enumerate(zip(a.primitives, b.primitives)):
+        if x.name != y.name:
+            return j
+    return min(len(a.primitives), len(b.primitives))
+
+
+def dims_of(spec) -> list[tuple[int, SymInt]]:
+    return [(a, d) for a, d in enumerate(spec.shape) if isinstance(d, SymInt)]
+
+
+def static_size(shape) -> int:
+    return math.prod(shape)
+
+
+# -- tracing -------------------------------------------------------------------------------
+def capture_dynamic(fun: Any, args: tuple, kwargs: Mapping[str, Any], dynamic: Any):
+    """Trace ``fun`` at the sizes of :func:`trace_sizes` and merge the traces:
+    ``(trace, plan)``."""
+    from .capture import capture_signature, input_labels, normalize_inputs, resolve_callable, with_arrays
+    from .errors import CaptureError
+
+    call, module, display = resolve_callable(fun)
+    signature = normalize_inputs(args, kwargs)
+    arrays = input_labels(call, signature)
+    shapes = {k: tuple(v.shape) for k, v in arrays.items()}
+    plan = trace_sizes(normalize_spec(dynamic, list(arrays), shapes), shapes)
+    traces = []
+    for t in range(plan.traces):
+        trial = with_arrays(signature, call, example_arrays(arrays, plan.spec, plan.sizes, t))
+        try:
+            traces.append(capture_signature(call, module, display, trial, shapeless=True))
+        except CaptureError as exc:
+            if t == 0:
+                raise
+            raise DynamicShapeError(
+                f"{plan.describe(_trace_marker(plan, t))} cannot be dynamic: the function does not trace at "
+                f"{_sizes_text(plan, t)} (the example sizes work): {exc}"
+            ) from exc
+        except Exception as exc:  # the user's code failed at another size
+            if t == 0:
+                raise
+            raise DynamicShapeError(
+                f"{plan.describe(_trace_marker(plan, t))} cannot be dynamic: the function fails at "
+                f"{_sizes_text(plan, t)} (a size fixed in its code?): {type(exc).__name__}: {exc}"
+            ) from exc
+    return merge(traces, plan), plan

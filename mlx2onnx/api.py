@@ -27,7 +27,7 @@ from .kernels import runs_bfloat16
 from .build import DYNAMIC_METADATA_KEY, PASSES_METADATA_KEY, POLICY_METADATA_KEY, build_model
 from .capture import Trace, capture
 from .context import Context
-from .dynamic import capture_dynamic
+from .dynamic import Plan, capture_dynamic
 from .errors import ExportOptionError
 from .opset import MIN_OPSET, default_opset
 from .saving import check_output_path, needs_external_data, save_model, stream_strided
@@ -96,17 +96,21 @@ class Exporter:
         self._validate()
         if not self.dynamic:
             return self.trace_to_ir(capture(fun, args, kwargs))
-        trace, plan = capture_dynamic(fun, args, kwargs, self.dynamic)
-        model = self.trace_to_ir(trace)
-        names = dict(zip((i.label for i in trace.inputs), self._input_names(trace)))
-        model.metadata_props[DYNAMIC_METADATA_KEY] = json.dumps({
-            "symbols": {s: v[0] for s, v in plan.sizes.items()},
-            "multiple_of": dict(plan.multiple_of),
-            "inputs": {names[label]: {str(a): s for a, s in axes.items()} for label, axes in plan.spec.items()},
-        }, sort_keys=True)
+        return self.trace_to_ir(*capture_dynamic(fun, args, kwargs, self.dynamic))
+
+    def trace_to_ir(self, trace: Trace, plan: Plan | None = None) -> ir.Model:
+        """The model of ``trace`` (merged over several sizes, with its ``plan``, when dynamic)."""
+        model = self._translate(trace)
+        if plan is not None:
+            names = dict(zip((i.label for i in trace.inputs), self._input_names(trace)))
+            model.metadata_props[DYNAMIC_METADATA_KEY] = json.dumps({
+                "symbols": {s: v[0] for s, v in plan.sizes.items()},
+                "multiple_of": dict(plan.multiple_of),
+                "inputs": {names[label]: {str(a): s for a, s in axes.items()} for label, axes in plan.spec.items()},
+            }, sort_keys=True)
         return model
 
-    def trace_to_ir(self, trace: Trace) -> ir.Model:
+    def _translate(self, trace: Trace) -> ir.Model:
         opset = self.resolved_opset()
         input_names = self._input_names(trace)
         output_names = self._output_names(trace)

@@ -14,7 +14,7 @@ import numpy as np
 import onnx_ir as ir
 
 from . import dtypes, kernels
-from .dynamic import is_dynamic
+from .dynamic import NeedsStatic, is_dynamic, onnx_dim
 
 if TYPE_CHECKING:
     from .context import Context
@@ -105,16 +105,33 @@ class OpsetHelpers:
         return self.op.Unsqueeze(x, self.ints(list(axes)))
 
     def reshape(self, x: ir.Value, shape: Sequence[int]) -> ir.Value:
-        dynamic = [i for i, d in enumerate(shape) if is_dynamic(d)]
-        if dynamic:  # one dynamic dim: -1 (ONNX infers it); more: the shape computed in the graph
-            fixed = [int(d) for d in shape if not is_dynamic(d)]
-            if len(dynamic) == 1 and 0 not in fixed:
-                return self.op.Reshape(x, self.ints([-1 if is_dynamic(d) else int(d) for d in shape]))
-            return self.op.Reshape(x, self.ints(list(shape)), allowzero=1 if 0 in fixed else None)
+        if any(is_dynamic(d) for d in shape):
+            return self._dynamic_reshape(x, shape)
         shape = [int(d) for d in shape]
         if 0 in shape:
             return self.op.Reshape(x, self.ints(shape), allowzero=1)
         return self.op.Reshape(x, self.ints(shape))
+
+    def _dynamic_reshape(self, x: ir.Value, shape: Sequence) -> ir.Value:
+        """Reshape to a target with dynamic dims: 0 (copy) where x has the same dim at the
+        same axis, the others computed from Shape; never -1, so that ONNX shape inference
+        keeps the dimension names."""
+        fixed = [int(d) for d in shape if not is_dynamic(d)]
+        known = list(x.shape) if x.shape is not None else []
+        if 0 in fixed:
+            return self.op.Reshape(x, self.ints(list(shape)), allowzero=1)
+        target = []
+        for axis, d in enumerate(shape):
+            same = axis < len(known) and isinstance(known[axis], ir.SymbolicDim) and is_dynamic(d) \
+                and known[axis].value == onnx_dim(d)
+            target.append(0 if same else d)
+        rest = [axis for axis, d in enumerate(target) if is_dynamic(d)]
+        if len(rest) == 1:  # ONNX infers one dim (-1) when the graph cannot compute it
+            try:
+                return self.op.Reshape(x, self.ints(target))
+            except NeedsStatic:
+                target[rest[0]] = -1
+        return self.op.Reshape(x, self.ints(target))
 
     def split(self, x: ir.Value, sizes: Sequence[int], axis: int) -> tuple[ir.Value, ...]:
         outs = self.op.Split(x, self.ints(list(sizes)), axis=axis, _outputs=len(sizes))

@@ -203,6 +203,7 @@ def _spec_text(spec) -> str:
 # -- export -------------------------------------------------------------------------------
 def cmd_export(ns, progress: Progress) -> int:
     from .api import Exporter
+    from .loading import parse_dynamic_specs
     from .saving import initializer_bytes, save_model
 
     fun, args, kwargs, label = _target_and_inputs(ns)
@@ -218,11 +219,19 @@ def cmd_export(ns, progress: Progress) -> int:
         float16=ns.float16,
         optimize=not ns.no_optimize,
         quantized_weights=ns.quantized_weights,
+        dynamic=parse_dynamic_specs(ns.dynamic),
     )
     exporter._validate()  # opset and output path, before any work
-    trace = _capture(fun, args, kwargs, progress)
+    plan = None
+    if exporter.dynamic:
+        from .dynamic import capture_dynamic
+
+        with progress.stage("tracing the function with MLX at several sizes"):
+            trace, plan = _run_user(lambda: capture_dynamic(fun, args, kwargs, exporter.dynamic), "the traced function")
+    else:
+        trace = _capture(fun, args, kwargs, progress)
     with progress.stage(f"translating {len(trace.primitives)} primitives"):
-        model = exporter.trace_to_ir(trace)
+        model = exporter.trace_to_ir(trace, plan)
     with progress.stage(f"checking and saving {ns.output}"):
         save_model(model, ns.output, external_data=external, check=True, overwrite=ns.overwrite)
     nodes = len(model.graph)
@@ -246,14 +255,17 @@ def _value_text(value) -> str:
     from . import dtypes
 
     dtype = dtypes.name(dtypes.from_onnx(value.dtype)) if value.dtype is not None else "?"
-    shape = list(value.shape) if value.shape is not None else "?"
-    return f"{dtype}{shape}"
+    shape = [d if isinstance(d, int) else str(d) for d in value.shape] if value.shape is not None else "?"
+    return f"{dtype}[{', '.join(map(str, shape))}]" if shape != "?" else f"{dtype}?"
 
 
 def _verify(model, fun, args, kwargs, ns, progress: Progress):
     from .verify import Verifier
 
-    verifier = Verifier(seed=ns.seed, random_inputs=not ns.example_inputs, tolerances=_tolerances(ns))
+    from .loading import parse_sizes
+
+    verifier = Verifier(seed=ns.seed, random_inputs=not ns.example_inputs, tolerances=_tolerances(ns),
+                        sizes=parse_sizes(ns.sizes))
     with progress.stage("running onnxruntime and MLX"):
         return _run_user(lambda: verifier.verify(model, fun, *args, **kwargs), "the function (during the check)")
 
@@ -335,7 +347,7 @@ def cmd_check(ns, progress: Progress) -> int:
         return EXIT_MISMATCH
     report = _verify(ns.model, fun, args, kwargs, ns, progress)
     result = report.to_dict()
-    if len(report.outputs) != len(proto.graph.output):
+    if len({o.name for o in report.outputs}) != len(proto.graph.output):
         result["passed"] = False
     located = None
     if ns.localize and not report.passed:
@@ -406,8 +418,8 @@ def cmd_inspect(ns, progress: Progress) -> int:
         print(json.dumps(data, indent=2))
     else:
         print(f"{label} ({trace.function_name}) traced on {trace.device}")
-        print(f"inputs:  " + ", ".join(f"{i.label} {_spec_text(i.spec)}" for i in trace.inputs))
-        print(f"outputs: " + ", ".join(f"{o.label or f'output_{k}'} {_spec_text(o.spec)}"
+        print("inputs:  " + ", ".join(f"{i.label} {_spec_text(i.spec)}" for i in trace.inputs))
+        print("outputs: " + ", ".join(f"{o.label or f'output_{k}'} {_spec_text(o.spec)}"
                                        for k, o in enumerate(trace.outputs)))
         print(f"constants: {len(trace.constants)} ({_fmt_bytes(const_bytes)})")
         print(f"primitives: {len(trace.primitives)} records, {len(counts)} kinds")
@@ -511,7 +523,7 @@ def _para(text: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     from ._version import __version__
-    from .loading import INPUT_SPEC_HELP
+    from .loading import DYNAMIC_SPEC_HELP, INPUT_SPEC_HELP
 
     parser = argparse.ArgumentParser(
         prog="mlx2onnx",
@@ -538,6 +550,10 @@ def build_parser() -> argparse.ArgumentParser:
     checking = argparse.ArgumentParser(add_help=False)
     checking.add_argument("--atol", type=float, help="absolute tolerance for every float dtype (default per dtype)")
     checking.add_argument("--rtol", type=float, help="relative tolerance for every float dtype (default per dtype)")
+    checking.add_argument("--sizes", action="append", metavar="SYMBOL=N,N",
+                          help="for a model with dynamic dimensions, check it at these sizes of SYMBOL "
+                               "(repeatable; every combination; default: the example sizes, the smallest, and "
+                               "one beyond the traced sizes)")
     checking.add_argument("--example-inputs", action="store_true",
                           help="compare on the example inputs themselves instead of fresh random ones")
 
@@ -567,6 +583,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quantized-weights", choices=("packed", "dequantize", "matmulnbits"), default="packed",
                    help="quantized weights: MLX's packed codes unpacked in the graph (default), dequantized "
                         "at export time, or onnxruntime's com.microsoft.MatMulNBits where it fits")
+    p.add_argument("--dynamic", action="append", metavar="SPEC",
+                   help=f"dimensions that may change size, repeatable: {DYNAMIC_SPEC_HELP.replace('%', '%%')}. The function is "
+                        "traced at several sizes; a dimension it fixes is refused with the primitive that fixes it")
     p.add_argument("--no-optimize", action="store_true",
                    help="skip the optimisation passes (broadcast dropping, constant folding, fusions, CSE); "
                         "keeps every MLX intermediate as a named ONNX value, which helps check --localize")

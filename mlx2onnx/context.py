@@ -18,7 +18,7 @@ import onnx_ir as ir
 from . import dtypes
 from .builder import OpBuilder, OpsetHelpers, _infer_dtype
 from .capture import Constant, Primitive, TensorSpec, Trace
-from .dynamic import SymInt, dims_of, onnx_dim
+from .dynamic import onnx_dim
 from .shapes import DimBuilder
 from .errors import ConversionError
 

@@ -23,11 +23,11 @@ import math
 import operator
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import mlx.core as mx
 
-from .errors import DynamicShapeError
+from .errors import DynamicShapeError, DynamicSpecError
 
 DynamicSpec = Mapping[str, Mapping[int, str]]
 
@@ -44,9 +44,9 @@ class Dim:
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.isidentifier():
-            raise DynamicShapeError(f"Dim name {self.name!r} must be an identifier like 'batch'")
+            raise DynamicSpecError(f"Dim name {self.name!r} must be an identifier like 'batch'")
         if isinstance(self.multiple_of, bool) or not isinstance(self.multiple_of, int) or self.multiple_of < 1:
-            raise DynamicShapeError(f"Dim({self.name!r}, multiple_of={self.multiple_of!r}): a positive integer is needed")
+            raise DynamicSpecError(f"Dim({self.name!r}, multiple_of={self.multiple_of!r}): a positive integer is needed")
 
 
 class NeedsStatic(Exception):
@@ -288,36 +288,36 @@ def normalize_spec(dynamic: Any, labels: list[str], shapes: dict[str, tuple[int,
     """Check ``{input: {axis: symbol or Dim}}`` against the function's inputs: axes made
     >= 0, symbols made :class:`Dim`."""
     if not isinstance(dynamic, Mapping):
-        raise DynamicShapeError(
+        raise DynamicSpecError(
             f"dynamic must be a mapping like {{'x': {{0: 'batch', 1: 'seq'}}}}, got {type(dynamic).__name__}"
         )
     spec: dict[str, dict[int, str]] = {}
     for label, axes in dynamic.items():
         if label not in shapes:
-            raise DynamicShapeError(f"dynamic names input {label!r}, but the array inputs are {labels}")
+            raise DynamicSpecError(f"dynamic names input {label!r}, but the array inputs are {labels}")
         if isinstance(axes, (list, tuple)):  # [0, 1] -> symbols named after the input
             axes = {a: f"{label}_{a}" for a in axes}
         if not isinstance(axes, Mapping):
-            raise DynamicShapeError(
+            raise DynamicSpecError(
                 f"dynamic[{label!r}] must map axes to symbol names, like {{0: 'batch'}}, got {axes!r}"
             )
         rank = len(shapes[label])
         for axis, symbol in axes.items():
             if isinstance(axis, bool) or not isinstance(axis, int) or not -rank <= axis < rank:
-                raise DynamicShapeError(
+                raise DynamicSpecError(
                     f"dynamic[{label!r}] names axis {axis!r}, but input {label!r} has shape "
                     f"{list(shapes[label])} (axes 0..{rank - 1})"
                 )
             if isinstance(symbol, str) and symbol.isidentifier():
                 symbol = Dim(symbol)
             if not isinstance(symbol, Dim):
-                raise DynamicShapeError(
+                raise DynamicSpecError(
                     f"dynamic[{label!r}][{axis}] = {symbol!r}: name the dimension with an identifier like "
                     "'batch', or mlx2onnx.Dim('h', multiple_of=32)"
                 )
             spec.setdefault(label, {})[axis % rank] = symbol
     if not spec:
-        raise DynamicShapeError("dynamic names no dimension; leave it None for a static export")
+        raise DynamicSpecError("dynamic names no dimension; leave it None for a static export")
     return spec
 
 
@@ -330,18 +330,18 @@ def trace_sizes(spec: dict[str, dict[int, Dim]], shapes: dict[str, tuple[int, ..
         for axis, dim in axes.items():
             symbol, size = dim.name, shapes[label][axis]
             if steps.setdefault(symbol, dim.multiple_of) != dim.multiple_of:
-                raise DynamicShapeError(
+                raise DynamicSpecError(
                     f"symbol {symbol!r} is declared with multiple_of={steps[symbol]} and {dim.multiple_of}; "
                     "declare it once"
                 )
             if size % dim.multiple_of:
-                raise DynamicShapeError(
+                raise DynamicSpecError(
                     f"dimension {axis} of input {label!r} is {size} in the example, not a multiple of "
                     f"{dim.multiple_of} as Dim({symbol!r}, multiple_of={dim.multiple_of}) says"
                 )
             if symbol in example and example[symbol] != size:
                 first = where[symbol]
-                raise DynamicShapeError(
+                raise DynamicSpecError(
                     f"symbol {symbol!r} names dimension {first[1]} of input {first[0]!r} (size "
                     f"{example[symbol]}) and dimension {axis} of input {label!r} (size {size}); "
                     "one symbol is one size: give the examples equal sizes there, or use two symbols"
@@ -376,7 +376,7 @@ def example_arrays(arrays: dict[str, mx.array], spec, sizes, t: int) -> dict[str
 def merge(traces: list, plan: Plan):
     """One :class:`~mlx2onnx.capture.Trace` whose numbers are :class:`SymInt` where the
     traces differ; :class:`DynamicShapeError` where they are not one program."""
-    from .capture import Constant, GraphInput, GraphOutput, Primitive, TensorSpec
+    from .capture import GraphInput, GraphOutput, Primitive, TensorSpec
 
     base = traces[0]
     rename = [_name_map(base, other) for other in traces]
@@ -407,9 +407,15 @@ def merge(traces: list, plan: Plan):
                 c.array.size <= 4096 and not _same_values(o.array, c.array)
             ):
                 what = c.path or f"constant {c.spec.name} of shape {list(c.spec.shape)}"
+                if tuple(o.spec.shape) != tuple(c.spec.shape):
+                    change = f"shape {list(c.spec.shape)} at {_sizes_text(plan, 0)}, {list(o.spec.shape)} at {_sizes_text(plan, t)}"
+                elif c.array.size <= 4:
+                    change = f"value {c.array.tolist()} at {_sizes_text(plan, 0)}, {o.array.tolist()} at {_sizes_text(plan, t)}"
+                else:
+                    change = f"its values differ at {_sizes_text(plan, t)}"
                 raise DynamicShapeError(
                     f"{plan.describe(_trace_marker(plan, t))} cannot be dynamic: {what} changes with it "
-                    f"(shape {list(c.spec.shape)} -> {list(o.spec.shape)}); it was computed in Python "
+                    f"({change}); it was computed in Python "
                     "(or NumPy) from the size. Compute it inside the function with MLX ops instead "
                     "(mx.arange, mx.triu, ...), or keep this dimension static"
                 )

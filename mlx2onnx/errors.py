@@ -62,3 +62,7 @@ class VerificationError(Mlx2OnnxError):
 
 class DynamicShapeError(Mlx2OnnxError, ValueError):
     """A dimension named dynamic cannot be: the function fixes it, or the request is malformed."""
+
+
+class DynamicSpecError(ExportOptionError, DynamicShapeError):
+    """The ``dynamic`` option itself is malformed (unknown input, axis out of range, ...)."""

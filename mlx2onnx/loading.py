@@ -307,3 +307,41 @@ def _parameters(fun: Any) -> tuple[list[str], list[str] | None, bool]:
     keywords = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     var_kw = any(p.kind is p.VAR_KEYWORD for p in params)
     return positional, keywords, var_kw
+
+
+DYNAMIC_SPEC_HELP = "NAME:AXIS=SYMBOL[,AXIS=SYMBOL...] (SYMBOL%N: sizes in steps of N), e.g. input_ids:0=batch,1=seq"
+
+
+def parse_dynamic_specs(texts: list[str]) -> dict | None:
+    """``--dynamic`` options -> the ``dynamic`` mapping of :class:`~mlx2onnx.Exporter`."""
+    from .dynamic import Dim
+
+    if not texts:
+        return None
+    spec: dict[str, dict[int, Dim]] = {}
+    for original in texts:
+        name, sep, rest = original.partition(":")
+        if not sep or not name.isidentifier() or not rest:
+            raise UsageError(f"--dynamic {original!r} is not {DYNAMIC_SPEC_HELP}")
+        for part in rest.split(","):
+            match = re.fullmatch(r"\s*(-?\d+)\s*=\s*([A-Za-z_]\w*)\s*(?:%\s*(\d+))?\s*", part)
+            if match is None:
+                raise UsageError(f"--dynamic {original!r}: {part!r} is not AXIS=SYMBOL or AXIS=SYMBOL%N ({DYNAMIC_SPEC_HELP})")
+            axis, symbol, step = int(match.group(1)), match.group(2), match.group(3)
+            if step is not None and int(step) < 1:
+                raise UsageError(f"--dynamic {original!r}: the step in {part!r} must be at least 1")
+            spec.setdefault(name, {})[axis] = Dim(symbol, int(step) if step else 1)
+    return spec
+
+
+def parse_sizes(texts: list[str]) -> dict | None:
+    """``--sizes SYMBOL=N,N,...`` options -> :attr:`~mlx2onnx.Verifier.sizes`."""
+    if not texts:
+        return None
+    sizes: dict[str, list[int]] = {}
+    for original in texts:
+        match = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*=\s*(\d+(?:\s*,\s*\d+)*)\s*", original)
+        if match is None:
+            raise UsageError(f"--sizes {original!r} is not SYMBOL=N[,N...], e.g. seq=1,7,64")
+        sizes[match.group(1)] = [int(v) for v in match.group(2).split(",")]
+    return sizes

@@ -15,6 +15,8 @@
 
 from __future__ import annotations
 
+import math
+
 from typing import Callable, Iterable
 
 import numpy as np
@@ -139,6 +141,8 @@ def optimize(model: ir.Model, opset: int) -> dict[str, int]:
     if opset < 18:
         _split_sizes_for_opset17(model)
     report["onnxscript_optimizer"] = before - len(model.graph)
+    if _has_dynamic_inputs(model):
+        report["named_reshape_dims"] = keep_named_reshape_dims(model)
     report["drop_redundant_broadcasts_2"] = drop_redundant_broadcasts(model)
     report.update(fusions.fuse_all(model, opset))
     before = len(model.graph)
@@ -151,6 +155,44 @@ def optimize(model: ir.Model, opset: int) -> dict[str, int]:
         value.shape = value.shape if value.shape is not None else shape
         value.type = value.type if value.type is not None else type_
     return report
+
+
+def _has_dynamic_inputs(model: ir.Model) -> bool:
+    return any(v.shape is not None and not all(isinstance(d, int) for d in v.shape) for v in model.graph.inputs)
+
+
+def keep_named_reshape_dims(model: ir.Model) -> int:
+    """Turn a Reshape target's -1 back into 0 (copy) where it copies a dynamic dim of the
+    input at the same axis: the optimizer writes -1 for both, and ONNX shape inference can
+    name a copied dim but not an inferred one."""
+    from onnx_ir.passes.common import ShapeInferencePass
+
+    ShapeInferencePass(strict_mode=False)(model)  # internal values get (symbolic) shapes
+    changed = 0
+    for node in model.graph:
+        if node.op_type != "Reshape" or node.domain != "" or len(node.inputs) < 2:
+            continue
+        target = node.inputs[1]
+        source = _shape(node.inputs[0])
+        if target is None or target.const_value is None or source is None:
+            continue
+        dims = target.const_value.numpy().tolist()
+        if dims.count(-1) != 1 or 0 in dims:
+            continue
+        axis = dims.index(-1)
+        if axis >= len(source) or not isinstance(source[axis], str):
+            continue  # -1 = size / rest = that dim exactly when the other dims multiply alike
+        rest_in = [d for k, d in enumerate(source) if k != axis]
+        rest_out = [d for k, d in enumerate(dims) if k != axis]
+        if all(isinstance(d, int) for d in rest_in) and math.prod(rest_in) == math.prod(rest_out):
+            dims[axis] = 0
+            node.attributes["allowzero"] = ir.AttrInt64("allowzero", 0)  # 0 copies (no other 0s)
+            node.replace_input_with(1, ir.Value(
+                name=f"{target.name}_named", shape=ir.Shape([len(dims)]), type=ir.TensorType(ir.DataType.INT64),
+                const_value=ir.Tensor(np.asarray(dims, np.int64))))
+            model.graph.register_initializer(node.inputs[1])
+            changed += 1
+    return changed
 
 
 def _onnxscript_optimize(model: ir.Model) -> None:

@@ -239,7 +239,7 @@ def dynamic_as_strided(ctx, x, src, shape, strides, offset):
         length = ctx.ints(n) if is_dynamic(n) else ctx.const(np.asarray(int(n), np.int64))
         steps = ctx.op.Range(zero, length, one)
         step = ctx.ints(stride) if is_dynamic(stride) else ctx.const(np.asarray(int(stride), np.int64))
-        part = ctx.reshape(ctx.op.Mul(steps, step), [-1 if j == k else 1 for j in range(rank)])
+        part = ctx.op.Reshape(ctx.op.Mul(steps, step), ctx.ints([n if j == k else 1 for j in range(rank)]))
         index = ctx.op.Add(index, part)
     return ctx.op.Gather(x, index, axis=0)
 

@@ -21,7 +21,7 @@ def arange(ctx, rec):
     start, stop, step = rec.arguments
     out = rec.outputs[0]
     if is_dynamic(start) or is_dynamic(stop) or is_dynamic(step):
-        return [dynamic_arange(ctx, start, stop, step, out.dtype)]
+        return [dynamic_arange(ctx, start, stop, step, out.dtype, out.shape[0])]
     values = mx.arange(start, stop, step, dtype=out.dtype)
     if tuple(values.shape) != tuple(out.shape):
         raise ctx.fail(f"mx.arange{(start, stop, step)} gives shape {values.shape}, the record says {out.shape}")
@@ -31,7 +31,7 @@ def arange(ctx, rec):
     return [ctx.const(dtypes.array_to_numpy(values), name=f"arange_{rec.index}")]
 
 
-def dynamic_arange(ctx, start, stop, step, dtype):
+def dynamic_arange(ctx, start, stop, step, dtype, length):
     if is_dynamic(step) or not float(step).is_integer() or not all(
         is_dynamic(v) or float(v).is_integer() for v in (start, stop)
     ):
@@ -50,6 +50,9 @@ def dynamic_arange(ctx, start, stop, step, dtype):
         return ctx.ints(v) if is_dynamic(v) else ctx.const(np.asarray(int(v), np.int64))
 
     values = ctx.op.Range(bound(start), bound(stop), ctx.const(np.asarray(int(step), np.int64)))
+    # ONNX shape inference cannot size a Range from runtime bounds; a Reshape to the
+    # length read off an input's Shape lets it name the dimension (a no-op at runtime).
+    values = ctx.op.Reshape(values, ctx.ints([length]))
     return ctx.cast(values, dtype)
 
 

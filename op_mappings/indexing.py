@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import mlx.core as mx
 import numpy as np
+import onnx_ir as ir
 
 from mlx2onnx import dtypes
+from mlx2onnx.dynamic import any_dynamic
 from mlx2onnx.registry import handles
 
 # Scatter / SliceUpdate reduce codes -> ONNX reduction names.
@@ -165,17 +167,22 @@ def slice_(ctx, rec):
     (x,) = ctx.inputs(rec)
     start, stop, strides = rec.arguments
     if rec.inputs[0].rank == 0 or tuple(rec.inputs[0].shape) == tuple(rec.outputs[0].shape) and all(
-        int(s) == 0 and int(st) == 1 for s, st in zip(start, strides)
+        s == 0 and st == 1 for s, st in zip(start, strides)
     ):
         return [ctx.op.Identity(x)]
-    axes = list(range(len(start)))
     # MLX normalises a start below -dim with a negative stride to -1 ("before the first
     # element": nothing), which ONNX reads as the last element; spell empty axes plainly.
     empty = [d for d, n in enumerate(rec.outputs[0].shape) if n == 0]
     start = [0 if d in empty else s for d, s in enumerate(start)]
     stop = [0 if d in empty else e for d, e in enumerate(stop)]
     strides = [1 if d in empty else st for d, st in enumerate(strides)]
-    return [ctx.slice(x, start, stop, axes, strides)]
+    # Only the axes that are cut (a dynamic axis kept whole then needs no Shape).
+    shape = rec.inputs[0].shape
+    axes = [d for d in range(len(start)) if d in empty or not (start[d] == 0 and strides[d] == 1 and stop[d] == shape[d])]
+    if not axes:
+        return [ctx.op.Identity(x)]
+    pick = lambda values: [values[d] for d in axes]  # noqa: E731
+    return [ctx.slice(x, pick(start), pick(stop), axes, pick(strides))]
 
 
 def slice_ranges(ctx, shape, start, stop, strides, update_shape):
@@ -233,6 +240,9 @@ def slice_update(ctx, rec):
     s_spec, u_spec = rec.inputs
     dtype = rec.outputs[0].dtype
     n = s_spec.rank
+    if any_dynamic((*start, *stop, *s_spec.shape, *u_spec.shape)):
+        return [dynamic_slice_write(ctx, src, update, s_spec, u_spec, start, strides,
+                                    SLICE_UPDATE_OPS.get(int(reduce_code)), dtype)]
     steps = [int(st) for st in strides]
     ranges = slice_ranges(ctx, s_spec.shape, start, stop, strides, u_spec.shape)
     if u_spec.size == 0:
@@ -249,6 +259,27 @@ def slice_update(ctx, rec):
     depth = 1 + max(d for d in range(n) if not (steps[d] == 1 and is_full(ranges[d], s_spec.shape[d])))
     grid = np.stack(np.meshgrid(*[np.asarray(r, dtype=np.int64) for r in ranges[:depth]], indexing="ij"), axis=-1)
     return [ctx.op.ScatterND(src, ctx.const(grid), update)]
+
+
+def dynamic_slice_write(ctx, src, update, s_spec, u_spec, start, strides, combine, dtype):
+    """SliceUpdate whose bounds follow a dynamic size: the update padded out to the
+    source's shape, selected by an equally padded mask (unit strides only)."""
+    n = s_spec.rank
+    if any(st != 1 for st in strides):
+        raise ctx.fail(
+            f"a slice update with strides {tuple(strides)} and bounds that change with a dynamic size "
+            "is not supported (unit strides are); keep that dimension static"
+        )
+    if combine is not None:
+        stop = [s + u for s, u in zip(start, u_spec.shape)]
+        update = ctx.run(combine, [ctx.slice(src, start, stop, list(range(n))), update], dtype)
+    before = list(start)
+    after = [d - s - u for d, s, u in zip(s_spec.shape, start, u_spec.shape)]
+    pads = ctx.ints(before + after)
+    padded = ctx.run("Pad", [update, pads, ctx.scalar(0, dtype)], dtype, fixed=(1,), mode="constant")
+    ones = ctx.op.Expand(ctx.const(np.asarray(1, np.uint8)), ctx.op.Shape(update))
+    mask = ctx.op.Cast(ctx.op.Pad(ones, pads, ctx.const(np.asarray(0, np.uint8))), to=ir.DataType.BOOL)
+    return ctx.op.Where(mask, padded, src)
 
 
 @handles("DynamicSlice")
@@ -313,7 +344,7 @@ def gather(ctx, rec):
     a, *indices = ctx.inputs(rec)
     axes, slice_sizes = rec.arguments
     axes = [int(ax) for ax in axes]
-    sizes = [int(s) for s in slice_sizes]
+    sizes = list(slice_sizes)  # SymInt where a size is dynamic
     src, out = rec.inputs[0], rec.outputs[0]
     n = src.rank
     batch = tuple(out.shape[: out.rank - n])

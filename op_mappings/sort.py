@@ -55,7 +55,7 @@ def argsort(ctx, rec):
 def check_kth(ctx, rec, kth, axis):
     spec = rec.inputs[0]
     n = spec.shape[int(axis) % spec.rank]
-    if not -n <= int(kth) < max(n, 1):
+    if not -n <= kth < max(n, 1):
         raise ctx.fail(f"argument kth={kth} is out of range for an axis of length {n}")
 
 

@@ -74,6 +74,12 @@ def broken(x):
     return helper(x)
 
 
+def loop_over_rows(x):
+    for _ in range(x.shape[0]):  # the trace unrolls a size-dependent loop
+        x = x * 2 + 1
+    return x
+
+
 def helper(x):
     raise RuntimeError("user bug in helper")
 """
@@ -256,3 +262,25 @@ def test_input_specs_and_record_decoding():
     assert records.decode("Reduce", [2, [1]])["type"].code == 2
     assert records.missing_fields("FFT", [[1], False, False]) == []
     assert records.missing_fields("Reduce", [2]) == ["axes"]
+
+
+def test_dynamic_dimensions(workdir, capsys):
+    out = cli("export", "llama", "-o", "dyn.onnx", "--dynamic", "input_ids:0=batch,1=seq", "--check",
+              "--sizes", "batch=1,3", "--sizes", "seq=1,9", cwd=workdir, check_rc=0)
+    assert "input  input_ids: int32[batch, seq]" in out.stdout and "parity PASSED" in out.stdout
+    for at in ("[batch=1 seq=1]", "[batch=3 seq=9]"):
+        assert at in out.stdout
+    out = cli("check", "dyn.onnx", "llama", "--sizes", "seq=4,70", "--json", cwd=workdir, check_rc=0)
+    report = json.loads(out.stdout)
+    assert report["passed"] and [o["at"] for o in report["outputs"]] == ["batch=2 seq=4", "batch=2 seq=70"]
+    # the model's dynamic symbols, and only those, can be given sizes
+    rc, out, err = inprocess("check", "dyn.onnx", "llama", "--sizes", "rows=3", cwd=workdir, capsys=capsys)
+    assert rc == 3 and "'rows'" in err and "batch" in err
+    for spec, message in [("input_ids:0=batch,1=se-q", "not AXIS=SYMBOL"), ("ids:0=batch", "input 'ids'"),
+                          ("input_ids:5=batch", "axis 5"), ("input_ids", "not NAME:AXIS=SYMBOL")]:
+        rc, _, err = inprocess("export", "llama", "-o", "bad.onnx", "--dynamic", spec, cwd=workdir, capsys=capsys)
+        assert rc == 2 and message in err, (spec, err)
+    out = cli("export", "usermod:loop_over_rows", "-i", "x=3x4", "-o", "bad.onnx", "--dynamic", "x:0=rows",
+              cwd=workdir, check_rc=3)
+    assert "dimension 0 ('rows') of input 'x' cannot be dynamic" in out.stderr
+    assert not (workdir / "bad.onnx").exists()

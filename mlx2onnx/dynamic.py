@@ -63,7 +63,8 @@ class Plan:
     """The dynamic dimensions and the sizes each trace used.
 
     ``sizes[s][t]`` is the size of symbol ``s`` in trace ``t``; trace 0 is the example
-    sizes, trace ``1 + k`` changes symbol ``k`` alone, the last changes them all.
+    sizes, trace ``1 + k`` changes symbol ``k`` alone by one step, the last two change them
+    all, by two steps and by :func:`far_offset`.
     ``where[s]`` names the first (input label, axis) that carries symbol ``s``.
     """
 
@@ -79,9 +80,9 @@ class Plan:
 
     def symbols_of(self, values: tuple) -> list[str]:
         """The symbols whose own trace changes ``values`` (all of them if only the
-        all-changed trace does)."""
+        all-changed traces do)."""
         found = [s for k, s in enumerate(self.sizes) if values[1 + k] != values[0]]
-        if not found and values[-1] != values[0]:
+        if not found and any(v != values[0] for v in values[1 + len(self.sizes):]):
             found = list(self.sizes)
         return found
 
@@ -124,7 +125,11 @@ def _pretty(values: tuple, sizes: dict[str, tuple[int, ...]]) -> str | None:
 
 
 def affine_fit(values: tuple, basis: tuple) -> tuple[Fraction, Fraction] | None:
-    """``(a, b)`` with ``values == a * basis + b`` in every trace, or None."""
+    """``(a, b)`` with ``values == a * basis + b`` in every trace, or None. A basis with
+    fewer than three distinct values fits anything that takes two: no fit then (a number
+    that floors a size, seen at two sizes only, is not an affine function of it)."""
+    if len(set(basis)) < 3:
+        return None
     pairs = list(zip(basis, values))
     pivot = next(((p, v) for p, v in pairs if p != pairs[0][0]), None)
     if pivot is None:
@@ -353,10 +358,18 @@ def trace_sizes(spec: dict[str, dict[int, Dim]], shapes: dict[str, tuple[int, ..
     for k, s in enumerate(symbols):
         step = steps[s]
         base = max(example[s], 2 if step == 1 else step)  # at 1 MLX may trace a broadcast-special program
-        row = [base] + [base + step if j == k else base for j in range(len(symbols))] + [base + 2 * step]
-        sizes[s] = tuple(row)
+        row = [base] + [base + step if j == k else base for j in range(len(symbols))]
+        sizes[s] = tuple(row + [base + 2 * step, base + far_offset(step)])
     names = {label: {a: d.name for a, d in axes.items()} for label, axes in spec.items()}
     return Plan(sizes, where, names, steps)
+
+
+def far_offset(step: int) -> int:
+    """How far the last trace moves every size: at least 37 and five steps, so numbers that
+    floor a size (a stride-2 stage, a pooling window; five of them divide by 32) take
+    values no affine function of the nearby traces predicts, and a size an image net
+    pools down to a constant at the nearby sizes changes there."""
+    return step * max(5, -(-37 // step))
 
 
 def shaped(shape: tuple, axes: Mapping[int, str], sizes: dict[str, tuple[int, ...]], t: int) -> tuple:

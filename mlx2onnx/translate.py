@@ -92,9 +92,12 @@ def fixed_by(rec, exc: NeedsStatic) -> DynamicShapeError:
     """The error for a handler that needed a fixed number where a dynamic size flows."""
     plan = exc.sym.plan
     sizes = ", ".join(f"{s}={v[0]}" for s, v in plan.sizes.items())
+    symbol = (plan.symbols_of(exc.sym.values) or list(plan.sizes))[0]
     return DynamicShapeError(
         f"{plan.describe(exc.sym.values)} cannot be dynamic: primitive {rec.name} (record {rec.index}, "
         f"arguments {list(rec.arguments)!r}, inputs {[list(s.shape) for s in rec.inputs]}) {exc.what} "
         f"(it is {exc.sym.example} at {sizes}, and {list(exc.sym.values[1:])} at the other traced sizes). "
-        "Keep that dimension static, or compute the value with MLX ops instead of Python numbers"
+        "Keep that dimension static, or compute the value with MLX ops instead of Python numbers; "
+        "if it floors the size (strided convolutions, pooling), declare the steps the model takes "
+        f"sizes in: mlx2onnx.Dim({symbol!r}, multiple_of=N)"
     )

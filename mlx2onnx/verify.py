@@ -49,10 +49,10 @@ class OutputReport:
     nan_in_reference: int = 0  # NaN count in MLX's output (a comparison of all-NaN proves little)
     at: str = ""  # the dynamic sizes of this run ("batch=3 seq=7"), empty for a static model
 
-    def line(self) -> str:
+    def line(self, at_width: int = 0) -> str:
         verdict = "PASS" if self.passed else "FAIL"
         text = (
-            (f"[{self.at}] " if self.at else "")
+            (f"[{self.at}] ".ljust(at_width) if self.at else "")
             + f"{self.name:<24} {self.dtype:<9} {str(list(self.shape)):<18} "
             f"abs {self.max_abs_error:<10.3g} rel {self.max_rel_error:<10.3g} "
             f"(atol {self.atol:g}, rtol {self.rtol:g})  {verdict}"
@@ -82,7 +82,8 @@ class VerifyReport:
             f"MLX {self.mlx_version} on {self.device}"
             + (f", random inputs seed {self.seed}" if self.seed is not None else ", caller's inputs")
         )
-        return "\n".join([head] + ["  " + o.line() for o in self.outputs])
+        width = max((len(o.at) + 3 for o in self.outputs if o.at), default=0)
+        return "\n".join([head] + ["  " + o.line(width) for o in self.outputs])
 
     def to_dict(self) -> dict:
         return {

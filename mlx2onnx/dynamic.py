@@ -419,7 +419,8 @@ def merge(traces: list, plan: Plan):
             if tuple(o.spec.shape) != tuple(c.spec.shape) or o.spec.dtype != c.spec.dtype or (
                 c.array.size <= 4096 and not _same_values(o.array, c.array)
             ):
-                what = c.path or f"constant {c.spec.name} of shape {list(c.spec.shape)}"
+                what = c.path or (f"a scalar constant ({c.spec.name}), a Python number in the function,"
+                                  if not c.spec.shape else f"constant {c.spec.name} of shape {list(c.spec.shape)}")
                 if tuple(o.spec.shape) != tuple(c.spec.shape):
                     change = f"shape {list(c.spec.shape)} at {_sizes_text(plan, 0)}, {list(o.spec.shape)} at {_sizes_text(plan, t)}"
                 elif c.array.size <= 4:

@@ -12,7 +12,7 @@ import onnx
 import pytest
 
 import mlx2onnx
-from mlx2onnx import Dim, DynamicShapeError, Exporter, Verifier
+from mlx2onnx import Dim, DynamicShapeError, DynamicSpecError, Exporter, Verifier
 from mlx2onnx.models import example
 
 BATCH_SEQ = {"input_ids": {0: "batch", 1: "seq"}}
@@ -196,3 +196,73 @@ def test_dynamic_primitive(name):
     # trace at a generic size can see; the multi-size check is what finds such corners)
     report = Verifier(sizes={"batch": [1, 4], "seq": [3, 5, 9]}).verify(proto, fun, x)
     assert_passes(report)
+
+
+# -- honest refusals: the dimension, the input and the record that fixes it ----------------
+def _loop_over_rows(x):
+    out = x[0]
+    for i in range(1, x.shape[0]):
+        out = out + x[i]
+    return out
+
+
+def _numpy_positions(x):
+    return x + mx.array(np.arange(x.shape[1], dtype=np.float32)).reshape(1, -1, 1)
+
+
+def _python_scale(x):
+    return x * (1.0 / x.shape[1])
+
+
+def _fixed_reshape(x):
+    return x.reshape(2, 5, 6) * 2
+
+
+REFUSALS = {
+    "python_loop_over_a_size": (_loop_over_rows, {0: "batch"},
+                                r"dimension 0 \('batch'\) of input 'x' cannot be dynamic: the traced program changes "
+                                r"with it.*records at the example sizes.*record \d+"),
+    "numpy_constant_from_a_size": (_numpy_positions, {1: "seq"},
+                                   r"dimension 1 \('seq'\) of input 'x' cannot be dynamic: constant .* changes with it"
+                                   r".*computed in Python \(or NumPy\).*mx.arange"),
+    "python_number_from_a_size": (_python_scale, {1: "seq"},
+                                  r"dimension 1 \('seq'\) of input 'x' cannot be dynamic: a scalar constant .*a Python number.*"
+                                  r"changes with it \(value 0.200.* at seq=5, 0.1666.* at seq=6\)"),
+    "reshape_to_fixed_numbers": (_fixed_reshape, {0: "batch"},
+                                 r"dimension 0 \('batch'\) of input 'x' cannot be dynamic: the function fails at "
+                                 r"batch=3.*reshape"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSALS))
+def test_a_size_fixed_in_python_is_refused_by_name(name, tmp_path):
+    fun, axes, message = REFUSALS[name]
+    x = mx.random.normal((2, 5, 6))
+    path = tmp_path / "m.onnx"
+    with pytest.raises(DynamicShapeError, match=message):
+        Exporter(dynamic={"x": axes}, path=str(path)).export(fun, x)
+    assert list(tmp_path.iterdir()) == []
+
+
+SPEC_ERRORS = [
+    ({"y": {0: "batch"}}, r"dynamic names input 'y', but the array inputs are \['x'\]"),
+    ({"x": {3: "batch"}}, r"names axis 3, but input 'x' has shape \[2, 5, 6\] \(axes 0..2\)"),
+    ({"x": {0: "not a name"}}, r"name the dimension with an identifier"),
+    ({"x": {0: "n", 1: "n"}}, r"symbol 'n' names dimension 0 of input 'x' \(size 2\) and dimension 1 .*size 5"),
+    ({"x": {1: Dim("seq", multiple_of=2)}}, r"dimension 1 of input 'x' is 5 in the example, not a multiple of 2"),
+    ({"x": {}}, r"dynamic names no dimension"),
+    (["x"], r"dynamic must be a mapping"),
+]
+
+
+@pytest.mark.parametrize("spec, message", SPEC_ERRORS)
+def test_a_bad_dynamic_spec_is_a_spec_error(spec, message):
+    with pytest.raises(DynamicSpecError, match=message):
+        Exporter(dynamic=spec).export(lambda x: x * 2, mx.random.normal((2, 5, 6)))
+
+
+def test_dim_checks_its_arguments():
+    with pytest.raises(DynamicSpecError, match="must be an identifier"):
+        Dim("2x")
+    with pytest.raises(DynamicSpecError, match="a positive integer is needed"):
+        Dim("h", multiple_of=0)

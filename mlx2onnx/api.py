@@ -106,6 +106,7 @@ class Exporter:
             model.metadata_props[DYNAMIC_METADATA_KEY] = json.dumps({
                 "symbols": {s: v[0] for s, v in plan.sizes.items()},
                 "multiple_of": dict(plan.multiple_of),
+                "range": {sym: list(b) for sym, b in plan.bounds.items()},
                 "inputs": {names[label]: {str(a): s for a, s in axes.items()} for label, axes in plan.spec.items()},
             }, sort_keys=True)
         return model

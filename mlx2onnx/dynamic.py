@@ -35,18 +35,39 @@ DynamicSpec = Mapping[str, Mapping[int, str]]
 @dataclass(frozen=True)
 class Dim:
     """A dynamic dimension: ``Dim("seq")``, or ``Dim("h", multiple_of=32)`` for a size the
-    model only accepts in steps (an image through five stride-2 stages). A plain string
-    in the ``dynamic`` mapping means ``Dim(name)``. The export is traced, and verified,
-    at multiples of ``multiple_of`` only; other sizes are outside what it promises."""
+    model only accepts in steps (an image through five stride-2 stages), with ``min`` and
+    ``max`` for a size the model only takes in a range (``Dim("seq", max=512)`` for learned
+    positions). A plain string in the ``dynamic`` mapping means ``Dim(name)``. The export
+    is traced, and verified, at such sizes only; others are outside what it promises."""
 
     name: str
     multiple_of: int = 1
+    min: int | None = None
+    max: int | None = None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.isidentifier():
             raise DynamicSpecError(f"Dim name {self.name!r} must be an identifier like 'batch'")
-        if isinstance(self.multiple_of, bool) or not isinstance(self.multiple_of, int) or self.multiple_of < 1:
-            raise DynamicSpecError(f"Dim({self.name!r}, multiple_of={self.multiple_of!r}): a positive integer is needed")
+        for what in ("multiple_of", "min", "max"):
+            v = getattr(self, what)
+            if (v is not None or what == "multiple_of") and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise DynamicSpecError(f"Dim({self.name!r}, {what}={v!r}): a positive integer is needed")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise DynamicSpecError(f"Dim({self.name!r}, min={self.min}, max={self.max}): min is above max")
+
+    def __repr__(self):
+        extra = [f"{k}={getattr(self, k)}" for k in ("multiple_of", "min", "max")
+                 if getattr(self, k) not in (None, 1) or k == "min" and self.min == 1]
+        return f"Dim({', '.join([repr(self.name), *extra])})"
+
+    @property
+    def bounds(self) -> tuple[int, int | None]:
+        """The smallest and largest size it may take (multiples of ``multiple_of``;
+        ``None``: no largest)."""
+        step = self.multiple_of
+        low = -(-(self.min or step) // step) * step
+        high = None if self.max is None else self.max // step * step
+        return low, high
 
 
 class NeedsStatic(Exception):
@@ -73,6 +94,7 @@ class Plan:
     spec: dict[str, dict[int, str]]
     multiple_of: dict[str, int] = field(default_factory=dict)
     names: dict[tuple, str] = field(default_factory=dict)
+    bounds: dict[str, tuple[int, int | None]] = field(default_factory=dict)
 
     @property
     def traces(self) -> int:
@@ -330,19 +352,23 @@ def trace_sizes(spec: dict[str, dict[int, Dim]], shapes: dict[str, tuple[int, ..
     """The plan: per symbol its size in each trace, where it first appears, its step."""
     example: dict[str, int] = {}
     where: dict[str, tuple[str, int]] = {}
-    steps: dict[str, int] = {}
+    dims: dict[str, Dim] = {}
     for label, axes in spec.items():
         for axis, dim in axes.items():
             symbol, size = dim.name, shapes[label][axis]
-            if steps.setdefault(symbol, dim.multiple_of) != dim.multiple_of:
+            if dims.setdefault(symbol, dim) != dim:
                 raise DynamicSpecError(
-                    f"symbol {symbol!r} is declared with multiple_of={steps[symbol]} and {dim.multiple_of}; "
-                    "declare it once"
+                    f"symbol {symbol!r} is declared as {dims[symbol]} and as {dim}; declare it once"
                 )
             if size % dim.multiple_of:
                 raise DynamicSpecError(
                     f"dimension {axis} of input {label!r} is {size} in the example, not a multiple of "
                     f"{dim.multiple_of} as Dim({symbol!r}, multiple_of={dim.multiple_of}) says"
+                )
+            low, high = dim.bounds
+            if size < (dim.min or 0) or high is not None and size > dim.max:
+                raise DynamicSpecError(
+                    f"dimension {axis} of input {label!r} is {size} in the example, outside {dim}'s range"
                 )
             if symbol in example and example[symbol] != size:
                 first = where[symbol]
@@ -356,12 +382,41 @@ def trace_sizes(spec: dict[str, dict[int, Dim]], shapes: dict[str, tuple[int, ..
     symbols = list(example)
     sizes = {}
     for k, s in enumerate(symbols):
-        step = steps[s]
-        base = max(example[s], 2 if step == 1 else step)  # at 1 MLX may trace a broadcast-special program
-        row = [base] + [base + step if j == k else base for j in range(len(symbols))]
-        sizes[s] = tuple(row + [base + 2 * step, base + far_offset(step)])
+        base, near, nearer, far = trace_values(dims[s], example[s])
+        row = [base] + [near if j == k else base for j in range(len(symbols))]
+        sizes[s] = tuple(row + [nearer, far])
     names = {label: {a: d.name for a, d in axes.items()} for label, axes in spec.items()}
-    return Plan(sizes, where, names, steps)
+    return Plan(sizes, where, names, {s: d.multiple_of for s, d in dims.items()},
+                bounds={s: d.bounds for s, d in dims.items()})
+
+
+def trace_values(dim: Dim, example: int) -> tuple[int, int, int, int]:
+    """Four distinct sizes of ``dim`` to trace at: the example (raised to 2 steps' worth at
+    1, where MLX may trace a broadcast-special program), one and two steps away, and one
+    :func:`far_offset` away; inside ``dim``'s range, going down where up has no room."""
+    step = dim.multiple_of
+    low, high = dim.bounds
+    low = max(low, 2 if step == 1 else step)
+    base = min(max(example, low), high) if high is not None else max(example, low)
+
+    def fits(v):
+        return v >= low and (high is None or v <= high)
+
+    picked = []
+    for v in (base + step, base + 2 * step, base - step, base - 2 * step, base + 3 * step, base - 3 * step):
+        if fits(v) and len(picked) < 2:
+            picked.append(v)
+    far = base + far_offset(step)
+    if not fits(far):  # the farthest size left in the range, one step inside its end
+        # (at the very end MLX may trace a special program: x[:n] of an n-long table is no Slice)
+        ends = [v for v in (high - step, high, low) if fits(v) and v != base and v not in picked]
+        far = ends[0] if ends else None
+    if len(picked) < 2 or far is None:
+        raise DynamicSpecError(
+            f"{dim} allows fewer than 4 sizes ({low} to {high} in steps of {step}); tracing needs 4 to tell "
+            "which numbers follow it: widen its range, or keep the dimension static"
+        )
+    return (base, picked[0], picked[1], far)
 
 
 def far_offset(step: int) -> int:

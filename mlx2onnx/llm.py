@@ -4,9 +4,11 @@ The cache is explicit: the decode graph takes ``position`` (int32, the number of
 already in the cache) and ``past_key_values.<i>.key`` / ``.value`` ([B, kv_heads,
 max_length, head_dim] buffers) and returns ``logits`` and ``present.<i>.key`` /
 ``.value``, the buffers with the new token's keys and values written at ``position``.
-The prefill graph takes only ``input_ids`` (a fixed prompt length) and returns the
-logits and the filled buffers. Buffers have a fixed ``max_length`` (shapes are static),
-so one decode graph serves every step.
+The prefill graph takes only ``input_ids`` and returns the logits and the filled
+buffers. Buffers have a fixed ``max_length``, so one decode graph serves every step. With
+``dynamic=True`` the batch size (both graphs) and the prompt length (prefill, 1 to
+``max_length``) are dynamic dimensions (:mod:`mlx2onnx.dynamic`), named ``batch`` and
+``prompt``; otherwise both are fixed to the values given.
 
 Any mlx-lm style model works: ``model(input_ids, cache=[per-layer cache])`` where each
 layer calls ``cache.update_and_fetch(keys, values)``, reads ``cache.offset`` for RoPE,
@@ -29,6 +31,7 @@ import onnx
 import onnx_ir as ir
 
 from .api import Exporter
+from .dynamic import Dim
 from .errors import ExportOptionError
 from .saving import check_output_path, staging_folder
 
@@ -118,6 +121,7 @@ class DecoderExport:
     prompt_length: int
     batch: int
     layers: int
+    dynamic: bool = False
 
     def sessions(self, providers: Sequence[str] = ("CPUExecutionProvider",)):
         import onnxruntime as ort
@@ -141,9 +145,12 @@ def export_decoder(
     batch: int = 1,
     name: str = "model",
     exporter: Exporter | None = None,
+    dynamic: bool = False,
 ) -> DecoderExport:
     """Export ``model`` as ``<name>.prefill.onnx`` and ``<name>.decode.onnx`` in
-    ``directory``, sharing one weights file ``<name>.weights``."""
+    ``directory``, sharing one weights file ``<name>.weights``. ``batch`` and
+    ``prompt_length`` are the example sizes; with ``dynamic=True`` the graphs take any
+    batch and any prompt length up to ``max_length``."""
     if not 0 < prompt_length <= max_length:
         raise ExportOptionError(f"prompt_length={prompt_length} must be in 1..max_length={max_length}")
     directory = Path(directory)
@@ -154,10 +161,10 @@ def export_decoder(
     layout = cache_layout(model)
     n = len(layout)
 
-    def buffers(make):
+    def buffers(make, rows=batch):
         out = []
         for heads, kdim, vdim, dtype in layout:
-            out += [make((batch, heads, max_length, kdim), dtype), make((batch, heads, max_length, vdim), dtype)]
+            out += [make((rows, heads, max_length, kdim), dtype), make((rows, heads, max_length, vdim), dtype)]
         return out
 
     def run(self, input_ids, position, past):
@@ -167,7 +174,7 @@ def export_decoder(
         return (logits, *present)
 
     def prefill(self, input_ids):
-        zeros = buffers(lambda shape, dtype: mx.zeros(shape, dtype))
+        zeros = buffers(lambda shape, dtype: mx.zeros(shape, dtype), input_ids.shape[0])
         return run(self, input_ids, mx.array(0, dtype=mx.int32), zeros)
 
     def decode(self, input_ids, position, *past):
@@ -177,13 +184,19 @@ def export_decoder(
     ids = mx.zeros((batch, prompt_length), dtype=mx.int32)
     one = mx.zeros((batch, 1), dtype=mx.int32)
     past = buffers(lambda shape, dtype: mx.zeros(shape, dtype))
-    prefill_ir = exporter.with_options(input_names=["input_ids"], output_names=outputs, path=None).to_ir(
-        types.MethodType(prefill, model), ids
-    )
+    prefill_dynamic = decode_dynamic = None
+    if dynamic:
+        prefill_dynamic = {"input_ids": {0: "batch", 1: Dim("prompt", max=max_length)}}
+        decode_dynamic = {"input_ids": {0: "batch"}, **{f"past_{k}": {0: "batch"} for k in range(2 * n)}}
+    prefill_ir = exporter.with_options(
+        input_names=["input_ids"], output_names=outputs, path=None, dynamic=prefill_dynamic
+    ).to_ir(types.MethodType(prefill, model), ids)
     decode_ir = exporter.with_options(
-        input_names=["input_ids", "position"] + _names(n, "past_key_values"), output_names=outputs, path=None
+        input_names=["input_ids", "position"] + _names(n, "past_key_values"), output_names=outputs, path=None,
+        dynamic=decode_dynamic,
     ).to_ir(types.MethodType(decode, model), one, mx.array(prompt_length, dtype=mx.int32), *past)
-    meta = {"max_length": max_length, "prompt_length": prompt_length, "batch": batch, "layers": n}
+    meta = {"max_length": max_length, "prompt_length": prompt_length, "batch": batch, "layers": n,
+            "dynamic": bool(dynamic)}
     for m in (prefill_ir, decode_ir):
         m.metadata_props["mlx2onnx.decoder"] = json.dumps(meta, sort_keys=True)
     paths = save_sharing_weights(
@@ -194,7 +207,7 @@ def export_decoder(
     )
     return DecoderExport(
         paths[f"{name}.prefill.onnx"], paths[f"{name}.decode.onnx"], directory / f"{name}.weights",
-        max_length, prompt_length, batch, n,
+        max_length, prompt_length, batch, n, bool(dynamic),
     )
 
 
@@ -253,19 +266,19 @@ def generate(export: DecoderExport, prompt: np.ndarray, max_new_tokens: int, ses
     """Greedy decoding with onnxruntime: ``prompt`` [batch, prompt_length] int -> the
     ``max_new_tokens`` generated token ids [batch, max_new_tokens]."""
     prompt = np.asarray(prompt, dtype=np.int32)
-    if prompt.shape != (export.batch, export.prompt_length):
+    if prompt.ndim != 2 or not export.dynamic and prompt.shape != (export.batch, export.prompt_length):
+        expected = "[batch, prompt length]" if export.dynamic else f"({export.batch}, {export.prompt_length})"
+        raise ExportOptionError(f"prompt shape {prompt.shape} differs from the exported {expected}")
+    prompt_length = prompt.shape[1]
+    if not 0 < prompt_length or prompt_length + max_new_tokens - 1 > export.max_length:
         raise ExportOptionError(
-            f"prompt shape {prompt.shape} differs from the exported ({export.batch}, {export.prompt_length})"
-        )
-    if export.prompt_length + max_new_tokens - 1 > export.max_length:
-        raise ExportOptionError(
-            f"{max_new_tokens} new tokens after {export.prompt_length} do not fit max_length={export.max_length}"
+            f"{max_new_tokens} new tokens after a prompt of {prompt_length} do not fit max_length={export.max_length}"
         )
     prefill, decode = sessions or export.sessions()
     outs = prefill.run(None, {"input_ids": prompt})
     logits, cache = outs[0], outs[1:]
     tokens = []
-    position = export.prompt_length
+    position = prompt_length
     for step in range(max_new_tokens):
         token = logits[:, -1, :].argmax(axis=-1).astype(np.int32)
         tokens.append(token)

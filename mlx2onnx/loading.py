@@ -309,7 +309,10 @@ def _parameters(fun: Any) -> tuple[list[str], list[str] | None, bool]:
     return positional, keywords, var_kw
 
 
-DYNAMIC_SPEC_HELP = "NAME:AXIS=SYMBOL[,AXIS=SYMBOL...] (SYMBOL%N: sizes in steps of N), e.g. input_ids:0=batch,1=seq"
+DYNAMIC_SPEC_HELP = (
+    "NAME:AXIS=SYMBOL[,AXIS=SYMBOL...] (SYMBOL%N: sizes in steps of N; SYMBOL:MIN..MAX or "
+    "SYMBOL:..MAX: sizes in a range), e.g. input_ids:0=batch,1=seq:..512"
+)
 
 
 def parse_dynamic_specs(texts: list[str]) -> dict | None:
@@ -324,13 +327,19 @@ def parse_dynamic_specs(texts: list[str]) -> dict | None:
         if not sep or not name.isidentifier() or not rest:
             raise UsageError(f"--dynamic {original!r} is not {DYNAMIC_SPEC_HELP}")
         for part in rest.split(","):
-            match = re.fullmatch(r"\s*(-?\d+)\s*=\s*([A-Za-z_]\w*)\s*(?:%\s*(\d+))?\s*", part)
+            match = re.fullmatch(
+                r"\s*(-?\d+)\s*=\s*([A-Za-z_]\w*)\s*(?:%\s*(\d+))?\s*(?::\s*(\d*)\s*\.\.\s*(\d+)\s*)?", part
+            )
             if match is None:
-                raise UsageError(f"--dynamic {original!r}: {part!r} is not AXIS=SYMBOL or AXIS=SYMBOL%N ({DYNAMIC_SPEC_HELP})")
-            axis, symbol, step = int(match.group(1)), match.group(2), match.group(3)
+                raise UsageError(
+                    f"--dynamic {original!r}: {part!r} is not AXIS=SYMBOL[%N][:MIN..MAX] ({DYNAMIC_SPEC_HELP})"
+                )
+            axis, symbol, step, low, high = match.groups()
             if step is not None and int(step) < 1:
                 raise UsageError(f"--dynamic {original!r}: the step in {part!r} must be at least 1")
-            spec.setdefault(name, {})[axis] = Dim(symbol, int(step) if step else 1)
+            spec.setdefault(name, {})[int(axis)] = Dim(
+                symbol, int(step) if step else 1, int(low) if low else None, int(high) if high is not None else None
+            )
     return spec
 
 

@@ -238,8 +238,13 @@ class Verifier:
         """The ``{symbol: size}`` runs of a multi-size check (see :attr:`sizes`)."""
         symbols = dict(dynamic["symbols"])
         steps = {s: int(dynamic.get("multiple_of", {}).get(s, 1)) for s in symbols}
-        if self.sizes is None:  # the example, the smallest, and one beyond every traced size
-            return [symbols, {s: steps[s] for s in symbols}, {s: v + 3 * steps[s] for s, v in symbols.items()}]
+        ranges = {s: dynamic.get("range", {}).get(s, [steps[s], None]) for s in symbols}
+        if self.sizes is None:  # the example, the smallest, and one no trace used (in range)
+            beyond = {}
+            for s, v in symbols.items():
+                low, high = ranges[s]
+                beyond[s] = v + 3 * steps[s] if high is None or v + 3 * steps[s] <= high else (low + high) // 2 // steps[s] * steps[s]
+            return [symbols, {s: ranges[s][0] for s in symbols}, beyond]
         if isinstance(self.sizes, Mapping):
             unknown = set(self.sizes) - set(symbols)
             if unknown:

@@ -293,7 +293,7 @@ def dynamic_slice(ctx, rec):
     src, out = rec.inputs[0], rec.outputs[0]
     n = src.rank
     axes = [int(ax) % n for ax in axes]
-    sizes = [int(s) for s in slice_size]
+    sizes = list(slice_size)
     if out.size == 0:
         return [empty(ctx, x, src, out.shape)]
     fixed = [d for d in range(n) if d not in axes and sizes[d] != src.shape[d]]
@@ -324,11 +324,29 @@ def dynamic_slice_update(ctx, rec):
     if upd.size == 0 or src.size == 0:
         return [ctx.op.Identity(src_v)]
     depth = 1 + max([d for d in range(n) if d in axes or upd.shape[d] != src.shape[d]])
-    grid = np.stack(np.meshgrid(*[np.arange(upd.shape[d], dtype=np.int64) for d in range(depth)], indexing="ij"), axis=-1)
+    if any_dynamic(upd.shape[:depth]):
+        grid = runtime_index_grid(ctx, upd.shape[:depth])
+    else:
+        grid = ctx.const(np.stack(np.meshgrid(*[np.arange(upd.shape[d], dtype=np.int64) for d in range(depth)],
+                                              indexing="ij"), axis=-1))
     begin = clamped_start(ctx, start, rec.inputs[2], [src.shape[ax] - upd.shape[ax] for ax in axes])
     mapping = [axes.index(d) if d in axes else len(axes) for d in range(depth)]
     offsets = ctx.op.Gather(ctx.op.Concat(begin, ctx.ints([0]), axis=0), ctx.ints(mapping))
-    return [ctx.op.ScatterND(src_v, ctx.op.Add(ctx.const(grid), offsets), update)]
+    return [ctx.op.ScatterND(src_v, ctx.op.Add(grid, offsets), update)]
+
+
+def runtime_index_grid(ctx, lengths):
+    """int64 ``[*lengths, len(lengths)]``: every index of an array of shape ``lengths``
+    (some of them dynamic), built from one ``Range`` per axis."""
+    rank = len(lengths)
+    zero, one = ctx.const(np.asarray(0, np.int64)), ctx.const(np.asarray(1, np.int64))
+    full = ctx.ints([*lengths, 1])
+    parts = []
+    for k, length in enumerate(lengths):
+        count = ctx.ints(length) if any_dynamic([length]) else ctx.const(np.asarray(int(length), np.int64))
+        steps = ctx.op.Reshape(ctx.op.Range(zero, count, one), ctx.ints([-1 if j == k else 1 for j in range(rank)] + [1]))
+        parts.append(ctx.op.Expand(steps, full))
+    return ctx.op.Concat(*parts, axis=-1)
 
 
 # -- gathers ----------------------------------------------------------------------------

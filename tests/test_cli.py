@@ -276,7 +276,15 @@ def test_dynamic_dimensions(workdir, capsys):
     # the model's dynamic symbols, and only those, can be given sizes
     rc, out, err = inprocess("check", "dyn.onnx", "llama", "--sizes", "rows=3", cwd=workdir, capsys=capsys)
     assert rc == 3 and "'rows'" in err and "batch" in err
+    out = cli("export", "encoder", "-o", "enc.onnx", "--dynamic", "input_ids:0=batch,1=seq:..512",
+              "--dynamic", "attention_mask:0=batch,1=seq:..512", "--check", cwd=workdir, check_rc=0)
+    assert "input  input_ids: int32[batch, seq]" in out.stdout and "parity PASSED" in out.stdout
+    proto = onnx.load(str(workdir / "enc.onnx"))
+    meta = json.loads({p.key: p.value for p in proto.metadata_props}["mlx2onnx.dynamic"])
+    assert meta["range"]["seq"] == [1, 512]
     for spec, message in [("input_ids:0=batch,1=se-q", "not AXIS=SYMBOL"), ("ids:0=batch", "input 'ids'"),
+                          ("input_ids:1=seq:4..", "not AXIS=SYMBOL[%N][:MIN..MAX]"),
+                          ("input_ids:1=seq:0..8", "min=0): a positive integer"),
                           ("input_ids:5=batch", "axis 5"), ("input_ids", "not NAME:AXIS=SYMBOL")]:
         rc, _, err = inprocess("export", "llama", "-o", "bad.onnx", "--dynamic", spec, cwd=workdir, capsys=capsys)
         assert rc == 2 and message in err, (spec, err)

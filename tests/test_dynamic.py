@@ -57,6 +57,7 @@ def test_graph_inputs_and_outputs_carry_the_symbols():
     assert json.loads(meta["mlx2onnx.dynamic"]) == {
         "symbols": {"batch": 2, "seq": 8},
         "multiple_of": {"batch": 1, "seq": 1},
+        "range": {"batch": [1, None], "seq": [1, None]},
         "inputs": {"input_ids": {"0": "batch", "1": "seq"}, "attention_mask": {"0": "batch", "1": "seq"}},
     }
 
@@ -184,6 +185,8 @@ FUNCTIONS = {
     "swapaxes_and_flatten": lambda x: mx.flatten(mx.swapaxes(x, 1, 2), 1),
     "scatter_add_first_row": lambda x: x.at[:, 0].add(1.0),
     "mean_of_everything": lambda x: x.mean(),
+    "dynamic_slice_update": lambda x: mx.slice_update(x, x[:, :2] * 2, mx.array([1]), axes=(1,)),
+    "dynamic_slice": lambda x: mx.slice(x, mx.array([1]), axes=(1,), slice_size=(x.shape[0], 2, 6)) * 3,
 }
 
 
@@ -262,7 +265,39 @@ def test_a_bad_dynamic_spec_is_a_spec_error(spec, message):
 
 
 def test_dim_checks_its_arguments():
+    with pytest.raises(DynamicSpecError, match=r"Dim\('seq', min=8, max=4\): min is above max"):
+        Dim("seq", min=8, max=4)
+    with pytest.raises(DynamicSpecError, match=r"max=0\): a positive integer"):
+        Dim("seq", max=0)
     with pytest.raises(DynamicSpecError, match="must be an identifier"):
         Dim("2x")
     with pytest.raises(DynamicSpecError, match="a positive integer is needed"):
         Dim("h", multiple_of=0)
+
+
+def test_a_bounded_dim_is_traced_inside_its_range():
+    """Learned positions take at most 16 tokens: the traces stay at or below 16 (the far
+    trace falls back to the range's end) and the check's default sizes too."""
+    table = mx.random.normal((16, 6))
+
+    def add_positions(x):
+        return x + table[: x.shape[1]]
+
+    x = mx.random.normal((2, 5, 6))
+    with pytest.raises(DynamicShapeError, match="the function fails at"):
+        Exporter(dynamic={"x": {1: "seq"}}).export(add_positions, x)
+    proto = export_dynamic(add_positions, x, dynamic={"x": {0: "batch", 1: Dim("seq", max=16)}})
+    meta = json.loads({p.key: p.value for p in proto.metadata_props}["mlx2onnx.dynamic"])
+    assert meta["range"] == {"batch": [1, None], "seq": [1, 16]}
+    runs = Verifier().size_assignments(meta)
+    assert all(run["seq"] <= 16 for run in runs) and len({run["seq"] for run in runs}) == 3
+    assert_passes(Verifier(sizes={"seq": [1, 9, 16]}).verify(proto, add_positions, x))
+
+
+@pytest.mark.parametrize("dim, example, message", [
+    (Dim("seq", max=3), 2, "allows fewer than 4 sizes"),
+    (Dim("seq", min=4), 2, "outside .*range"),
+])
+def test_a_range_too_narrow_to_trace_is_a_spec_error(dim, example, message):
+    with pytest.raises(DynamicSpecError, match=message):
+        Exporter(dynamic={"x": {1: dim}}).export(lambda x: x * 2, mx.random.normal((2, example)))

@@ -17,6 +17,7 @@ from mlx.utils import tree_flatten
 
 import mlx2onnx
 from mlx2onnx import llm
+from mlx2onnx.errors import ExportOptionError
 
 pytest.importorskip("mlx_lm")
 
@@ -89,6 +90,25 @@ def test_greedy_decoding_matches_mlx(name, tmp_path):
     np.testing.assert_array_equal(ours, reference)
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["model.decode.onnx", "model.prefill.onnx", "model.weights"]
+
+
+@pytest.mark.parametrize("name", ["llama", "qwen3", "gemma3_text"])
+def test_dynamic_decoder_serves_any_batch_and_prompt_length(name, tmp_path):
+    """One export with dynamic=True: greedy tokens equal MLX's at batch 1 to 3 and prompts
+    of 1 to 20 tokens (max_length 32); the graphs' inputs carry the symbols."""
+    model = build(name)
+    exported = llm.export_decoder(model, tmp_path, prompt_length=5, max_length=32, dynamic=True)
+    for batch, length in [(1, 1), (3, 9), (2, 20)]:
+        prompt = tokens((batch, length), seed=batch * 100 + length)
+        ours = llm.generate(exported, np.array(prompt), max_new_tokens=6)
+        np.testing.assert_array_equal(ours, llm.mlx_generate(model, prompt, max_new_tokens=6))
+    prefill = onnx.load(str(exported.prefill), load_external_data=False)
+    decode = onnx.load(str(exported.decode), load_external_data=False)
+    dims = [d.dim_param or d.dim_value for d in prefill.graph.input[0].type.tensor_type.shape.dim]
+    assert dims == ["batch", "prompt"]
+    assert [d.dim_param or d.dim_value for d in decode.graph.input[2].type.tensor_type.shape.dim][0] == "batch"
+    with pytest.raises(ExportOptionError, match="do not fit max_length=32"):
+        llm.generate(exported, np.zeros((1, 30), np.int32), max_new_tokens=6)
 
 
 def test_prefill_and_decode_share_one_weights_file(tmp_path):

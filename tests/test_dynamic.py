@@ -18,8 +18,8 @@ from mlx2onnx.models import example
 BATCH_SEQ = {"input_ids": {0: "batch", 1: "seq"}}
 
 
-def export_dynamic(fun, *args, dynamic, **kwargs):
-    proto = Exporter(dynamic=dynamic).export(fun, *args, **kwargs)
+def export_dynamic(fun, *args, dynamic, opset=None, **kwargs):
+    proto = Exporter(dynamic=dynamic, opset=opset).export(fun, *args, **kwargs)
     onnx.checker.check_model(proto, full_check=True)
     return proto
 
@@ -190,11 +190,12 @@ FUNCTIONS = {
 }
 
 
+@pytest.mark.parametrize("opset", [None, 17], ids=["default_opset", "opset17"])
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))
-def test_dynamic_primitive(name):
+def test_dynamic_primitive(name, opset):
     fun = FUNCTIONS[name]
     x = mx.random.normal((2, 5, 6))
-    proto = export_dynamic(fun, x, dynamic={"x": {0: "batch", 1: "seq"}})
+    proto = export_dynamic(fun, x, dynamic={"x": {0: "batch", 1: "seq"}}, opset=opset)
     # seq >= 3: at seq == 2, MLX's topk(x, 2) returns x unsorted (a C++ special case no
     # trace at a generic size can see; the multi-size check is what finds such corners)
     report = Verifier(sizes={"batch": [1, 4], "seq": [3, 5, 9]}).verify(proto, fun, x)

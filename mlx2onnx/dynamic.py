@@ -597,7 +597,9 @@ def _differs(plan: Plan, t: int, where: str, detail: str, summary: str = "") -> 
         f"but {_sizes_text(plan, t)} traces {detail.split(' | ')[-1]}. Python code in the function "
         "(or in MLX, like pooling that crops odd sizes) branches, loops or computes shapes on that size; "
         "make the dimension static, write that part with MLX ops on the array, or, if the model only "
-        "takes sizes in steps, declare them: mlx2onnx.Dim(name, multiple_of=N)"
+        "takes sizes in steps, declare them: mlx2onnx.Dim(name, multiple_of=N). Where the branch only picks "
+        "an implementation with the same results (mlx-lm's MoE layers sort their routing from 64 indices "
+        "up), give example sizes past the threshold: the other traces only grow from them"
     )
 
 

@@ -169,6 +169,7 @@ def keep_named_reshape_dims(model: ir.Model) -> int:
 
     ShapeInferencePass(strict_mode=False)(model)  # internal values get (symbolic) shapes
     changed = 0
+    targets: dict[tuple, ir.Value] = {}  # one initializer per rewritten target
     for node in model.graph:
         if node.op_type != "Reshape" or node.domain != "" or len(node.inputs) < 2:
             continue
@@ -187,10 +188,15 @@ def keep_named_reshape_dims(model: ir.Model) -> int:
         if all(isinstance(d, int) for d in rest_in) and math.prod(rest_in) == math.prod(rest_out):
             dims[axis] = 0
             node.attributes["allowzero"] = ir.AttrInt64("allowzero", 0)  # 0 copies (no other 0s)
-            node.replace_input_with(1, ir.Value(
-                name=f"{target.name}_named", shape=ir.Shape([len(dims)]), type=ir.TensorType(ir.DataType.INT64),
-                const_value=ir.Tensor(np.asarray(dims, np.int64))))
-            model.graph.register_initializer(node.inputs[1])
+            if tuple(dims) not in targets:
+                name = f"{target.name}_named"
+                while name in model.graph.initializers:
+                    name += "_"
+                value = ir.Value(name=name, shape=ir.Shape([len(dims)]), type=ir.TensorType(ir.DataType.INT64),
+                                 const_value=ir.Tensor(np.asarray(dims, np.int64)))
+                model.graph.register_initializer(value)
+                targets[tuple(dims)] = value
+            node.replace_input_with(1, targets[tuple(dims)])
             changed += 1
     return changed
 

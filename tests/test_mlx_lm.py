@@ -111,6 +111,19 @@ def test_dynamic_decoder_serves_any_batch_and_prompt_length(name, tmp_path):
         llm.generate(exported, np.zeros((1, 30), np.int32), max_new_tokens=6)
 
 
+def test_dynamic_mixtral_traced_past_its_sorting_threshold():
+    """mlx-lm's SwitchGLU sorts the routing indices when there are 64 or more: traced at
+    2 x 8 tokens (32 indices) the far traces cross that and the export is refused; traced
+    at 2 x 32 every trace sorts, and the sorted program is exact at small sizes too."""
+    model = build("mixtral")
+    dynamic = {"inputs": {0: "batch", 1: "seq"}}
+    with pytest.raises(mlx2onnx.DynamicShapeError, match="the traced program changes with it.*past the threshold"):
+        mlx2onnx.Exporter(dynamic=dynamic).export(model, tokens((2, 8)))
+    proto = mlx2onnx.Exporter(dynamic=dynamic).export(model, tokens((2, 32)))
+    report = mlx2onnx.Verifier(sizes={"batch": [1, 3], "seq": [1, 7, 33]}).verify(proto, model, tokens((2, 32)))
+    assert report.passed, str(report)
+
+
 def test_prefill_and_decode_share_one_weights_file(tmp_path):
     model = build("llama")
     exported = llm.export_decoder(model, tmp_path, prompt_length=4, max_length=12)

@@ -191,6 +191,23 @@ def test_whisper_audio_encoder_frame_count_is_fixed_by_its_positional_embedding(
         Exporter(dynamic={"x": {0: "batch", 1: "frames"}}).export(encoder, mel)
 
 
+def test_whisper_dynamic_batch_and_token_count():
+    """The whole model: the text decoder slices its learned positional embedding and its
+    causal mask to the token count, so tokens are dynamic up to n_text_ctx (16 here)."""
+    pytest.importorskip("tiktoken")
+    whisper = pytest.importorskip("mlx_whisper.whisper")
+    dims_ = whisper.ModelDimensions(n_mels=16, n_audio_ctx=8, n_audio_state=32, n_audio_head=4, n_audio_layer=2,
+                                    n_vocab=64, n_text_ctx=16, n_text_state=32, n_text_head=4, n_text_layer=2)
+    mx.random.seed(0)
+    model = whisper.Whisper(dims_, dtype=mx.float32)
+    mx.eval(model.parameters())
+    mel, ids = mx.random.normal((2, 16, 16)), tokens((2, 4), 64)
+    proto = export_once(model, mel, ids, dynamic={"mel": {0: "batch"}, "tokens": {0: "batch", 1: "tokens"}})
+    assert dims(proto.graph.input) == [["batch", 16, 16], ["batch", "tokens"]]
+    assert dims(proto.graph.output) == [["batch", "tokens", 64]]
+    check_at_sizes(proto, model, mel, ids, sizes=grid(batch=[1, 3], tokens=[1, 5, 16]))
+
+
 # -- mlx-audio: codec decoders ------------------------------------------------------------------
 def test_mlx_audio_dac_decoder_dynamic_length():
     """Conv1d / ConvTranspose1d upsampling by 2 and 2: audio is 4 samples per latent frame."""

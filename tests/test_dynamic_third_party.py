@@ -193,7 +193,8 @@ def test_whisper_audio_encoder_frame_count_is_fixed_by_its_positional_embedding(
 
 def test_whisper_dynamic_batch_and_token_count():
     """The whole model: the text decoder slices its learned positional embedding and its
-    causal mask to the token count, so tokens are dynamic up to n_text_ctx (16 here)."""
+    causal mask to the token count, so tokens are dynamic up to n_text_ctx (16 here): a
+    plain symbol is refused (the far trace is past the table), Dim(max=16) is not."""
     pytest.importorskip("tiktoken")
     whisper = pytest.importorskip("mlx_whisper.whisper")
     dims_ = whisper.ModelDimensions(n_mels=16, n_audio_ctx=8, n_audio_state=32, n_audio_head=4, n_audio_layer=2,
@@ -202,7 +203,10 @@ def test_whisper_dynamic_batch_and_token_count():
     model = whisper.Whisper(dims_, dtype=mx.float32)
     mx.eval(model.parameters())
     mel, ids = mx.random.normal((2, 16, 16)), tokens((2, 4), 64)
-    proto = export_once(model, mel, ids, dynamic={"mel": {0: "batch"}, "tokens": {0: "batch", 1: "tokens"}})
+    with pytest.raises(DynamicShapeError, match="'tokens'.*the function fails at"):
+        Exporter(dynamic={"tokens": {1: "tokens"}}).export(model, mel, ids)
+    proto = export_once(model, mel, ids,
+                        dynamic={"mel": {0: "batch"}, "tokens": {0: "batch", 1: Dim("tokens", max=16)}})
     assert dims(proto.graph.input) == [["batch", 16, 16], ["batch", "tokens"]]
     assert dims(proto.graph.output) == [["batch", "tokens", 64]]
     check_at_sizes(proto, model, mel, ids, sizes=grid(batch=[1, 3], tokens=[1, 5, 16]))

@@ -27,7 +27,8 @@ from .kernels import runs_bfloat16
 from .build import DYNAMIC_METADATA_KEY, PASSES_METADATA_KEY, POLICY_METADATA_KEY, build_model
 from .capture import Trace, capture
 from .context import Context
-from .dynamic import Plan, capture_dynamic
+from .dynamic import capture_dynamic
+from .symbolic import Plan
 from .errors import ExportOptionError
 from .opset import MIN_OPSET, default_opset
 from .saving import check_output_path, needs_external_data, save_model, stream_strided

@@ -14,7 +14,7 @@ import numpy as np
 import onnx_ir as ir
 
 from . import dtypes, kernels
-from .dynamic import NeedsStatic, is_dynamic, onnx_dim
+from .symbolic import NeedsStatic, is_dynamic, onnx_dim
 
 if TYPE_CHECKING:
     from .context import Context

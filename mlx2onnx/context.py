@@ -18,7 +18,7 @@ import onnx_ir as ir
 from . import dtypes
 from .builder import OpBuilder, OpsetHelpers, _infer_dtype
 from .capture import Constant, Primitive, TensorSpec, Trace
-from .dynamic import onnx_dim
+from .symbolic import onnx_dim
 from .shapes import DimBuilder
 from .errors import ConversionError
 
@@ -61,7 +61,7 @@ def make_value(name: str, spec: TensorSpec) -> ir.Value:
 
 
 def ir_shape(shape) -> ir.Shape:
-    """An onnx-ir shape; a dynamic dimension (:class:`~mlx2onnx.dynamic.SymInt`) becomes its dim_param."""
+    """An onnx-ir shape; a dynamic dimension (:class:`~mlx2onnx.symbolic.SymInt`) becomes its dim_param."""
     return ir.Shape([onnx_dim(d) for d in shape])
 
 

@@ -4,30 +4,22 @@ MLX's export callback only ever reports concrete shapes (``MLX_PRIMITIVES.md`` s
 even under ``shapeless=True``. So an export with dynamic dimensions traces the function
 several times, ``shapeless=True`` each time (then Broadcast names the operands it follows
 and ``mean`` counts its elements with ``NumberOfElements`` instead of baking ``1/N``):
-once at the example sizes, once more per named dimension with that one size changed,
-and once with all of them changed. The traces must be the same program; every number
-that differs between them (a dimension of a value, or a number in a primitive's
-``arguments``) becomes a :class:`SymInt` holding its value in each trace.
-
-Handlers see :class:`SymInt` where they would see an ``int``. Comparisons that come out
-the same in every trace answer normally, arithmetic gives another :class:`SymInt`, and
-:meth:`Context.ints` turns them into int64 values computed in the graph from ``Shape``.
-Code that needs a fixed number (``int(d)``, ``np.zeros(shape)``) raises
-:class:`NeedsStatic`, which the translator reports as a :class:`DynamicShapeError`
-naming the input, the dimension and the primitive that needs it fixed.
+at the example sizes, once more per named dimension with that one size changed, and
+twice with all of them changed, near and far (:func:`trace_values`). The traces must be
+the same program; every number that differs between them (a dimension of a value, or a
+number in a primitive's ``arguments``) becomes a :class:`~mlx2onnx.symbolic.SymInt`
+holding its value in each trace (:func:`merge`).
 """
 
 from __future__ import annotations
 
-import math
-import operator
-from dataclasses import dataclass, field, replace
-from fractions import Fraction
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 import mlx.core as mx
 
 from .errors import DynamicShapeError, DynamicSpecError
+from .symbolic import Plan, SymFloat, SymInt
 
 DynamicSpec = Mapping[str, Mapping[int, str]]
 
@@ -68,246 +60,6 @@ class Dim:
         low = -(-(self.min or step) // step) * step
         high = None if self.max is None else self.max // step * step
         return low, high
-
-
-class NeedsStatic(Exception):
-    """A handler needed a fixed number where the value depends on a dynamic size."""
-
-    def __init__(self, sym: "SymInt", what: str):
-        self.sym = sym
-        self.what = what
-        super().__init__(f"{what}: {sym!r} changes with the dynamic size")
-
-
-@dataclass
-class Plan:
-    """The dynamic dimensions and the sizes each trace used.
-
-    ``sizes[s][t]`` is the size of symbol ``s`` in trace ``t``; trace 0 is the example
-    sizes, trace ``1 + k`` changes symbol ``k`` alone by one step, the last two change them
-    all, by two steps and by :func:`far_offset`.
-    ``where[s]`` names the first (input label, axis) that carries symbol ``s``.
-    """
-
-    sizes: dict[str, tuple[int, ...]]
-    where: dict[str, tuple[str, int]]
-    spec: dict[str, dict[int, str]]
-    multiple_of: dict[str, int] = field(default_factory=dict)
-    names: dict[tuple, str] = field(default_factory=dict)
-    bounds: dict[str, tuple[int, int | None]] = field(default_factory=dict)
-
-    @property
-    def traces(self) -> int:
-        return len(next(iter(self.sizes.values())))
-
-    def symbols_of(self, values: tuple) -> list[str]:
-        """The symbols whose own trace changes ``values`` (all of them if only the
-        all-changed traces do)."""
-        found = [s for k, s in enumerate(self.sizes) if values[1 + k] != values[0]]
-        if not found and any(v != values[0] for v in values[1 + len(self.sizes):]):
-            found = list(self.sizes)
-        return found
-
-    def describe(self, values: tuple) -> str:
-        parts = []
-        for s in self.symbols_of(values) or list(self.sizes):
-            label, axis = self.where[s]
-            parts.append(f"dimension {axis} ({s!r}) of input {label!r}")
-        return " and ".join(parts)
-
-    def dim_name(self, values: tuple) -> str:
-        """A dim_param for a dynamic dimension: the symbol itself, or an expression of one
-        or two symbols (``2*seq``, ``seq+1``, ``batch*seq``), else a fresh ``dim_k``."""
-        if values in self.names:
-            return self.names[values]
-        name = _pretty(values, self.sizes) or f"dim_{len(self.names)}"
-        if name in self.names.values():
-            name = f"{name}_{len(self.names)}"
-        self.names[values] = name
-        return name
-
-
-def _pretty(values: tuple, sizes: dict[str, tuple[int, ...]]) -> str | None:
-    for s, v in sizes.items():
-        fit = affine_fit(values, v)
-        if fit is not None:
-            a, b = fit
-            text = s if a == 1 else (f"{a}*{s}" if a.denominator == 1 else f"{s}/{a.denominator}"
-                                     if a.numerator == 1 else f"({a})*{s}")
-            return text if b == 0 else f"{text}{'+' if b > 0 else '-'}{abs(b)}"
-    names = list(sizes)
-    for i, s in enumerate(names):
-        for t in names[i:]:
-            prod = tuple(x * y for x, y in zip(sizes[s], sizes[t]))
-            fit = affine_fit(values, prod)
-            if fit is not None and fit[1] == 0 and fit[0].denominator == 1:
-                a = fit[0]
-                return (f"{a}*" if a != 1 else "") + (f"{s}*{t}" if s != t else f"{s}^2")
-    return None
-
-
-def affine_fit(values: tuple, basis: tuple) -> tuple[Fraction, Fraction] | None:
-    """``(a, b)`` with ``values == a * basis + b`` in every trace, or None. A basis with
-    fewer than three distinct values fits anything that takes two: no fit then (a number
-    that floors a size, seen at two sizes only, is not an affine function of it)."""
-    if len(set(basis)) < 3:
-        return None
-    pairs = list(zip(basis, values))
-    pivot = next(((p, v) for p, v in pairs if p != pairs[0][0]), None)
-    if pivot is None:
-        return None
-    a = Fraction(pivot[1] - pairs[0][1]) / Fraction(pivot[0] - pairs[0][0])
-    if a == 0:
-        return None
-    b = Fraction(pairs[0][1]) - a * pairs[0][0]
-    if all(a * p + b == v for p, v in pairs):
-        return a, b
-    return None
-
-
-def _decide(values: list, sym: "SymInt", what: str):
-    if all(v == values[0] for v in values):
-        return values[0]
-    raise NeedsStatic(sym, what)
-
-
-class SymInt:
-    """An integer that takes a known value in each trace (see the module docstring).
-
-    ``expr`` records how it was computed from other :class:`SymInt`: ``None`` for a
-    dimension or argument read from the traces, else ``(op, a, b)``.
-    """
-
-    __slots__ = ("values", "plan", "expr")
-
-    def __init__(self, values: tuple, plan: Plan, expr: tuple | None = None):
-        self.values = tuple(values)
-        self.plan = plan
-        self.expr = expr
-
-    # -- reading it as a number is what a dynamic size cannot do --------------------
-    def __index__(self):
-        raise NeedsStatic(self, "needs it as a fixed integer")
-
-    __int__ = __index__
-
-    def __float__(self):
-        raise NeedsStatic(self, "needs it as a fixed number")
-
-    def __bool__(self):
-        return bool(_decide([v != 0 for v in self.values], self, "branches on whether it is zero"))
-
-    def __repr__(self):
-        return self.plan.dim_name(self.values)
-
-    def __hash__(self):
-        return hash(self.values)
-
-    @property
-    def example(self) -> int:
-        return self.values[0]
-
-    # -- comparisons: fine when every trace agrees -----------------------------------
-    def _compare(self, other, fn, text):
-        theirs = _values_of(other, len(self.values))
-        if theirs is None:
-            return NotImplemented
-        return _decide([fn(a, b) for a, b in zip(self.values, theirs)], self, f"compares it ({text})")
-
-    def __eq__(self, other):
-        """Equal when equal in every trace: a size that changes is never equal to a fixed
-        number, even where one trace happens to hit it (the generic answer)."""
-        theirs = _values_of(other, len(self.values))
-        if theirs is None:
-            return NotImplemented
-        return tuple(theirs) == self.values
-
-    def __ne__(self, other):
-        result = self.__eq__(other)
-        return result if result is NotImplemented else not result
-
-    def __lt__(self, other):
-        return self._compare(other, operator.lt, "<")
-
-    def __le__(self, other):
-        return self._compare(other, operator.le, "<=")
-
-    def __gt__(self, other):
-        return self._compare(other, operator.gt, ">")
-
-    def __ge__(self, other):
-        return self._compare(other, operator.ge, ">=")
-
-    # -- arithmetic gives another SymInt ------------------------------------------------
-    def _arith(self, other, fn, name, reverse=False):
-        theirs = _values_of(other, len(self.values))
-        if theirs is None:
-            return NotImplemented
-        a, b = (theirs, self.values) if reverse else (self.values, theirs)
-        values = tuple(fn(x, y) for x, y in zip(a, b))
-        if all(v == values[0] for v in values):
-            return values[0]
-        left, right = (other, self) if reverse else (self, other)
-        return SymInt(values, self.plan, (name, left, right))
-
-    def __add__(self, o):
-        return self._arith(o, operator.add, "Add")
-
-    def __radd__(self, o):
-        return self._arith(o, operator.add, "Add", True)
-
-    def __sub__(self, o):
-        return self._arith(o, operator.sub, "Sub")
-
-    def __rsub__(self, o):
-        return self._arith(o, operator.sub, "Sub", True)
-
-    def __mul__(self, o):
-        return self._arith(o, operator.mul, "Mul")
-
-    def __rmul__(self, o):
-        return self._arith(o, operator.mul, "Mul", True)
-
-    def __floordiv__(self, o):
-        return self._arith(o, operator.floordiv, "FloorDiv")
-
-    def __rfloordiv__(self, o):
-        return self._arith(o, operator.floordiv, "FloorDiv", True)
-
-    def __mod__(self, o):
-        return self._arith(o, operator.mod, "Mod")
-
-    def __neg__(self):
-        return self._arith(0, operator.sub, "Sub", True)
-
-    def __truediv__(self, o):
-        raise NeedsStatic(self, "divides it as a float")
-
-    __rtruediv__ = __truediv__
-
-
-def _values_of(other, n: int):
-    if isinstance(other, SymInt):
-        return other.values
-    if isinstance(other, bool) or not isinstance(other, (int, float)) and not hasattr(other, "__index__"):
-        return None
-    try:
-        return (other,) * n
-    except TypeError:
-        return None
-
-
-def is_dynamic(x: Any) -> bool:
-    return isinstance(x, SymInt)
-
-
-def any_dynamic(values) -> bool:
-    return any(isinstance(v, SymInt) for v in values)
-
-
-def onnx_dim(d) -> int | str:
-    """A dimension as onnx-ir takes it: an int, or the dim_param of a :class:`SymInt`."""
-    return d.plan.dim_name(d.values) if isinstance(d, SymInt) else int(d)
 
 
 # -- the specification -------------------------------------------------------------------
@@ -571,15 +323,6 @@ def _merge_arguments(args: list, plan: Plan):
     return first
 
 
-class SymFloat(SymInt):
-    """A float argument that differs between traces (``Arange``'s start and stop, ...)."""
-
-    __slots__ = ()
-
-    def __float__(self):
-        raise NeedsStatic(self, "needs it as a fixed number")
-
-
 def _trace_marker(plan: Plan, t: int) -> tuple:
     """Values that differ exactly in trace ``t`` (for :meth:`Plan.describe`)."""
     return tuple(1 if k == t else 0 for k in range(plan.traces))
@@ -621,14 +364,6 @@ def _first_difference(a, b) -> int:
         if x.name != y.name:
             return j
     return min(len(a.primitives), len(b.primitives))
-
-
-def dims_of(spec) -> list[tuple[int, SymInt]]:
-    return [(a, d) for a, d in enumerate(spec.shape) if isinstance(d, SymInt)]
-
-
-def static_size(shape) -> int:
-    return math.prod(shape)
 
 
 # -- tracing -------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Dynamic dimensions as graph values: :class:`~mlx2onnx.dynamic.SymInt` -> int64 from ``Shape``.
+"""Dynamic dimensions as graph values: :class:`~mlx2onnx.symbolic.SymInt` -> int64 from ``Shape``.
 
 The :class:`~mlx2onnx.context.Context` offers every dynamic dimension of every value it
 binds (graph inputs first, then each primitive's outputs). A :class:`SymInt` a handler
@@ -12,7 +12,7 @@ asks for is then, in order of preference:
    of two, that reproduces its value in every trace (a reshape target Python computed
    as ``B * L``, a slice bound ``L - 1``).
 
-Anything else raises :class:`~mlx2onnx.dynamic.NeedsStatic`.
+Anything else raises :class:`~mlx2onnx.symbolic.NeedsStatic`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 import onnx_ir as ir
 
-from .dynamic import NeedsStatic, SymInt, affine_fit, dims_of
+from .symbolic import NeedsStatic, SymInt, affine_fit, dims_of
 
 
 class DimBuilder:

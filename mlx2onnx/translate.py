@@ -7,7 +7,7 @@ from collections import Counter
 from . import registry
 from .capture import Trace
 from .context import Context, is_complex, refuse_complex_io
-from .dynamic import NeedsStatic, SymInt
+from .symbolic import NeedsStatic, SymInt
 from .errors import ConversionError, DynamicShapeError, Mlx2OnnxError, UnsupportedPrimitiveError
 
 

@@ -16,7 +16,7 @@ import mlx.core as mx
 import numpy as np
 
 from mlx2onnx import dtypes
-from mlx2onnx.dynamic import any_dynamic, is_dynamic
+from mlx2onnx.symbolic import any_dynamic, is_dynamic
 from mlx2onnx.registry import handles
 
 INT64_MIN = -(2**63)

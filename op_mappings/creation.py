@@ -6,7 +6,7 @@ import mlx.core as mx
 import numpy as np
 
 from mlx2onnx import dtypes
-from mlx2onnx.dynamic import is_dynamic
+from mlx2onnx.symbolic import is_dynamic
 from mlx2onnx.registry import handles
 
 from .bitwise import XOR, bitwise_via_planes

@@ -29,7 +29,7 @@ import numpy as np
 import onnx_ir as ir
 
 from mlx2onnx import dtypes
-from mlx2onnx.dynamic import any_dynamic
+from mlx2onnx.symbolic import any_dynamic
 from mlx2onnx.registry import handles
 
 # Scatter / SliceUpdate reduce codes -> ONNX reduction names.

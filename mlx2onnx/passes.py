@@ -15,8 +15,8 @@
 
 from __future__ import annotations
 
+import copy
 import math
-
 from typing import Callable, Iterable
 
 import numpy as np
@@ -202,9 +202,34 @@ def keep_named_reshape_dims(model: ir.Model) -> int:
 
 
 def _onnxscript_optimize(model: ir.Model) -> None:
-    from onnxscript import optimizer
+    from onnxscript import optimizer, rewriter
 
-    optimizer.optimize_ir(model, num_iterations=2, onnx_shape_inference=False, should_fold=_should_fold)
+    defaults = rewriter._DEFAULT_REWRITE_RULES  # optimize_ir reads the rules from here
+    rewriter._DEFAULT_REWRITE_RULES = tuple(_rank_guarded(rule) for rule in defaults)
+    try:
+        optimizer.optimize_ir(model, num_iterations=2, onnx_shape_inference=False, should_fold=_should_fold)
+    finally:
+        rewriter._DEFAULT_REWRITE_RULES = defaults
+
+
+def _rank_guarded(rule):
+    """onnxscript's Reshape -> MatMul -> Reshape rules (``_broadcast_to_matmul``) read
+    ``shape[-1]`` of the Reshape's input, and a 0-d input (``reshape(scalar, [-1, 1, 1]) @ x``)
+    raised IndexError out of the whole optimizer: the same rule, not applied to 0-d inputs."""
+    from onnxscript.rewriter.rules.common import _broadcast_to_matmul
+
+    condition = getattr(rule, "_condition_function", None)
+    if condition is not _broadcast_to_matmul.check_if_not_need_reshape:
+        return rule
+
+    def matmul_inputs_have_a_rank(context, input_a, input_b, **bindings):
+        if any(v.shape is not None and len(v.shape) == 0 for v in (input_a, input_b)):
+            return False
+        return condition(context, input_a, input_b, **bindings)
+
+    guarded = copy.copy(rule)
+    guarded._condition_function = matmul_inputs_have_a_rank
+    return guarded
 
 
 def _register_dangling_constants(model: ir.Model) -> None:

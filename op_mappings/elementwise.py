@@ -180,26 +180,34 @@ def log(ctx, rec):
     return [ctx.cast(result, dtype)]
 
 
+# onnxruntime's CPU Where returns +0.0 where it selects a -0.0 from its X input (it merges
+# the two selections with ``x != 0 ? x : y``), and its NotWhereFusion swaps X and Y, so no
+# Where keeps the sign of a zero it selects: the composites below scale x by a factor that
+# a Where selects (never 0) instead, and select_value repairs the sign by multiplication.
+
+
 def log1p_value(ctx, x, work):
-    """log(1 + x) without cancellation near 0: log(u) * x / (u - 1) with u = 1 + x."""
+    """log(1 + x) without cancellation near 0: x * (log(u) / (u - 1)) with u = 1 + x, and
+    the factor 1 where u == 1 (so log1p(-0.0) = -0.0 as in MLX)."""
     one = ctx.scalar(1, work)
     u = ctx.op.Add(one, x)
     um1 = ctx.op.Sub(u, one)
-    exact = ctx.op.Mul(ctx.op.Log(u), ctx.op.Div(x, ctx.op.Where(ctx.op.Equal(um1, ctx.scalar(0, work)), one, um1)))
-    # u == 1: log1p(x) = x (x tiny); u == inf: log(u); x == -1: -inf (already right).
-    result = ctx.op.Where(ctx.op.Equal(u, one), x, exact)
-    return ctx.op.Where(ctx.op.IsInf(u), ctx.op.Log(u), result)
+    is_one = ctx.op.Equal(u, one)
+    factor = ctx.op.Where(is_one, one, ctx.op.Div(ctx.op.Log(u), ctx.op.Where(is_one, one, um1)))
+    # u == inf: log(u); x == -1: x * inf = -inf (already right).
+    return ctx.op.Where(ctx.op.IsInf(u), ctx.op.Log(u), ctx.op.Mul(x, factor))
 
 
 def expm1_value(ctx, x, work):
-    """exp(x) - 1 without cancellation near 0: (u - 1) * x / log(u) with u = exp(x)."""
+    """exp(x) - 1 without cancellation near 0: x * ((u - 1) / log(u)) with u = exp(x), and
+    the factor 1 where u == 1 (so expm1(-0.0) = -0.0 as in MLX)."""
     one = ctx.scalar(1, work)
     u = ctx.op.Exp(x)
     um1 = ctx.op.Sub(u, one)
     logu = ctx.op.Log(u)
-    safe_log = ctx.op.Where(ctx.op.Equal(logu, ctx.scalar(0, work)), one, logu)
-    exact = ctx.op.Mul(um1, ctx.op.Div(x, safe_log))
-    result = ctx.op.Where(ctx.op.Equal(u, one), x, exact)
+    is_one = ctx.op.Equal(u, one)
+    factor = ctx.op.Where(is_one, one, ctx.op.Div(um1, ctx.op.Where(is_one, one, logu)))
+    result = ctx.op.Mul(x, factor)
     result = ctx.op.Where(ctx.op.Equal(um1, ctx.scalar(-1, work)), ctx.scalar(-1, work), result)
     return ctx.op.Where(ctx.op.IsInf(u), u, result)
 
@@ -239,9 +247,34 @@ def not_equal(ctx, rec):
 
 @handles("Select")
 def select(ctx, rec):
-    """inputs (condition, x, y); arguments []: Where(condition, x, y)."""
+    """inputs (condition, x, y); arguments []: Where(condition, x, y), keeping -0.0."""
     cond, x, y = ctx.inputs(rec)
-    return [ctx.run("Where", [ctx.cast(cond, mx.bool_), x, y], rec.outputs[0].dtype, fixed=(0,))]
+    return [select_value(ctx, ctx.cast(cond, mx.bool_), x, y, rec.outputs[0].dtype)]
+
+
+def select_value(ctx, cond, x, y, dtype):
+    """Where(cond, x, y) as MLX selects, signed zeros included: onnxruntime's Where may give
+    a selected -0.0 as +0.0 (see log1p_value). The Where of the reciprocals is the selected
+    value's ±inf where that is a zero, and never 0, so it keeps its sign; where it and the
+    reciprocal of the result differ in sign the result is multiplied by -1. Skipped when
+    both values are constants without a -0.0."""
+    result = ctx.run("Where", [cond, x, y], dtype, fixed=(0,))
+    if not dtypes.is_float(dtype) or not (_may_be_negative_zero(x) or _may_be_negative_zero(y)):
+        return result
+    work = ctx.work_dtype("Where", dtype)
+    one = ctx.scalar(1, work)
+    chosen = ctx.cast(result, work)
+    inverse = ctx.op.Where(cond, ctx.op.Div(one, ctx.cast(x, work)), ctx.op.Div(one, ctx.cast(y, work)))
+    flip = ctx.op.Less(ctx.op.Mul(ctx.op.Div(one, chosen), inverse), ctx.scalar(0, work))  # only at zeros
+    return ctx.cast(ctx.op.Mul(chosen, ctx.op.Where(flip, ctx.scalar(-1, work), one)), dtype)
+
+
+def _may_be_negative_zero(value) -> bool:
+    tensor = value.const_value
+    if tensor is None:
+        return True
+    array = np.asarray(tensor.numpy(), dtype=np.float64)
+    return bool(np.any((array == 0) & np.signbit(array)))
 
 
 @handles("AsType")

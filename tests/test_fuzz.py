@@ -80,3 +80,17 @@ def test_reduction_over_an_empty_axis_is_the_identity():
                 np.float32(1), np.int32(1)]  # (MLX 0.32 says 0 for both products)
         for g, w in zip(got, want):
             assert g.shape == w.shape and np.array_equal(g, w), (g, w)
+
+
+def test_var_and_std_skip_spreads_below_the_summation_error():
+    """Found by the fuzzer: std of 8 equal values 5.6e7 is 4 in MLX and 0 in onnxruntime
+    (each subtracts a mean rounded its own way), so the generator only asks for var/std
+    whose spread is resolvable at the verifier's tolerance."""
+    import numpy as np
+
+    equal = mx.broadcast_to(mx.array(55716040.0), (4, 1, 2))
+    spread = mx.array(np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32))
+    assert not fuzzgen._spread_is_resolvable(equal, [0, 1, 2], "std")
+    assert not fuzzgen._spread_is_resolvable(equal + mx.array([0.0, 1.0]), None, "var")
+    assert fuzzgen._spread_is_resolvable(spread, None, "std") and fuzzgen._spread_is_resolvable(spread, -1, "var")
+    assert fuzzgen._spread_is_resolvable(mx.array([1.0, np.inf]), 0, "std")  # NaN on both sides

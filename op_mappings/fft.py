@@ -85,7 +85,7 @@ def fft(ctx, rec):
         return [x]
     if not inverse:  # rfftn: one-sided DFT of the real input on the last axis, then full DFTs
         x = ctx.unsqueeze(ctx.cast(x, F32), [-1])
-        x = dft(ctx, x, axes[-1], False, onesided=True)
+        x = real_bins_exact(ctx, dft(ctx, x, axes[-1], False, onesided=True), axes[-1], src.shape)
         for axis in axes[:-1]:
             x = dft(ctx, x, axis, False)
         return [x]
@@ -102,6 +102,24 @@ def fft(ctx, rec):
         x = ctx.slice(x, [0], [n], [last])
     x = dft(ctx, x, last, True)
     return [ctx.cast(real_part(ctx, x), out.dtype)]
+
+
+def real_bins_exact(ctx, x, axis: int, shape):
+    """A one-sided DFT of real values with the imaginary parts of the DC bin (and of the
+    Nyquist bin for an even length) exactly +0.0, as MLX's pocketfft r2c writes them;
+    onnxruntime's DFT leaves rounding noise there (8.6e-7 for length 5), which a later
+    reciprocal or comparison blows up."""
+    n = shape[axis]
+    if not isinstance(n, int) or n == 0:
+        return x
+    keep = np.ones((n // 2 + 1, 2), bool)
+    keep[0, 1] = False
+    if n % 2 == 0:
+        keep[n // 2, 1] = False
+    zeroed = ctx.const(~keep.reshape((n // 2 + 1,) + (1,) * (len(shape) - 1 - axis) + (2,)))
+    # Where(zeroed, 0, x), not Where(keep, x, 0): onnxruntime's Where loses the sign of a
+    # -0.0 it selects from its second input (see op_mappings/elementwise.py, select_value)
+    return ctx.op.Where(zeroed, ctx.scalar(0, F32), x)
 
 
 # -- complex elementwise ----------------------------------------------------------------

@@ -12,6 +12,7 @@ import mlx.core as mx
 import numpy as np
 
 from mlx2onnx import dtypes
+from mlx2onnx.passes import ZERO_SIGN_REPAIR
 from mlx2onnx.registry import handles, register
 
 # MLX name -> ONNX op; inputs and output share one dtype.
@@ -266,7 +267,10 @@ def select_value(ctx, cond, x, y, dtype):
     chosen = ctx.cast(result, work)
     inverse = ctx.op.Where(cond, ctx.op.Div(one, ctx.cast(x, work)), ctx.op.Div(one, ctx.cast(y, work)))
     flip = ctx.op.Less(ctx.op.Mul(ctx.op.Div(one, chosen), inverse), ctx.scalar(0, work))  # only at zeros
-    return ctx.cast(ctx.op.Mul(chosen, ctx.op.Where(flip, ctx.scalar(-1, work), one)), dtype)
+    repaired = ctx.op.Mul(chosen, ctx.op.Where(flip, ctx.scalar(-1, work), one))
+    # (mlx2onnx/passes.py bypasses the repair where no consumer can see the sign of a zero)
+    repaired.producer().metadata_props[ZERO_SIGN_REPAIR] = "1"
+    return ctx.cast(repaired, dtype)
 
 
 def _may_be_negative_zero(value) -> bool:

@@ -111,3 +111,25 @@ def test_passes_can_be_turned_off():
     raw = mlx2onnx.Exporter(optimize=False).export(model, *args, **kwargs)
     assert "mlx2onnx.passes" not in {p.key for p in raw.metadata_props}
     assert ops(raw)["Expand"] > 0
+
+
+def test_zero_sign_repairs_are_dropped_where_no_consumer_sees_the_sign():
+    """A Select's sign-of-zero repair (op_mappings/elementwise.py, select_value) is bypassed
+    before a Softmax (an attention mask) and kept before a Divide and at a graph output."""
+    rng = rng_for("passes.zero_sign")
+    c, x = mx.array(rng.random((3, 5)) < 0.5), rand(rng, (3, 5))
+
+    def masked_softmax(c, x):
+        return mx.softmax(mx.where(c, x, -1e9), axis=-1)
+
+    def reciprocal_and_output(c, x):
+        y = mx.where(c, x, -x)
+        return 1 / y, y
+
+    lean = mlx2onnx.export(masked_softmax, c, x)
+    assert ops(lean)["Where"] == 1 and ops(lean)["Mul"] == 0, ops(lean)
+    assert mlx2onnx.verify(lean, masked_softmax, c, x)
+    kept = mlx2onnx.export(reciprocal_and_output, c, x)
+    repairs = [n for n in kept.graph.node if any(p.key == "mlx2onnx.zero_sign_repair" for p in n.metadata_props)]
+    assert len(repairs) == 1 and ops(kept)["Where"] >= 3, ops(kept)
+    assert mlx2onnx.verify(kept, reciprocal_and_output, c, x)

@@ -713,7 +713,6 @@ def step_special(b: _Builder) -> bool:
                    "dyn_slice_update", "setitem", "at_add", "put_along_axis", "masked_set", "with_arange",
                    "rfft", "rms_norm", "layer_norm", "rope", "attention", "random", "hadamard",
                    "cumsum_float", "as_strided", "isnan", "nan_to_num"])
-    exact = v.exact
     if kind == "erfinv":
         if v.dtype not in FLOAT:
             return False

@@ -265,7 +265,7 @@ def select_value(ctx, cond, x, y, dtype):
     work = ctx.work_dtype("Where", dtype)
     one = ctx.scalar(1, work)
     chosen = ctx.cast(result, work)
-    inverse = ctx.op.Where(cond, ctx.op.Div(one, ctx.cast(x, work)), ctx.op.Div(one, ctx.cast(y, work)))
+    inverse = ctx.op.Where(cond, _reciprocal(ctx, x, work), _reciprocal(ctx, y, work))
     flip = ctx.op.Less(ctx.op.Mul(ctx.op.Div(one, chosen), inverse), ctx.scalar(0, work))  # only at zeros
     repaired = ctx.op.Mul(chosen, ctx.op.Where(flip, ctx.scalar(-1, work), one))
     # (mlx2onnx/passes.py bypasses the repair where no consumer can see the sign of a zero)
@@ -273,8 +273,26 @@ def select_value(ctx, cond, x, y, dtype):
     return ctx.cast(repaired, dtype)
 
 
+def _reciprocal(ctx, value, work):
+    """1 / value in ``work``; a constant's computed here (constant folding would warn of the
+    division by zero on stderr)."""
+    tensor = _constant(value)
+    if tensor is None:
+        return ctx.op.Div(ctx.scalar(1, work), ctx.cast(value, work))
+    with np.errstate(divide="ignore"):
+        inverse = 1 / np.asarray(tensor.numpy(), dtype=np.float64)
+    return ctx.const(inverse.astype(dtypes.to_numpy(work)))
+
+
+def _constant(value):
+    """The constant ``value`` holds, or broadcasts (MLX's Broadcast of a Python scalar), or None."""
+    while value.const_value is None and value.producer() is not None and value.producer().op_type == "Expand":
+        value = value.producer().inputs[0]
+    return value.const_value
+
+
 def _may_be_negative_zero(value) -> bool:
-    tensor = value.const_value
+    tensor = _constant(value)
     if tensor is None:
         return True
     array = np.asarray(tensor.numpy(), dtype=np.float64)

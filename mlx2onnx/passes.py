@@ -13,6 +13,11 @@
 - :func:`drop_unseen_zero_sign_repairs`: the repair that keeps a selected -0.0 negative
   after a ``Where`` is bypassed where no consumer can see the sign of a zero (Softmax of
   an attention mask, comparisons).
+- :func:`mlx2onnx.pooling.fuse_pooling`: MLX's pooling decomposition (Pad + AsStrided or
+  Reshape/Transpose windows + max/mean) becomes MaxPool / AveragePool, where exactly so.
+- :mod:`mlx2onnx.layout`: the NHWC<->NCHW Transposes around every Conv and pool are sunk
+  until they cancel (NCHW inside a conv net), per-channel Add/Sub/Mul/Div constants
+  (inference BatchNorm) are folded into the Conv before them, ``Max(x, 0)`` is ``Relu``.
 - onnx-ir's common-subexpression elimination and unused-node removal.
 """
 
@@ -175,7 +180,7 @@ def optimize(model: ir.Model, opset: int) -> dict[str, int]:
     """Run every pass in order; returns the number of rewrites each made."""
     from onnx_ir.passes import common as common_passes
 
-    from . import fusions
+    from . import fusions, layout, pooling
 
     report: dict[str, int] = {}
     declared = [(v.shape, v.type) for v in model.graph.outputs]
@@ -192,6 +197,10 @@ def optimize(model: ir.Model, opset: int) -> dict[str, int]:
     report["drop_redundant_broadcasts_2"] = drop_redundant_broadcasts(model)
     report.update(fusions.fuse_all(model, opset))
     report["drop_unseen_zero_sign_repairs"] = drop_unseen_zero_sign_repairs(model)
+    report["fuse_pooling"] = pooling.fuse_pooling(model)
+    report["sink_transposes"] = layout.sink_transposes(model)
+    report["fold_conv_affine"] = layout.fold_conv_affine(model)
+    report["max_zero_to_relu"] = layout.max_zero_to_relu(model)
     before = len(model.graph)
     common_passes.DeduplicateInitializersPass(size_limit=1 << 16)(model)  # constants folded alike
     common_passes.CommonSubexpressionEliminationPass()(model)

@@ -133,3 +133,94 @@ def test_zero_sign_repairs_are_dropped_where_no_consumer_sees_the_sign():
     repairs = [n for n in kept.graph.node if any(p.key == "mlx2onnx.zero_sign_repair" for p in n.metadata_props)]
     assert len(repairs) == 1 and ops(kept)["Where"] >= 3, ops(kept)
     assert mlx2onnx.verify(kept, reciprocal_and_output, c, x)
+
+
+# -- conv nets: NCHW inside, pools fused, BatchNorm folded ----------------------------------
+from harness import with_edges  # noqa: E402
+from test_convnets import ConvBNReLU, TinyMobileNet, TinyResNet, randomise  # noqa: E402
+
+
+def _export_checked(fn, *args, opset=None):
+    proto = mlx2onnx.Exporter(opset=opset).export(fn, *args)
+    onnx.checker.check_model(proto, full_check=True)
+    report = mlx2onnx.Verifier(random_inputs=False).verify(proto, fn, *args)
+    assert report.passed, str(report)
+    return proto
+
+
+@pytest.mark.parametrize("opset", sorted({default_opset(), MIN_OPSET}))
+def test_conv_net_keeps_nchw_inside(opset):
+    """Stem conv + BN + relu, a -inf padded max pool, residual blocks, global mean: one
+    Transpose at the input is all that is left of the 2 per convolution."""
+    model = randomise(TinyResNet(), 10)
+    x = mx.random.normal((2, 16, 16, 3), key=mx.random.key(11))
+    raw = mlx2onnx.Exporter(opset=opset, optimize=False).export(model, x)
+    lean = _export_checked(model, x, opset=opset)
+    convs = ops(raw)["Conv"]
+    assert ops(raw)["Transpose"] >= 2 * convs
+    assert ops(lean)["Transpose"] == 1, ops(lean)
+    assert ops(lean)["Conv"] == convs and ops(lean)["MaxPool"] == 2, ops(lean)  # the pool and its NaN mask
+    assert ops(lean)["Sub"] == ops(lean)["Gather"] == ops(lean)["Pad"] == ops(lean)["Max"] == 0, ops(lean)
+    assert ops(lean)["Mul"] <= 1  # the mean's 1/N; BatchNorm's scales are in the Conv weights
+    assert mlx2onnx.verify(lean, model, x)  # fresh random inputs as well
+
+
+def test_mobilenet_keeps_nchw_inside():
+    model = randomise(TinyMobileNet(), 12)
+    x = mx.random.normal((1, 16, 16, 3), key=mx.random.key(13))
+    lean = _export_checked(model, x)
+    assert ops(lean)["Transpose"] == 1, ops(lean)
+    assert mlx2onnx.verify(lean, model, x)
+
+
+def test_batchnorm_and_relu_fold_into_the_conv():
+    block = randomise(ConvBNReLU(3, 5), 14)
+    x = mx.random.normal((2, 6, 6, 3), key=mx.random.key(15))
+    lean = _export_checked(block, x)
+    assert [n.op_type for n in lean.graph.node] == ["Transpose", "Conv", "Relu", "Transpose"]
+
+
+POOLS = [
+    ("max2d_padded", nn.MaxPool2d(3, stride=2, padding=1), (2, 9, 8, 3), "MaxPool"),
+    ("max2d_blocks", nn.MaxPool2d(2), (1, 8, 6, 4), "MaxPool"),
+    ("max1d", nn.MaxPool1d(3, stride=2), (2, 11, 3), "MaxPool"),
+    ("avg2d_padded", nn.AvgPool2d(3, stride=1, padding=1), (1, 6, 7, 2), "AveragePool"),
+    ("avg2d_blocks", nn.AvgPool2d(2), (2, 6, 4, 3), "AveragePool"),
+    ("avg3d", nn.AvgPool3d(2, stride=1), (1, 3, 4, 4, 2), "AveragePool"),
+]
+
+
+@pytest.mark.parametrize("name, pool, shape, op_type", POOLS, ids=[p[0] for p in POOLS])
+def test_pools_are_fused_exactly(name, pool, shape, op_type):
+    """NaN, +-inf and -0.0 planted: MLX's max propagates NaN, and so does the export."""
+    rng = rng_for("passes.pool", name)
+    x = with_edges(rng, rand(rng, shape))
+    lean = _export_checked(pool, x)
+    assert ops(lean)[op_type] >= 1 and ops(lean)["Gather"] == 0, ops(lean)
+    assert ops(lean)["ReduceMax"] == ops(lean)["ReduceSum"] == 0, ops(lean)
+    assert mlx2onnx.verify(lean, pool, x)
+
+
+def test_lookalike_pools_are_left_alone():
+    """A max pool over zero padding is not MaxPool (whose padding never wins)."""
+    pool = nn.MaxPool2d(3, stride=2)
+
+    def zero_padded(x):
+        return pool(mx.pad(x, [(0, 0), (1, 1), (1, 1), (0, 0)]))
+
+    x = rand(rng_for("passes.zero_pool"), (1, 7, 7, 2)) - 3.0  # mostly negative: the zeros matter
+    lean = _export_checked(zero_padded, x)
+    assert ops(lean)["MaxPool"] == 0
+    assert mlx2onnx.verify(lean, zero_padded, x)
+
+
+def test_transposes_that_cannot_cancel_stay():
+    """A conv output concatenated with the NHWC input keeps its Transpose (and parity)."""
+    conv = randomise(nn.Conv2d(3, 4, 3, padding=1), 16)
+
+    def fun(x):
+        return mx.concatenate([nn.relu(conv(x)) * 2.0, x], axis=-1)
+
+    x = mx.random.normal((1, 5, 5, 3), key=mx.random.key(17))
+    lean = _export_checked(fun, x)
+    assert ops(lean)["Transpose"] == 2, ops(lean)

@@ -1,0 +1,120 @@
+"""Small helpers the graph passes share: constants, fresh names, node replacement."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+# Ops whose value is computed from constants by :func:`const_eval` (small tables, BatchNorm
+# scales, AsStrided index grids built at runtime from one constant per axis).
+_EVAL = {
+    "Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide,
+    "Sqrt": np.sqrt, "Neg": np.negative, "Reciprocal": np.reciprocal,
+}
+
+
+def producer(value: ir.Value | None, op_type: str) -> ir.Node | None:
+    """The standard-domain node of ``op_type`` producing ``value``, or None."""
+    if value is None:
+        return None
+    node = value.producer()
+    if node is None or node.op_type != op_type or node.domain != "":
+        return None
+    return node
+
+
+def const_eval(value: ir.Value | None, limit: int = 1 << 22, depth: int = 8) -> np.ndarray | None:
+    """The value as a NumPy array when it is a constant, or computed only from constants
+    by Add/Sub/Mul/Div/Sqrt/Neg/Reciprocal (at most ``limit`` elements); else None."""
+    if value is None:
+        return None
+    tensor = value.const_value
+    node = value.producer()
+    if tensor is None and node is not None and node.op_type == "Constant" and "value" in node.attributes:
+        tensor = node.attributes["value"].as_tensor()
+    if tensor is not None:
+        try:
+            return np.asarray(tensor.numpy())
+        except Exception:
+            return None
+    if node is None or node.domain != "" or node.op_type not in _EVAL or depth == 0:
+        return None
+    args = [const_eval(v, limit, depth - 1) for v in node.inputs]
+    if any(a is None for a in args):
+        return None
+    try:
+        if int(np.prod(np.broadcast_shapes(*(a.shape for a in args)), dtype=np.int64)) > limit:
+            return None
+    except ValueError:  # shapes that do not broadcast
+        return None
+    with np.errstate(all="ignore"):
+        result = _EVAL[node.op_type](*args)
+    return np.asarray(result).astype(args[0].dtype, copy=False)
+
+
+def static_shape(value: ir.Value | None) -> tuple[int, ...] | None:
+    if value is None or value.shape is None or not all(isinstance(d, int) for d in value.shape):
+        return None
+    return tuple(int(d) for d in value.shape)
+
+
+def rank(value: ir.Value | None) -> int | None:
+    if value is None or value.shape is None:
+        return None
+    return len(value.shape)
+
+
+def int_attr(node: ir.Node, name: str, default: int) -> int:
+    attr = node.attributes.get(name)
+    return default if attr is None else attr.as_int()
+
+
+def fresh_name(graph: ir.Graph, base: str) -> str:
+    """``base``, or ``base_<k>``: a name no value of the graph has."""
+    taken = set(graph.initializers) | {v.name for v in graph.inputs} | {v.name for n in graph for v in n.outputs}
+    name, k = base, 0
+    while name in taken:
+        k += 1
+        name = f"{base}_{k}"
+    return name
+
+
+def initializer(graph: ir.Graph, array: np.ndarray, base: str) -> ir.Value:
+    """A new initializer holding ``array``, under a name no other value of the graph has."""
+    name = fresh_name(graph, base)
+    array = np.ascontiguousarray(array)
+    value = ir.Value(name=name, shape=ir.Shape(array.shape), type=ir.TensorType(ir.DataType.from_numpy(array.dtype)),
+                     const_value=ir.Tensor(array, name=name))
+    graph.register_initializer(value)
+    return value
+
+
+def replace_value(graph: ir.Graph, old: ir.Value, new: ir.Value) -> None:
+    """Every use of ``old`` reads ``new``; a graph output keeps its name."""
+    if old.is_graph_output():
+        name = old.name
+        for i, out in enumerate(graph.outputs):
+            if out is old:
+                graph.outputs[i] = new
+        old.name = None
+        new.name = name
+        new.shape = new.shape if new.shape is not None else old.shape
+        new.type = new.type if new.type is not None else old.type
+    old.replace_all_uses_with(new)
+
+
+def remove_dead(graph: ir.Graph, nodes) -> None:
+    """Remove the nodes (and, transitively, their producers) whose outputs nothing uses."""
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if node.graph is not graph:
+            continue
+        if any(v.uses() or v.is_graph_output() for v in node.outputs):
+            continue
+        inputs = [v for v in node.inputs if v is not None]
+        graph.remove(node, safe=True)
+        stack.extend(v.producer() for v in inputs if v.producer() is not None)
+        for v in inputs:
+            if v.is_initializer() and not v.uses() and not v.is_graph_output() and v.name in graph.initializers:
+                graph.initializers.pop(v.name)

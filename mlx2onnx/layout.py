@@ -1,0 +1,358 @@
+"""Channels-first inside conv nets: layout Transposes sunk and cancelled, per-channel
+affine ops folded into the Conv before them, ``Max(x, 0)`` as ``Relu``.
+
+MLX convolutions are channels-last, ONNX Conv channels-first, so the export wraps every
+Conv (and every fused pool, :mod:`mlx2onnx.pooling`) in ``Transpose`` NHWC->NCHW before
+and NCHW->NHWC after. :func:`sink_transposes` moves each Transpose down past the ops that
+do not care about the layout (elementwise ops, with per-channel constants re-laid out;
+reductions and Squeeze, with their axes renumbered; Concat; a following Transpose, which
+it composes with, or cancels), so between two convolutions the pair meets and cancels and
+a conv net keeps NCHW inside, with Transposes only where it starts and ends.
+
+A Transpose moves only when every consumer of its output can take it (else it stays
+where it is, so a graph never gets more Transposes than the export made).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from .graphutil import const_eval, fresh_name, initializer, int_attr, producer, rank, remove_dead, replace_value
+
+UNARY = frozenset(
+    "Abs Acos Acosh Asin Asinh Atan Atanh Cast Ceil Celu Clip Cos Cosh Elu Erf Exp Floor Gelu HardSigmoid "
+    "HardSwish Identity IsInf IsNaN LeakyRelu Log Mish Neg Not Reciprocal Relu Round Selu Sigmoid Sign Sin "
+    "Sinh Softplus Softsign Sqrt Tan Tanh ThresholdedRelu".split()
+)
+BROADCASTING = frozenset(
+    "Add Sub Mul Div Pow Max Min Mod Equal Less Greater LessOrEqual GreaterOrEqual And Or Xor Where "
+    "BitwiseAnd BitwiseOr BitwiseXor BitShift PRelu Sum Mean".split()
+)
+REDUCE = frozenset(
+    "ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp "
+    "ReduceSumSquare".split()
+)
+AFFINE = frozenset({"Add", "Sub", "Mul", "Div"})
+
+
+def _perm(node: ir.Node, r: int | None) -> list[int] | None:
+    attr = node.attributes.get("perm")
+    if attr is not None:
+        return list(attr.as_ints())
+    return list(reversed(range(r))) if r is not None else None
+
+
+def _inverse(perm: list[int]) -> list[int]:
+    inverse = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inverse[p] = i
+    return inverse
+
+
+def _relaid(shape: ir.Shape | None, perm: list[int]) -> ir.Shape | None:
+    """The shape of x when ``shape`` is that of transpose(x, perm)."""
+    if shape is None:
+        return None
+    dims = list(shape)
+    return ir.Shape([dims[i] for i in _inverse(perm)])
+
+
+def _axes(node: ir.Node) -> tuple[list[int], bool] | None:
+    """(axes, given as an input) of a Reduce/Squeeze with constant axes, else None."""
+    r = rank(node.inputs[0])
+    if r is None:
+        return None
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        axes = const_eval(node.inputs[1])
+        as_input = True
+    elif "axes" in node.attributes:
+        axes, as_input = np.asarray(node.attributes["axes"].as_ints()), False
+    else:
+        return None
+    if axes is None or axes.size == 0:
+        return None
+    return sorted(int(a) % r for a in axes.reshape(-1)), as_input
+
+
+def _set_axes(graph: ir.Graph, node: ir.Node, axes: list[int], as_input: bool) -> None:
+    if as_input:
+        node.replace_input_with(1, initializer(graph, np.asarray(axes, np.int64), "axes"))
+    else:
+        node.attributes["axes"] = ir.AttrInt64s("axes", axes)
+
+
+def _transpose_after(graph: ir.Graph, node: ir.Node, perm: list[int], shape: ir.Shape | None) -> None:
+    """Give ``node`` the output layout ``shape`` and re-lay it out for its consumers."""
+    out = node.outputs[0]
+    uses = list(out.uses())
+    if perm == list(range(len(perm))):
+        out.shape = shape
+        return
+    transpose = ir.Node("", "Transpose", [out], attributes=[ir.AttrInt64s("perm", perm)])
+    graph.insert_after(node, transpose)
+    moved = transpose.outputs[0]
+    moved.shape, moved.type = out.shape, out.type
+    out.shape = shape
+    for use in uses:
+        use.node.replace_input_with(use.idx, moved)
+    if out.is_graph_output():  # the re-laid out value takes the output's place and name
+        name = out.name
+        for i, value in enumerate(graph.outputs):
+            if value is out:
+                graph.outputs[i] = moved
+        out.name = fresh_name(graph, f"{name}_nchw")
+        moved.name = name
+
+
+class _Sink:
+    """Plans (and then makes) the move of one Transpose past its consumers."""
+
+    def __init__(self, graph: ir.Graph, transpose: ir.Node):
+        self.graph = graph
+        self.node = transpose
+        self.x = transpose.inputs[0]
+        self.y = transpose.outputs[0]
+        self.perm = _perm(transpose, rank(self.x))
+
+    def _inputs(self, node: ir.Node) -> list | None:
+        """Each input of ``node`` in the source layout: ("value", v) or ("array", a); None
+        when one cannot be (a tensor of another layout, or of unknown rank)."""
+        r = len(self.perm)
+        planned = []
+        for v in node.inputs:
+            if v is None:
+                planned.append(("value", None))
+                continue
+            if v is self.y:
+                planned.append(("value", self.x))
+                continue
+            t = producer(v, "Transpose")
+            if t is not None and rank(t.inputs[0]) == r and _perm(t, r) == self.perm:
+                planned.append(("value", t.inputs[0]))
+                continue
+            vr = rank(v)
+            if vr is None or vr > r:
+                return None
+            if vr == 0:
+                planned.append(("value", v))
+                continue
+            c = const_eval(v, limit=1 << 20)
+            if c is None:
+                return None
+            if c.size == 1:
+                planned.append(("value", v))
+                continue
+            full = c.reshape((1,) * (r - c.ndim) + c.shape)
+            planned.append(("array", np.transpose(full, _inverse(self.perm)), v.name or "constant"))
+        return planned
+
+    def _apply_inputs(self, node: ir.Node, planned: list) -> None:
+        for slot, entry in enumerate(planned):
+            value = entry[1] if entry[0] == "value" else initializer(self.graph, entry[1], f"{entry[2]}_t")
+            if node.inputs[slot] is not value:
+                node.replace_input_with(slot, value)
+
+    def plan(self, node: ir.Node):
+        """A function making the move past ``node``, or None when it cannot move."""
+        if node.domain != "" or len(node.outputs) != 1:
+            return None
+        out = node.outputs[0]
+        r, perm = len(self.perm), self.perm
+        op = node.op_type
+        if op == "Transpose":
+            q = _perm(node, r)
+            if q is None or len(q) != r:
+                return None
+            composed = [perm[i] for i in q]
+            if composed == list(range(r)) and out.is_graph_output():
+                return None
+
+            def compose():
+                if composed == list(range(r)):
+                    out.replace_all_uses_with(self.x)
+                else:
+                    node.replace_input_with(0, self.x)
+                    node.attributes["perm"] = ir.AttrInt64s("perm", composed)
+            return compose
+        if op in UNARY:
+            if node.inputs[0] is not self.y or any(v is not None and (v is self.y or rank(v) != 0)
+                                                  for v in node.inputs[1:]):
+                return None  # extra inputs (Clip's bounds) must be scalars
+
+            def unary():
+                node.replace_input_with(0, self.x)
+                _transpose_after(self.graph, node, perm, _relaid(out.shape, perm))
+            return unary
+        if op in BROADCASTING or op == "Concat":
+            planned = self._inputs(node)
+            if planned is None:
+                return None
+            if op == "Concat":
+                axis = int_attr(node, "axis", 0) % r
+                if any(rank(v) != r for v in node.inputs):
+                    return None
+
+            def broadcasting():
+                self._apply_inputs(node, planned)
+                if op == "Concat":
+                    node.attributes["axis"] = ir.AttrInt64("axis", perm[axis])
+                _transpose_after(self.graph, node, perm, _relaid(out.shape, perm))
+            return broadcasting
+        if op in REDUCE or op == "Squeeze":
+            found = _axes(node)
+            if found is None or node.inputs[0] is not self.y:
+                return None
+            axes, as_input = found
+            if op in REDUCE and int_attr(node, "noop_with_empty_axes", 0):
+                return None
+            keep = op in REDUCE and int_attr(node, "keepdims", 1) == 1
+            new_axes = sorted(perm[a] for a in axes)
+            if keep:
+                after, shape = perm, _relaid(out.shape, perm)
+            else:
+                rest = [perm[i] for i in range(r) if i not in axes]
+                order = sorted(rest)
+                after = [order.index(a) for a in rest]
+                shape = _relaid(out.shape, after)
+
+            def reduce():
+                node.replace_input_with(0, self.x)
+                _set_axes(self.graph, node, new_axes, as_input)
+                _transpose_after(self.graph, node, after, shape)
+            return reduce
+        return None
+
+    def run(self) -> bool:
+        if self.perm is None or self.y.is_graph_output() or not self.y.uses():
+            return False
+        consumers = []
+        for use in self.y.uses():
+            if use.node not in consumers:
+                consumers.append(use.node)
+        plans = [self.plan(node) for node in consumers]
+        if any(p is None for p in plans):
+            return False
+        touched = [t for node in consumers for v in node.inputs
+                   if (t := producer(v, "Transpose")) is not None and t is not self.node]
+        for make in plans:
+            make()
+        remove_dead(self.graph, [self.node, *consumers, *touched])
+        return True
+
+
+def sink_transposes(model: ir.Model) -> int:
+    """Move Transposes towards the outputs until they cancel; returns the moves made."""
+    graph = model.graph
+    moves = 0
+    limit = 8 * len(graph) + 100
+    changed = True
+    while changed and moves < limit:
+        changed = False
+        for node in list(graph):
+            if node.graph is not graph or node.op_type != "Transpose" or node.domain != "":
+                continue
+            if _Sink(graph, node).run():
+                moves += 1
+                changed = True
+    return moves
+
+
+def _per_channel(array: np.ndarray, r: int, channels: int) -> np.ndarray | None:
+    """``array`` as a [channels] vector when it broadcasts against [N, C, *S] along C only."""
+    if array.ndim > r:
+        return None
+    full = array.reshape((1,) * (r - array.ndim) + array.shape)
+    if any(n != 1 for k, n in enumerate(full.shape) if k != 1) or full.shape[1] not in (1, channels):
+        return None
+    return np.broadcast_to(full.reshape(-1), (channels,)).astype(np.float64)
+
+
+def fold_conv_affine(model: ir.Model) -> int:
+    """Fold the per-channel Add/Sub/Mul/Div by constants after a float32 Conv (an
+    inference-mode BatchNorm, a bias) into its weight and bias; returns the ops folded."""
+    graph = model.graph
+    folded = 0
+    for conv in list(graph):
+        if conv.graph is not graph or conv.op_type != "Conv" or conv.domain != "":
+            continue
+        weight = const_eval(conv.inputs[1])
+        bias = const_eval(conv.inputs[2]) if len(conv.inputs) > 2 and conv.inputs[2] is not None else None
+        out = conv.outputs[0]
+        has_bias = len(conv.inputs) > 2 and conv.inputs[2] is not None
+        if weight is None or weight.dtype != np.float32 or (has_bias and bias is None):
+            continue
+        r = weight.ndim  # the output's rank: [N, C_out, *S]
+        channels = weight.shape[0]
+        scale = np.ones(channels)
+        shift = np.zeros(channels) if bias is None else bias.astype(np.float64)
+        count = 0
+        while len(out.uses()) == 1 and not out.is_graph_output():
+            node, slot = out.uses()[0].node, out.uses()[0].idx
+            if node.op_type not in AFFINE or node.domain != "" or len(node.inputs) != 2:
+                break
+            other = node.inputs[1 - slot]
+            if other is out:
+                break
+            c = const_eval(other)
+            vec = _per_channel(c, r, channels) if c is not None and c.dtype == np.float32 else None
+            if vec is None:
+                break
+            if node.op_type == "Add":
+                shift = shift + vec
+            elif node.op_type == "Sub" and slot == 0:
+                shift = shift - vec
+            elif node.op_type == "Sub":
+                scale, shift = -scale, vec - shift
+            elif node.op_type == "Mul":
+                scale, shift = scale * vec, shift * vec
+            elif slot == 0:  # Div(conv, c)
+                scale, shift = scale / vec, shift / vec
+            else:
+                break
+            result = node.outputs[0]
+            result.replace_all_uses_with(out, replace_graph_outputs=False)
+            if result.is_graph_output():
+                replace_value(graph, result, out)
+            graph.remove(node, safe=True)
+            count += 1
+        if not count:
+            continue
+        base = conv.inputs[1].name or "weight"
+        w = (weight.astype(np.float64) * scale.reshape((channels,) + (1,) * (weight.ndim - 1))).astype(np.float32)
+        old = [v for v in conv.inputs[1:] if v is not None]
+        conv.replace_input_with(1, initializer(graph, w, f"{base}_folded"))
+        b = initializer(graph, shift.astype(np.float32), f"{base}_bias")
+        if len(conv.inputs) < 3:
+            conv.resize_inputs(3)
+        conv.replace_input_with(2, b)
+        for v in old:
+            if not v.uses() and v.is_initializer() and not v.is_graph_output():
+                graph.initializers.pop(v.name)
+        folded += count
+    return folded
+
+
+def max_zero_to_relu(model: ir.Model) -> int:
+    """``Max(x, 0)`` (MLX's relu) as ``Relu(x)``, which onnxruntime fuses into the Conv
+    before it. Both propagate NaN."""
+    graph = model.graph
+    changed = 0
+    for node in list(graph):
+        if node.op_type != "Max" or node.domain != "" or len(node.inputs) != 2:
+            continue
+        for slot in (0, 1):
+            x, zero = node.inputs[slot], node.inputs[1 - slot]
+            c = const_eval(zero)
+            if c is None or c.size != 1 or float(c.reshape(())) != 0.0 or c.ndim > (rank(x) or 0):
+                continue
+            if (x.dtype or node.outputs[0].dtype) not in (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE):
+                continue
+            relu = ir.Node("", "Relu", [x], name=f"{node.name}/relu" if node.name else None)
+            graph.insert_before(node, relu)
+            relu.outputs[0].shape, relu.outputs[0].type = node.outputs[0].shape, node.outputs[0].type
+            replace_value(graph, node.outputs[0], relu.outputs[0])
+            remove_dead(graph, [node])
+            changed += 1
+            break
+    return changed

@@ -54,13 +54,47 @@ def test_redundant_broadcasts_are_dropped():
 
 
 def test_weight_transposes_are_folded_into_named_initializers():
+    """A Linear layer (2-D product) becomes Gemm(transB=1) of the weight as MLX holds it:
+    no Transpose runs and none is made when writing."""
     layer = nn.Linear(8, 4, bias=False)
     mx.eval(layer.parameters())
-    x = rand(rng_for("passes.transpose"), (2, 8))
+    x = rand(rng_for("passes.transpose"), (5, 8))
     lean = mlx2onnx.export(layer, x)
-    assert ops(lean)["Transpose"] == 0
+    onnx.checker.check_model(lean, full_check=True)
+    assert ops(lean)["Transpose"] == 0 and ops(lean)["Gemm"] == 1, ops(lean)
     (weight,) = [i for i in lean.graph.initializer if i.name == "weight"]
-    assert list(weight.dims) == [8, 4]
+    assert list(weight.dims) == [4, 8]
+    assert mlx2onnx.verify(lean, layer, x)
+
+
+def test_batched_product_with_a_transposed_constant_folds_it():
+    """x @ w.T with a 3-D x stays MatMul, of a transposed initializer (no runtime Transpose;
+    the transposed copy is made as the weights are written)."""
+    rng = rng_for("passes.batched_transpose")
+    w = rand(rng, (4, 8))
+
+    def fun(x):
+        return x @ w.T
+
+    x = rand(rng, (2, 3, 8))
+    lean = mlx2onnx.export(fun, x)
+    onnx.checker.check_model(lean, full_check=True)
+    assert [n.op_type for n in lean.graph.node] == ["MatMul"]
+    assert [list(i.dims) for i in lean.graph.initializer] == [[8, 4]]
+    assert mlx2onnx.verify(lean, fun, x)
+
+
+@pytest.mark.parametrize("bfloat16", ["keep", "float32"])
+def test_bfloat16_linear_weights_are_written_untransposed(bfloat16):
+    layer = nn.Linear(128, 96)  # above the constant-folding limit: the weight stays bfloat16 when kept
+    layer.set_dtype(mx.bfloat16)
+    mx.eval(layer.parameters())
+    x = rand(rng_for("passes.bf16_gemm"), (3, 128)).astype(mx.bfloat16)
+    lean = mlx2onnx.Exporter(bfloat16=bfloat16).export(layer, x)
+    onnx.checker.check_model(lean, full_check=True)
+    assert ops(lean)["Gemm"] == 1 and ops(lean)["Transpose"] == 0, ops(lean)
+    (weight,) = [i for i in lean.graph.initializer if i.name == "weight"]
+    assert list(weight.dims) == [96, 128]
     assert mlx2onnx.verify(lean, layer, x)
 
 

@@ -1,10 +1,12 @@
 """onnxruntime CPU latency of mlx2onnx exports vs MLX's own CPU latency, and node counts.
 
-    python benchmarks/latency.py [--models llama,resnet18,mlp] [--repeats 20]
+    python benchmarks/latency.py [--models llama,resnet18,mlp] [--repeats 20] [--threads N] [--only-openblas]
 
 MLX is timed twice, each in a fresh process: as installed (the mlx[cpu] wheel's reference
 BLAS) and with Debian's OpenBLAS preloaded (LD_PRELOAD, the fair reference). mlx-onnx is
-measured too when its separate venv exists (see README.md).
+measured too when its separate venv exists (see README.md). ``--threads N`` gives both
+runtimes N threads (onnxruntime's intra-op pool, OpenBLAS's); ``--only-openblas`` skips the
+slow reference-BLAS MLX column.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import MLX_ONNX_VENV, fmt, median_time, openblas, run_worker  # noqa: E402
 
 
-def mlx_worker(name: str, repeats: int, onnx_path: str | None) -> None:
+def mlx_worker(name: str, repeats: int, onnx_path: str | None, threads: int = 0) -> None:
     """Time MLX and (when ``onnx_path``) onnxruntime in the same process, alternating in
     small blocks, so that the load of a shared machine affects both alike."""
     import mlx.core as mx
@@ -36,7 +38,7 @@ def mlx_worker(name: str, repeats: int, onnx_path: str | None) -> None:
     mlx_call()
     calls = {"mlx_s": mlx_call}
     if onnx_path:
-        session = ort_session(onnx_path)
+        session = ort_session(onnx_path, threads)
         feeds = {i.name: np.asarray(a) for i, a in zip(session.get_inputs(), args)}
         calls["ort_s"] = lambda: session.run(None, feeds)
         calls["ort_s"]()
@@ -54,10 +56,11 @@ def mlx_worker(name: str, repeats: int, onnx_path: str | None) -> None:
     print(json.dumps({k: statistics.median(v) for k, v in times.items()}))
 
 
-def ort_session(path_or_bytes):
+def ort_session(path_or_bytes, threads: int = 0):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
+    options.intra_op_num_threads = threads  # 0: onnxruntime's default (one per core)
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return ort.InferenceSession(path_or_bytes, options, providers=["CPUExecutionProvider"])
 
@@ -121,9 +124,11 @@ def main() -> None:
     parser.add_argument("--worker", choices=["mlx", "mlx-onnx"])
     parser.add_argument("--model")
     parser.add_argument("--onnx")
+    parser.add_argument("--threads", type=int, default=0, help="threads for both runtimes (0: their defaults)")
+    parser.add_argument("--only-openblas", action="store_true", help="skip the reference-BLAS MLX column")
     opts = parser.parse_args()
     if opts.worker == "mlx":
-        return mlx_worker(opts.model, opts.repeats, opts.onnx)
+        return mlx_worker(opts.model, opts.repeats, opts.onnx, opts.threads)
     if opts.worker == "mlx-onnx":
         return mlx_onnx_worker(opts.model, opts.repeats)
 
@@ -140,9 +145,11 @@ def main() -> None:
     folder = tempfile.mkdtemp()
     for name in opts.models.split(","):
         ours_row = ours(name, folder)
-        worker = ["--worker", "mlx", "--model", name, "--repeats", str(opts.repeats), "--onnx", ours_row["path"]]
-        mlx_ref = run_worker("latency.py", worker)
-        mlx_blas = run_worker("latency.py", worker, env={"LD_PRELOAD": blas}) if blas else {}
+        worker = ["--worker", "mlx", "--model", name, "--repeats", str(opts.repeats), "--onnx", ours_row["path"],
+                  "--threads", str(opts.threads)]
+        env = {"OPENBLAS_NUM_THREADS": str(opts.threads), "OMP_NUM_THREADS": str(opts.threads)} if opts.threads else {}
+        mlx_ref = {} if opts.only_openblas else run_worker("latency.py", worker, env=env)
+        mlx_blas = run_worker("latency.py", worker, env={"LD_PRELOAD": blas, **env}) if blas else {}
         other = {}
         if mlx_onnx_python.exists():
             other = run_worker("latency.py", ["--worker", "mlx-onnx", "--model", name, "--repeats",

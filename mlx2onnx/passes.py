@@ -435,13 +435,13 @@ def _rank_guarded(rule):
 
 
 def split_slice_halves(model: ir.Model) -> int:
-    """``Slice(x, [0], [n/2], [-1])`` and ``Slice(x, [n/2], [n], [-1])`` of one x (the two
+    """``Slice(x, [0], [n/2], [-1])`` and ``Slice(x, [n/2], [n], [-1])`` (steps 1) of one x (the two
     halves of a rotary embedding) -> ``Split(x, [n/2, n/2], axis=-1)``: what onnxscript's
     SlicesSplit rule rewrites, found through each value's uses instead of a graph scan."""
     graph = model.graph
     changed = 0
     for node in list(graph):
-        if node.graph is not graph or node.op_type != "Slice" or node.domain != "" or len(node.inputs) != 4:
+        if node.graph is not graph or node.op_type != "Slice" or node.domain != "":
             continue
         x = node.inputs[0]
         shape = _shape(x)
@@ -453,7 +453,7 @@ def split_slice_halves(model: ir.Model) -> int:
             continue
         for use in x.uses():
             other = use.node
-            if other is node or use.idx != 0 or other.op_type != "Slice" or other.domain != "" or len(other.inputs) != 4:
+            if other is node or use.idx != 0 or other.op_type != "Slice" or other.domain != "":
                 continue
             if _slice_bounds(other, len(shape)) != (n // 2, n):
                 continue
@@ -464,7 +464,11 @@ def split_slice_halves(model: ir.Model) -> int:
             graph.register_initializer(sizes)
             split = ir.Node("", "Split", [x, sizes], attributes=[ir.AttrInt64("axis", -1)], num_outputs=2,
                             name=f"{node.name}/split")
-            graph.insert_before(node, split)
+            source = x.producer()  # right after x is made: before both Slices, whatever their order
+            if source is not None and source.graph is graph:
+                graph.insert_after(source, split)
+            else:
+                graph.insert_before(next(iter(graph)), split)
             for old, new in zip((node.outputs[0], other.outputs[0]), split.outputs):
                 new.shape, new.type = old.shape, old.type
                 old.replace_all_uses_with(new)
@@ -476,9 +480,15 @@ def split_slice_halves(model: ir.Model) -> int:
 
 def _slice_bounds(node: ir.Node, rank: int) -> tuple[int, int] | None:
     """(start, end) of a Slice along the last axis only (constant inputs), else None."""
+    if len(node.inputs) not in (4, 5) or any(v is None for v in node.inputs[1:4]):
+        return None
     starts, ends, axes = (v.const_value for v in node.inputs[1:4])
     if starts is None or ends is None or axes is None:
         return None
+    if len(node.inputs) == 5 and node.inputs[4] is not None:
+        steps = node.inputs[4].const_value
+        if steps is None or steps.numpy().reshape(-1).tolist() != [1]:
+            return None
     axes = axes.numpy().reshape(-1).tolist()
     if len(axes) != 1 or axes[0] not in (-1, rank - 1):
         return None

@@ -258,3 +258,19 @@ def test_transposes_that_cannot_cancel_stay():
     x = mx.random.normal((1, 5, 5, 3), key=mx.random.key(17))
     lean = _export_checked(fun, x)
     assert ops(lean)["Transpose"] == 2, ops(lean)
+
+
+def test_two_halves_of_the_last_axis_become_one_split():
+    """x[..., :n/2] and x[..., n/2:] (rotary embeddings): one Split, found through the
+    uses of x (onnxscript's own rule scans the graph for every Slice: quadratic)."""
+    rng = rng_for("passes.halves")
+    x = rand(rng, (2, 3, 8))
+
+    def rotate_half(x):
+        return mx.concatenate([-x[..., 4:], x[..., :4]], axis=-1) * 2.0
+
+    for opset in sorted({default_opset(), MIN_OPSET}):
+        lean = mlx2onnx.Exporter(opset=opset).export(rotate_half, x)
+        onnx.checker.check_model(lean, full_check=True)
+        assert ops(lean)["Split"] == 1 and ops(lean)["Slice"] == 0, ops(lean)
+        assert mlx2onnx.verify(lean, rotate_half, x)

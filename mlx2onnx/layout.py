@@ -114,6 +114,10 @@ class _Sink:
         self.x = transpose.inputs[0]
         self.y = transpose.outputs[0]
         self.perm = _perm(transpose, rank(self.x))
+        self.available: set[int] = set()  # while planning ahead: values that will be in x's layout
+
+    def _source(self, v: ir.Value | None) -> bool:
+        return v is self.y or id(v) in self.available
 
     def _inputs(self, node: ir.Node) -> list | None:
         """Each input of ``node`` in the source layout: ("value", v) or ("array", a); None
@@ -124,11 +128,11 @@ class _Sink:
             if v is None:
                 planned.append(("value", None))
                 continue
-            if v is self.y:
+            if self._source(v):
                 planned.append(("value", self.x))
                 continue
             t = producer(v, "Transpose")
-            if t is not None and rank(t.inputs[0]) == r and _perm(t, r) == self.perm:
+            if t is not None and "perm" in t.attributes and _perm(t, r) == self.perm:
                 planned.append(("value", t.inputs[0]))
                 continue
             vr = rank(v)
@@ -162,7 +166,7 @@ class _Sink:
         op = node.op_type
         if op == "Transpose":
             q = _perm(node, r)
-            if q is None or len(q) != r:
+            if q is None or len(q) != r or node.inputs[0] is not self.y:
                 return None
             composed = [perm[i] for i in q]
             if composed == list(range(r)) and out.is_graph_output():
@@ -176,8 +180,8 @@ class _Sink:
                     node.attributes["perm"] = ir.AttrInt64s("perm", composed)
             return compose
         if op in UNARY:
-            if node.inputs[0] is not self.y or any(v is not None and (v is self.y or rank(v) != 0)
-                                                  for v in node.inputs[1:]):
+            if not self._source(node.inputs[0]) or any(v is not None and (self._source(v) or rank(v) != 0)
+                                                       for v in node.inputs[1:]):
                 return None  # extra inputs (Clip's bounds) must be scalars
 
             def unary():
@@ -201,7 +205,7 @@ class _Sink:
             return broadcasting
         if op in REDUCE or op == "Squeeze":
             found = _axes(node)
-            if found is None or node.inputs[0] is not self.y:
+            if found is None or not self._source(node.inputs[0]):
                 return None
             axes, as_input = found
             if op in REDUCE and int_attr(node, "noop_with_empty_axes", 0):
@@ -232,12 +236,76 @@ class _Sink:
                 consumers.append(use.node)
         plans = [self.plan(node) for node in consumers]
         if any(p is None for p in plans):
-            return False
+            return self._run_region()
         touched = [t for node in consumers for v in node.inputs
                    if (t := producer(v, "Transpose")) is not None and t is not self.node]
         for make in plans:
             make()
         remove_dead(self.graph, [self.node, *consumers, *touched])
+        return True
+
+
+    def _region(self) -> list[ir.Node]:
+        """The nodes the Transpose can move past when the ones between are moved first: a
+        consumer whose other input comes from the same Transpose through other consumers
+        (SiLU's ``x * where(x < -88, 0, sigmoid(x))``, hard-swish) joins once they have."""
+        values, absorbed, seen = [self.y], [], set()
+        self.available = {id(self.y)}
+        changed = True
+        while changed:
+            changed = False
+            for value in list(values):
+                for use in value.uses():
+                    node = use.node
+                    if id(node) in seen or self.plan(node) is None:
+                        continue
+                    absorbed.append(node)
+                    seen.add(id(node))
+                    changed = True
+                    if node.op_type not in REDUCE | {"Squeeze", "Transpose"}:  # output in x's layout too
+                        self.available.add(id(node.outputs[0]))
+                        values.append(node.outputs[0])
+        self.available = set()
+        return absorbed
+
+    def _cancels(self, node: ir.Node) -> bool:
+        q = _perm(node, len(self.perm)) if node.op_type == "Transpose" and node.domain == "" else None
+        return q is not None and len(q) == len(self.perm) and [self.perm[i] for i in q] == list(range(len(q)))
+
+    def _run_region(self) -> bool:
+        """Move past the region of :meth:`_region` when that removes at least as many
+        Transposes as it adds (one per value leaving the region)."""
+        absorbed = self._region()
+        if not absorbed:
+            return False
+        inside = {id(n) for n in absorbed}
+        added = removed = 0
+        if all(id(use.node) in inside for use in self.y.uses()):
+            removed += 1
+        others = set()
+        for node in absorbed:
+            out = node.outputs[0]
+            if node.op_type == "Transpose":
+                q = _perm(node, len(self.perm))
+                removed += [self.perm[i] for i in q] == list(range(len(q)))
+                continue
+            if out.is_graph_output() or any(id(use.node) not in inside and not self._cancels(use.node)
+                                            for use in out.uses()):
+                added += 1  # (a Transpose undoing the layout cancels the one added, next sweep)
+            for v in node.inputs:
+                t = producer(v, "Transpose")
+                if t is not None and t is not self.node and id(t) not in others and _perm(t, None) == self.perm:
+                    if all(id(use.node) in inside for use in v.uses()):
+                        others.add(id(t))
+        removed += len(others)
+        if removed == 0 or added > removed:
+            return False
+        touched = [t for node in absorbed for v in node.inputs if (t := producer(v, "Transpose")) is not None]
+        for node in [n for n in self.graph if id(n) in inside]:  # in graph order: producers first
+            make = self.plan(node)
+            if make is not None:
+                make()
+        remove_dead(self.graph, [self.node, *absorbed, *touched])
         return True
 
 

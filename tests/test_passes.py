@@ -274,3 +274,29 @@ def test_two_halves_of_the_last_axis_become_one_split():
         onnx.checker.check_model(lean, full_check=True)
         assert ops(lean)["Split"] == 1 and ops(lean)["Slice"] == 0, ops(lean)
         assert mlx2onnx.verify(lean, rotate_half, x)
+
+
+class _SiLUNet(nn.Module):
+    """Conv -> SiLU -> squeeze-excite -> Conv: x * sigmoid(x) (with MLX's -88 cut-off) is a
+    diamond, x used by the Sigmoid, the comparison and the product."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 6, 3, padding=1)
+        self.se = nn.Conv2d(6, 6, 1)
+        self.conv2 = nn.Conv2d(6, 4, 3, padding=1)
+
+    def __call__(self, x):
+        h = nn.silu(self.conv1(x))
+        h = h * mx.sigmoid(self.se(mx.mean(h, axis=(1, 2), keepdims=True)))
+        return self.conv2(h)
+
+
+def test_transposes_sink_through_diamonds():
+    model = randomise(_SiLUNet(), 18)
+    x = mx.random.normal((2, 8, 8, 3), key=mx.random.key(19))
+    raw = mlx2onnx.Exporter(optimize=False).export(model, x)
+    lean = _export_checked(model, x)
+    assert ops(raw)["Transpose"] >= 6
+    assert ops(lean)["Transpose"] == 2, ops(lean)  # at the input and the output
+    assert mlx2onnx.verify(lean, model, x)

@@ -203,6 +203,8 @@ class _Sink:
                     node.attributes["axis"] = ir.AttrInt64("axis", perm[axis])
                 _transpose_after(self.graph, node, perm, _relaid(out.shape, perm))
             return broadcasting
+        if op == "Shape":  # dynamic dimensions read off the transposed value: off its source
+            return self._shape(node, r, perm)
         if op in REDUCE or op == "Squeeze":
             found = _axes(node)
             if found is None or not self._source(node.inputs[0]):
@@ -226,6 +228,40 @@ class _Sink:
                 _transpose_after(self.graph, node, after, shape)
             return reduce
         return None
+
+    def _shape(self, node: ir.Node, r: int, perm: list[int]):
+        """One dim of Shape(transpose(x)) is a dim of Shape(x); the whole of it, Shape(x)
+        gathered by ``perm``."""
+        if not self._source(node.inputs[0]):
+            return None
+        start, end = int_attr(node, "start", 0), node.attributes.get("end")
+        if end is None and start == 0:
+            if node.outputs[0].is_graph_output():
+                return None
+
+            def whole():
+                out = node.outputs[0]
+                uses = list(out.uses())
+                node.replace_input_with(0, self.x)
+                gather = ir.Node("", "Gather", [out, initializer(self.graph, np.asarray(perm, np.int64), "perm")],
+                                 attributes=[ir.AttrInt64("axis", 0)])
+                self.graph.insert_after(node, gather)
+                gather.outputs[0].shape, gather.outputs[0].type = out.shape, out.type
+                for use in uses:
+                    use.node.replace_input_with(use.idx, gather.outputs[0])
+            return whole
+        if end is None:
+            return None
+        end = end.as_int()
+        start, end = start % r if start < 0 else start, end % r if end < 0 else end
+        if not 0 <= start < r or end != start + 1:
+            return None
+
+        def one():
+            node.replace_input_with(0, self.x)
+            node.attributes["start"] = ir.AttrInt64("start", perm[start])
+            node.attributes["end"] = ir.AttrInt64("end", perm[start] + 1)
+        return one
 
     def run(self) -> bool:
         if self.perm is None or self.y.is_graph_output() or not self.y.uses():

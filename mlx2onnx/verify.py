@@ -153,7 +153,7 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, dtype: str, tolerance:
     finite = np.isfinite(a) & np.isfinite(b)
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.where(finite, np.abs(np.where(finite, a, 0.0) - np.where(finite, b, 0.0)), 0.0)
-    bad = ~same_special & (~finite | (diff > atol + rtol * np.abs(b)))
+        bad = ~same_special & (~finite | (diff > atol + rtol * np.abs(b)))  # 0 * inf: not finite anyway
     if got.dtype == want.dtype and got.dtype.kind in "iu" and (atol, rtol) == EXACT:
         bad = got != want  # float64 cannot tell apart 64-bit integers above 2**53
     max_abs = float(diff.max()) if diff.size else 0.0

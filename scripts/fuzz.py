@@ -5,7 +5,9 @@
 Program ``k`` of a run has seed ``seed * 1_000_000 + k`` (so ``--replay`` reproduces any
 one of them) and is exported at opset 17 or the default opset, alternately. Prints
 progress, a count per outcome, the primitives exercised, and every failure with a
-self-contained reproducer (``program.source()``). Exit status 1 when anything failed.
+self-contained reproducer (``program.source()``). Every fourth pair of programs is traced
+with MLX's ``shapeless=True`` (see ``fuzzgen.check``), and every sixteenth program is a random
+record of a primitive MLX on this CPU never emits (``tests/fuzzrecords.py``). Exit status 1 when anything failed.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
 import fuzzgen  # noqa: E402
+import fuzzrecords  # noqa: E402
 
 import mlx2onnx  # noqa: E402
 from mlx2onnx.opset import MIN_OPSET, default_opset  # noqa: E402
@@ -30,6 +33,17 @@ def program_seed(seed: int, k: int) -> int:
 
 def opset_for(k: int) -> int:
     return (default_opset(), MIN_OPSET)[k % 2]
+
+
+def is_record(k: int) -> bool:
+    """Every sixteenth program is a random record of a primitive MLX on this CPU never
+    emits (fused mx.fast ops, Copy, StopGradient; see tests/fuzzrecords.py)."""
+    return k % 16 == 15
+
+
+def shapeless_for(k: int) -> bool:
+    """Every fourth pair of programs is traced shapeless (as dynamic exports are), at both opsets."""
+    return (k // 2) % 4 == 3
 
 
 def main(argv=None) -> int:
@@ -49,19 +63,24 @@ def main(argv=None) -> int:
     failures = []
     began = time.time()
     for n, k in enumerate(indices, 1):
-        program = fuzzgen.generate(program_seed(args.seed, k), max_steps=args.max_steps)
-        outcome = fuzzgen.check(program, opset_for(k), verifier)
+        if is_record(k):
+            program = fuzzrecords.generate(program_seed(args.seed, k))
+            outcome, mode, source = fuzzrecords.check(program), ", record", program.describe()
+        else:
+            program = fuzzgen.generate(program_seed(args.seed, k), max_steps=args.max_steps)
+            outcome = fuzzgen.check(program, opset_for(k), verifier, shapeless=shapeless_for(k))
+            mode, source = (", shapeless" if shapeless_for(k) else ""), program.source()
         counts[outcome.status] += 1
         prims.update(outcome.primitives)
         if outcome.status == "skip":
             skipped[outcome.detail.split("\n")[0][:120]] += 1
         elif outcome.status != "pass":
             failures.append(k)
-            print(f"FAIL program {k} (seed {program.seed}, opset {outcome.opset}): {outcome.status}", flush=True)
+            print(f"FAIL program {k} (seed {program.seed}, opset {outcome.opset}{mode}): {outcome.status}", flush=True)
             print(outcome.detail[:3000], flush=True)
-            print(f"reproduce: python scripts/fuzz.py --seed {args.seed} --replay {k}\n{program.source()}\n", flush=True)
+            print(f"reproduce: python scripts/fuzz.py --seed {args.seed} --replay {k}\n{source}\n", flush=True)
         elif args.replay is not None:
-            print(program.source())
+            print(source)
         if n % args.every == 0:
             rate = n / (time.time() - began)
             print(f"[{n}/{len(indices)}] {dict(counts)}  {rate:.1f} programs/s", flush=True)

@@ -122,6 +122,8 @@ def at_add(x, indices, update):
 
 
 def put_along_axis(x, indices, values, axis):
+    """``mx.put_along_axis`` (a ScatterAxis record); a Python ``values`` becomes an array of x's dtype."""
+    values = values if isinstance(values, mx.array) else mx.array(values, dtype=x.dtype)
     return mx.put_along_axis(x, indices, values, axis=axis)
 
 
@@ -177,10 +179,121 @@ def hadamard(x):
     return mx.hadamard_transform(x)
 
 
+# -- the rarer primitives (step_rare) -------------------------------------------------------
+def argpartition(x, kth, axis):
+    """What MLX defines of ``mx.argpartition``: the value the index at ``kth`` selects, and
+    the sorted values on either side (the order within each side is MLX's own)."""
+    picked = mx.take_along_axis(x, mx.argpartition(x, kth, axis=axis), axis=axis)
+    d = x.shape[axis]
+    kth = kth % d
+    low, at, high = mx.split(picked, [kth, kth + 1], axis=axis)
+    return mx.sort(low, axis=axis), at, mx.sort(high, axis=axis)
+
+
+def searchsorted(a, v, side):
+    """``mx.searchsorted`` of ``v`` in the sorted, flattened ``a``."""
+    return mx.searchsorted(mx.sort(mx.flatten(a)), v, side=side)
+
+
+def conj_parts(x, fft):
+    """Real and imaginary part of ``conj(z)``, z the complex ``x`` (or its DFT over the last axis)."""
+    z = mx.fft.fft(x) if fft else x.astype(mx.complex64)
+    y = mx.conj(z)
+    return y.real, y.imag
+
+
+def depends(x, y):
+    return mx.depends([x], [y])[0]
+
+
+def gather_mm(a, b, lhs, rhs):
+    """``mx.gather_mm`` with constant index lists (``None``: MLX's own arange)."""
+    lhs = None if lhs is None else mx.array(np.array(lhs, np.uint32))
+    rhs = None if rhs is None else mx.array(np.array(rhs, np.uint32))
+    return mx.gather_mm(_matrix(a), _matrix(b), lhs, rhs)
+
+
+def _matrix(a):
+    """``a`` as a float32 array of rank >= 2 (MLX's CPU GatherMM and BlockMaskedMM take float32 only)."""
+    a = a.astype(mx.float32)
+    return a[None] if a.ndim == 1 else a
+
+
+def block_masked_mm(a, b, block_size, mask_out, mask_lhs, mask_rhs):
+    """``mx.block_masked_mm`` with constant masks (nested lists of bools or floats)."""
+    masks = [None if m is None else mx.array(np.array(m)) for m in (mask_out, mask_lhs, mask_rhs)]
+    if masks[1] is not None and masks[1].dtype == mx.float64:
+        masks[1], masks[2] = masks[1].astype(mx.float32), masks[2].astype(mx.float32)
+    return mx.block_masked_mm(_matrix(a), _matrix(b), block_size, *masks)
+
+
+def _widen(x, k):
+    """The last axis of ``x`` repeated and cut to length ``k`` (a multiple of a group size)."""
+    reps = -(-k // x.shape[-1])
+    return mx.tile(x, [1] * (x.ndim - 1) + [reps])[..., :k]
+
+
+def _weights(seed, shape, group_size, bits, mode):
+    """A random float weight of ``shape``, quantized and evaluated: constants of the export."""
+    w = mx.array(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+    q = mx.quantize(w, group_size=group_size, bits=bits, mode=mode)
+    mx.eval(q)
+    return q
+
+
+def quantized_matmul(x, seed, n, group_size, bits, mode, transpose, in_graph):
+    """``x`` times a random quantized weight: with ``transpose``, x widened to a group
+    size k times an [n, k] weight transposed, else x [..., d] times a [d, n] weight (n a
+    group size). ``in_graph``: the float weight is a constant quantized in the graph."""
+    k = group_size if transpose else x.shape[-1]
+    xk = _widen(x, k) if transpose else x
+    shape = (n, k) if transpose else (k, n)
+    if in_graph:
+        w = mx.array(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+        q = mx.quantize(w, group_size=group_size, bits=bits, mode=mode)
+    else:
+        q = _weights(seed, shape, group_size, bits, mode)
+    return mx.quantized_matmul(xk, *q, transpose=transpose, group_size=group_size, bits=bits, mode=mode)
+
+
+def quantize(x, k, group_size, bits):
+    """Affine ``mx.quantize`` of ``x`` (as float32) widened to ``k``: codes, scales and biases."""
+    return tuple(mx.quantize(_widen(x.astype(mx.float32), k), group_size=group_size, bits=bits))
+
+
+def gather_qmm(x, seed, experts, n, k, group_size, bits, mode, rhs):
+    """``mx.gather_qmm`` of ``x`` (widened to ``k``) with constant quantized expert weights
+    [experts, n, k] and a constant expert index list ``rhs``."""
+    q = _weights(seed, (experts, n, k), group_size, bits, mode)
+    return mx.gather_qmm(_widen(x, k), *q, rhs_indices=mx.array(np.array(rhs, np.uint32)),
+                         group_size=group_size, bits=bits, mode=mode)
+
+
+def weight_constant(seed, shape):
+    """A random float32 constant (a weight of the export)."""
+    return mx.array(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+
+
+def index_constant(seed, shape, high):
+    """A random int32 constant in [0, high)."""
+    return mx.array(np.random.default_rng(seed).integers(0, high, size=shape).astype(np.int32))
+
+
+def scatter_add_axis(x, indices, axis):
+    """The VJP of take_along_axis: ones scattered (summed) into zeros like ``x`` along
+    ``axis`` (MLX's ScatterAxis Sum)."""
+    def gather(t):
+        return mx.take_along_axis(t, indices, axis=axis)
+    cotangent = mx.ones(gather(x).shape, x.dtype)
+    return mx.vjp(gather, [x], [cotangent])[1][0] + x
+
+
 WRAPPERS = {"getitem", "astype", "take", "conv1d", "conv2d", "pad", "split", "clip", "where", "dyn_slice",
             "dyn_slice_update", "setitem", "at_add", "put_along_axis", "masked_set", "with_arange", "view",
             "rfft_parts", "rms_norm", "layer_norm", "rope", "attention", "random_bits", "random_uniform",
-            "hadamard", "topk"}
+            "hadamard", "topk", "argpartition", "searchsorted", "conj_parts", "depends", "gather_mm",
+            "block_masked_mm", "quantized_matmul", "quantize", "gather_qmm", "scatter_add_axis",
+            "weight_constant", "index_constant"}
 
 
 # -- programs ----------------------------------------------------------------------------
@@ -838,10 +951,118 @@ def step_special(b: _Builder) -> bool:
     return False
 
 
+def _quantized_operand(w: _Value) -> bool:
+    return w.dtype in FLOAT and len(w.shape) >= 1 and w.array.size > 0 and (w.exact or w.dtype == "float32")
+
+
+def step_rare(b: _Builder) -> bool:
+    """Primitives no other maker reaches: ArgPartition, SearchSorted, Conjugate, Depends,
+    GatherMM, BlockMaskedMM, QuantizedMatmul, Quantize, GatherQMM, ScatterAxis (Sum)."""
+    kind = b.pick(["argpartition", "searchsorted", "conj", "depends", "gather_mm", "block_masked_mm",
+                   "quantized_matmul", "quantize", "gather_qmm", "scatter_add_axis"])
+    need = {  # the values each kind can start from
+        "argpartition": lambda w: w.exact and len(w.shape) >= 1 and w.array.size > 0,  # (discontinuous)
+        "searchsorted": lambda w: w.exact and w.dtype != "bool",
+        "conj": lambda w: w.dtype == "float32",
+        "scatter_add_axis": lambda w: w.dtype in FLOAT and len(w.shape) >= 1 and w.array.size > 0,
+        "quantize": lambda w: w.dtype in FLOAT and w.exact and w.array.size > 0 and bool(mx.all(mx.isfinite(w.array))),
+        # quantized products sum over a group (32-128 terms): a half-precision value MLX rounded
+        # after each op but the export carries in float32 would be off by that rounding,
+        # amplified by cancellation, so only exact half-precision values go in
+        "quantized_matmul": lambda w: _quantized_operand(w),
+        "gather_qmm": lambda w: _quantized_operand(w),
+    }.get(kind, lambda w: w.dtype in FLOAT and len(w.shape) >= 1 and w.array.size > 0)
+    if kind == "depends":
+        need = lambda w: True  # noqa: E731
+    starts = b.refs(need)
+    if not starts:
+        return False
+    x = b.pick(starts)
+    v = b.values[x.i]
+    shape, rank = v.shape, len(v.shape)
+    if kind == "argpartition":
+        axis = int(b.rng.integers(-rank, rank))
+        d = shape[axis]
+        return bool(d) and b.try_step("argpartition", (x, int(b.rng.integers(-d, d)), axis))
+    if kind == "searchsorted":
+        mates = b.refs(lambda w: w.dtype == v.dtype and w.exact)
+        return b.try_step("searchsorted", (b.pick(mates), x, b.pick(["left", "right"])))
+    if kind == "depends":
+        return b.try_step("depends", (x, b.pick(b.refs())))
+    if kind == "conj":
+        fft = rank >= 1 and v.array.size > 0 and bool(mx.all(mx.isfinite(v.array))) and b.chance(0.5)
+        return b.try_step("conj_parts", (x, fft), exact=v.exact and not fft)
+    if kind == "scatter_add_axis":
+        axis = int(b.rng.integers(0, rank))
+        idx = b.refs(lambda w: w.dtype in ("int32", "uint8") and w.exact and len(w.shape) == rank)
+        if idx:
+            i = b.pick(idx)
+        else:  # indices of x's rank, from a constant
+            ishape = [int(b.rng.integers(1, 4)) if a == axis else int(b.pick([1, d])) for a, d in enumerate(shape)]
+            if not b.try_step("index_constant", (int(b.rng.integers(0, 1000)), ishape, shape[axis])):
+                return False
+            i = Ref(len(b.values) - 1)
+        if not b.try_step("remainder", (i, shape[axis])):
+            return False
+        return b.try_step("scatter_add_axis", (x, Ref(len(b.values) - 1), axis),
+                          exact=v.exact and v.dtype != "bfloat16")
+    # the matrix products: float operands, non-empty (MLX's CPU BLAS aborts on empty ones)
+    if v.dtype not in FLOAT or not rank or not v.array.size:
+        return False
+    if kind in ("gather_mm", "block_masked_mm"):
+        shape = (1,) + shape if rank == 1 else shape  # (the wrappers: float32 matrices, as MLX's CPU kernels need)
+        mates = b.refs(lambda w: len(w.shape) >= 2 and w.dtype in FLOAT and w.shape[-2] == shape[-1] and w.array.size > 0)
+        if not mates or b.chance(0.3):  # a constant weight
+            wshape = tuple(int(b.rng.integers(1, 4)) for _ in range(int(b.rng.integers(0, 2)))) + (
+                shape[-1], int(b.rng.integers(1, 6)))
+            if not b.try_step("weight_constant", (int(b.rng.integers(0, 1000)), wshape)):
+                return False
+            mates = [Ref(len(b.values) - 1)]
+        y = b.pick(mates)
+        wshape = b.values[y.i].shape
+        if kind == "gather_mm":
+            na, nb = int(np.prod(shape[:-2])), int(np.prod(wshape[:-2]))
+            ishape = tuple(int(b.rng.integers(1, 4)) for _ in range(int(b.rng.integers(0, 3))))
+            lhs = b.rng.integers(0, na, size=ishape).tolist() if b.chance(0.7) else None
+            rhs = b.rng.integers(0, nb, size=ishape).tolist() if b.chance(0.7) or lhs is None else None
+            return b.try_step("gather_mm", (x, y, lhs, rhs), exact=False)
+        bs = int(b.pick([32, 64]))
+        if not _broadcastable(shape[:-2], wshape[:-2]):
+            return False
+        batch = np.broadcast_shapes(shape[:-2], wshape[:-2])
+        tm, tk, tn = (-(-n // bs) for n in (shape[-2], shape[-1], wshape[-1]))
+        variant = b.pick(["out", "operands", "both"])
+        mask_out = (b.rng.random(batch + (tm, tn)) < 0.6).tolist() if variant != "operands" else None
+        mask_lhs = mask_rhs = None
+        if variant != "out":
+            if b.chance(0.5):
+                mask_lhs, mask_rhs = ((b.rng.random(batch + s) < 0.7).tolist() for s in ((tm, tk), (tk, tn)))
+            else:
+                mask_lhs, mask_rhs = (np.round(b.rng.uniform(-2, 2, batch + s), 2).tolist() for s in ((tm, tk), (tk, tn)))
+        return b.try_step("block_masked_mm", (x, y, bs, mask_out, mask_lhs, mask_rhs), exact=False)
+    seed = int(b.rng.integers(0, 1000))
+    mode, group_size, bits = b.pick([("affine", 32, 4), ("affine", 64, 2), ("affine", 32, 3), ("affine", 128, 8),
+                                     ("affine", 32, 5), ("affine", 64, 6), ("affine", 32, 8), ("mxfp4", 32, 4),
+                                     ("mxfp8", 32, 8), ("nvfp4", 16, 4)])
+    if kind == "quantize":  # the codes are a rounding of x / scale: exact finite float32 only
+        if mode != "affine":
+            return False
+        return b.try_step("quantize", (x, group_size, group_size, bits), exact=False)
+    if kind == "gather_qmm":
+        experts = int(b.rng.integers(1, 4))
+        rhs = b.rng.integers(0, experts, size=shape[:-2] if rank >= 2 and b.chance(0.7) else ()).tolist()
+        return b.try_step("gather_qmm", (x, seed, experts, int(b.rng.integers(1, 5)), group_size, group_size, bits,
+                                         mode, rhs), exact=False)
+    transpose = b.chance(0.6)
+    n = int(b.rng.integers(1, 5)) if transpose else group_size
+    in_graph = mode in ("affine", "mxfp4") and b.chance(0.4)  # (MLX cannot export an in-graph mxfp8/nvfp4 quantize)
+    return b.try_step("quantized_matmul", (x, seed, n, group_size, bits, mode, transpose, in_graph), exact=False)
+
+
 MAKERS = [
     (step_unary, 4), (step_binary, 5), (step_compare, 2), (step_where, 2), (step_reduce, 3),
     (step_shape, 5), (step_join, 2), (step_gather, 2), (step_linalg, 2), (step_scan, 2),
-    (step_cast, 2), (step_clip, 1), (step_special, 5),
+    (step_cast, 2), (step_clip, 1), (step_special, 5), (step_rare, 3),
 ]
 
 
@@ -890,8 +1111,12 @@ class Outcome:
     primitives: frozenset = frozenset()
 
 
-def check(program: Program, opset: int | None = None, verifier=None) -> Outcome:
-    """Export ``program`` and compare onnxruntime with MLX on its example inputs."""
+def check(program: Program, opset: int | None = None, verifier=None, shapeless: bool = False) -> Outcome:
+    """Export ``program`` and compare onnxruntime with MLX on its example inputs.
+
+    ``shapeless``: trace with MLX's ``shapeless=True`` (as dynamic exports do), still at the
+    example sizes: Broadcast then names the operands it follows, matmul batches broadcast
+    with BroadcastAxes and ``mean`` counts with NumberOfElements."""
     import mlx2onnx
 
     opset = opset or mlx2onnx.opset.default_opset()
@@ -899,13 +1124,18 @@ def check(program: Program, opset: int | None = None, verifier=None) -> Outcome:
     if program.tolerances:
         verifier = replace(verifier, tolerances=program.tolerances)
     try:
-        trace = mlx2onnx.capture(program, tuple(program.inputs), {})
+        trace = mlx2onnx.capture(program, tuple(program.inputs), {}, shapeless=shapeless)
     except Exception as exc:  # noqa: BLE001 - the program ran in MLX while it was built
+        if shapeless:  # (MLX refuses a shapeless trace of some primitives)
+            return Outcome(program.seed, opset, "skip", f"shapeless capture: {type(exc).__name__}: {exc}")
         return Outcome(program.seed, opset, "export-error", f"capture: {type(exc).__name__}: {exc}")
     prims = frozenset(p.name for p in trace.primitives)
     try:
         exporter = mlx2onnx.Exporter(opset=opset)
-        model = exporter.export(program, *program.inputs)
+        if shapeless:
+            model = _export_trace(exporter, trace)
+        else:
+            model = exporter.export(program, *program.inputs)
     except (mlx2onnx.UnsupportedPrimitiveError,) as exc:
         return Outcome(program.seed, opset, "skip", f"unsupported: {exc}", prims)
     except mlx2onnx.ConversionError as exc:  # a handler's deliberate, explained refusal
@@ -919,3 +1149,17 @@ def check(program: Program, opset: int | None = None, verifier=None) -> Outcome:
     if not report.passed:
         return Outcome(program.seed, opset, "mismatch", str(report), prims)
     return Outcome(program.seed, opset, "pass", "", prims)
+
+
+def _export_trace(exporter, trace):
+    """``Exporter.export`` of an already captured trace: the checked ModelProto."""
+    import onnx
+    import onnx_ir as ir
+
+    from mlx2onnx.saving import stream_strided
+
+    model = exporter.trace_to_ir(trace)
+    stream_strided(model)
+    proto = ir.serde.serialize_model(model)
+    onnx.checker.check_model(proto, full_check=True)
+    return proto

@@ -4,16 +4,22 @@ from __future__ import annotations
 
 from mlx2onnx.registry import handles
 
+from .indexing import empty
+
 
 @handles("Broadcast", "BroadcastAxes")
 def broadcast(ctx, rec):
     """Broadcast: inputs (x,) (shapeless exports add the other operands), arguments
     [shape:tuple]. BroadcastAxes: inputs (x, others...), arguments [ignore_axes:list].
-    Both: Expand x to its (static) output shape."""
+    Both: Expand x to its (static) output shape. An empty result is a slice of nothing
+    instead: onnxruntime infers Expand's size-1 axis broadcast to 0 as 1, and its memory
+    planner then hands a later node a buffer of the wrong size."""
     x = ctx.inputs(rec)[0]
     out = rec.outputs[0]
     if tuple(rec.inputs[0].shape) == tuple(out.shape):
         return [ctx.op.Identity(x)]
+    if isinstance(out.size, int) and out.size == 0 and isinstance(rec.inputs[0].size, int):
+        return [empty(ctx, x, rec.inputs[0], out.shape)]
     return [ctx.run("Expand", [x, ctx.ints(out.shape)], out.dtype)]
 
 

@@ -94,3 +94,35 @@ def test_var_and_std_skip_spreads_below_the_summation_error():
     assert not fuzzgen._spread_is_resolvable(equal + mx.array([0.0, 1.0]), None, "var")
     assert fuzzgen._spread_is_resolvable(spread, None, "std") and fuzzgen._spread_is_resolvable(spread, -1, "var")
     assert fuzzgen._spread_is_resolvable(mx.array([1.0, np.inf]), 0, "std")  # NaN on both sides
+
+
+def test_block_masked_mm_with_a_broadcast_operand():
+    """Found by the fuzzer: MLX 0.32's CPU BlockMaskedMM applies per-batch operand masks
+    wrongly when one operand's batch is broadcast (a [2, 5, 40], b [40, 2]: batch 1 gets the
+    rhs mask of batch 0, it seems), so the generator
+    only multiplies equal batches; the export follows the definition (masks expanded to
+    their blocks, then a matmul), which MLX itself gives once b is batched."""
+    import numpy as np
+    import onnxruntime as ort
+
+    import mlx2onnx
+
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((2, 5, 40)).astype(np.float32), rng.standard_normal((40, 2)).astype(np.float32)
+    lhs, rhs = np.array([[[True, True]], [[True, True]]]), np.array([[[True], [False]], [[True], [True]]])
+
+    def expand(m, rows, cols):
+        return np.repeat(np.repeat(m, 32, -2), 32, -1)[..., :rows, :cols]
+
+    want = (a * expand(lhs, 5, 40)) @ (b * expand(rhs, 40, 2))
+
+    def fn(x, y):
+        return mx.block_masked_mm(x, y, 32, None, mx.array(lhs), mx.array(rhs))
+
+    batched = fn(mx.array(a), mx.array(np.ascontiguousarray(np.broadcast_to(b, (2, 40, 2)))))
+    assert np.allclose(np.array(batched), want, atol=1e-4)
+    assert not np.allclose(np.array(fn(mx.array(a), mx.array(b))), want, atol=1e-4)  # (MLX's bug)
+    model = mlx2onnx.Exporter().export(fn, mx.array(a), mx.array(b))
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = session.run(None, {i.name: v for i, v in zip(session.get_inputs(), (a, b))})[0]
+    assert np.allclose(got, want, atol=1e-4)

@@ -967,7 +967,7 @@ def step_rare(b: _Builder) -> bool:
     """Primitives no other maker reaches: ArgPartition, SearchSorted, Conjugate, Depends,
     GatherMM, BlockMaskedMM, QuantizedMatmul, Quantize, GatherQMM, ScatterAxis (Sum)."""
     kind = b.pick(["argpartition", "searchsorted", "conj", "depends", "gather_mm", "block_masked_mm",
-                   "quantized_matmul", "quantize", "gather_qmm", "scatter_add_axis"])
+                   "quantized_matmul", "quantize", "gather_qmm", "scatter_add_axis", "addmm"])
     need = {  # the values each kind can start from
         "argpartition": lambda w: w.exact and len(w.shape) >= 1 and w.array.size > 0,  # (discontinuous)
         "searchsorted": lambda w: w.exact and w.dtype != "bool",
@@ -1017,6 +1017,23 @@ def step_rare(b: _Builder) -> bool:
     # the matrix products: float operands, non-empty (MLX's CPU BLAS aborts on empty ones)
     if v.dtype not in FLOAT or not rank or not v.array.size:
         return False
+    if kind == "addmm":  # (step_special's addmm needs a 2-D value with a 2-D partner: rare)
+        if rank < 2:
+            return False
+        m, k = shape[-2:]
+        n = int(b.rng.integers(1, 6))
+        if not b.try_step("weight_constant", (int(b.rng.integers(0, 1000)), (k, n))):
+            return False
+        w = Ref(len(b.values) - 1)
+        cs = b.refs(lambda u: u.dtype == v.dtype and _broadcastable(u.shape, shape[:-1] + (n,)) and u.array.size > 0)
+        if cs and b.chance(0.5):
+            c = b.pick(cs)
+        elif b.try_step("weight_constant", (int(b.rng.integers(0, 1000)), (n,) if b.chance(0.5) else (m, n))):
+            c = Ref(len(b.values) - 1)
+        else:
+            return False
+        return b.try_step("addmm", (c, x, w), {"alpha": float(b.pick([1.0, 0.5, -2.0])), "beta": float(b.pick([1.0, 2.0, 0.0]))},
+                          exact=False)
     if kind in ("gather_mm", "block_masked_mm"):
         shape = (1,) + shape if rank == 1 else shape  # (the wrappers: float32 matrices, as MLX's CPU kernels need)
         mates = b.refs(lambda w: len(w.shape) >= 2 and w.dtype in FLOAT and w.shape[-2] == shape[-1] and w.array.size > 0)

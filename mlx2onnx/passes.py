@@ -371,7 +371,8 @@ def _onnxscript_optimize(model: ir.Model) -> None:
         from onnxscript.optimizer._constant_folding import FoldConstantsPass
         from onnxscript.rewriter.rules.common import slice_split_rule
 
-        rules = [_rank_guarded(rule) for rule in rewriter._DEFAULT_REWRITE_RULES if rule is not slice_split_rule]
+        rules = [_clip_guarded(_rank_guarded(rule)) for rule in rewriter._DEFAULT_REWRITE_RULES
+                 if rule is not slice_split_rule]
     except (ImportError, AttributeError):  # another onnxscript layout: its own pipeline
         _stock_optimize(model)
         return
@@ -403,11 +404,12 @@ def _onnxscript_optimize(model: ir.Model) -> None:
 
 
 def _stock_optimize(model: ir.Model) -> None:
-    """onnxscript's own ``optimize_ir``, its default rules rank-guarded (:func:`_rank_guarded`)."""
+    """onnxscript's own ``optimize_ir``, its default rules guarded (:func:`_rank_guarded`,
+    :func:`_clip_guarded`)."""
     from onnxscript import optimizer, rewriter
 
     defaults = rewriter._DEFAULT_REWRITE_RULES  # optimize_ir reads the rules from here
-    rewriter._DEFAULT_REWRITE_RULES = tuple(_rank_guarded(rule) for rule in defaults)
+    rewriter._DEFAULT_REWRITE_RULES = tuple(_clip_guarded(_rank_guarded(rule)) for rule in defaults)
     try:
         optimizer.optimize_ir(model, num_iterations=2, onnx_shape_inference=False, should_fold=_should_fold)
     finally:
@@ -498,6 +500,30 @@ def _slice_bounds(node: ir.Node, rank: int) -> tuple[int, int] | None:
 class _SplitSliceHalvesPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         return ir.passes.PassResult(model, bool(split_slice_halves(model)))
+
+
+def _clip_guarded(rule):
+    """onnxscript's Max/Min -> Clip rules take any one-element constant as a bound, but a
+    bound of higher rank than x broadcasts x (``clip(broadcast_to(scalar, [1]), lo, hi)``
+    once the Expand is folded into the bounds: Max(x[], lo[1])), which Clip does not: the
+    result lost its axis and the checker refused the model. The same rules, applied only
+    where no bound outranks x."""
+    from onnxscript.rewriter.rules.common import _min_max_to_clip
+
+    condition = getattr(rule, "_condition_function", None)
+    owner = getattr(condition, "__self__", None)
+    if not (isinstance(owner, _min_max_to_clip._FuseMinMaxBase) and owner.need_scalars):
+        return rule
+
+    def bounds_keep_the_shape(context, x, out1, out2, **bindings):
+        bounds = out1.producer().inputs[1:] + out2.producer().inputs[1:]
+        if x.shape is None or any(b is None or b.shape is None or len(b.shape) > len(x.shape) for b in bounds):
+            return False
+        return condition(context, x=x, out1=out1, out2=out2, **bindings)
+
+    guarded = copy.copy(rule)
+    guarded._condition_function = bounds_keep_the_shape
+    return guarded
 
 
 def _register_dangling_constants(model: ir.Model) -> None:

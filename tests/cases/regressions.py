@@ -121,6 +121,16 @@ def bitwise_or_with_an_empty_split_part(x):
     return mx.bitwise_or(a, b), mx.broadcast_to(x[:1], (0, 3)) * 2
 
 
+def clip_of_a_scalar_broadcast_to_one_element(x):
+    """``clip(broadcast_to(x, [1]), lo, hi)`` of a 0-d x (squeezed back by a prod over the
+    axis): the optimizer folded the bounds' Expands into [1]-shaped constants, and
+    onnxscript's Max/Min -> Clip rule took them as Clip's scalar bounds, so Clip(x[]) lost
+    the axis the Max had broadcast (checker: "Inferred shape and existing shape differ in
+    rank"). Fixed in mlx2onnx/passes.py (_clip_guarded): no Clip where a bound outranks x."""
+    y = mx.clip(mx.broadcast_to(x, [1]), -0.5, 1.25)
+    return mx.prod(y, axis=0), mx.clip(mx.broadcast_to(x, [1, 1]), None, 0.25)
+
+
 def with_signed_zeros(rng, array):
     """``array`` (float) with about a third of its elements set to -0.0 and a sixth to +0.0."""
     r = rng.random(array.shape)
@@ -166,6 +176,8 @@ CASES = [
          xfail="MLX's std of 8 equal values 5.6e7 is 4 (its mean's rounding); the exact std is 0"),
     Case("regressions.broadcast_to_empty_is_no_expand", bitwise_or_with_an_empty_split_part,
          lambda rng, dt: rand(rng, (4,), dt), dtypes=(mx.uint8, mx.int32), primitives=("Broadcast", "BitwiseBinary")),
+    Case("regressions.clip_bounds_that_broadcast", clip_of_a_scalar_broadcast_to_one_element,
+         lambda rng, dt: rand(rng, (), dt), dtypes=(mx.float32, mx.float16), primitives=("Maximum", "Minimum")),
     Case("regressions.rfft_real_bins_have_zero_imaginary_parts", reciprocal_of_rfft_imaginary_parts,
          lambda rng, dt: rand(rng, (6, 5), dt), primitives=("FFT", "Imag", "Divide")),
 ]

@@ -410,6 +410,7 @@ def _build_trace(records, pos_labels, output_labels, param_paths, display) -> Tr
                 param_paths.get(key) if key is not None else None,
             )
         )
+    _refuse_orphan_outputs(outputs, inputs, constants, primitives)
     return Trace(
         inputs=tuple(inputs),
         outputs=outputs,
@@ -418,3 +419,21 @@ def _build_trace(records, pos_labels, output_labels, param_paths, display) -> Tr
         device=str(mx.default_device()),
         function_name=display,
     )
+
+
+def _refuse_orphan_outputs(outputs, inputs, constants, primitives) -> None:
+    """An output that no primitive produces and that is no input or constant: MLX 0.32's
+    trace simplification merges equal expressions and drops no-op StopGradient/Copy nodes,
+    and when a stop_gradient of an expression computed twice is returned
+    (``abs(x) * 2, stop_gradient(abs(x))``) the output loses its producer (MLX's own
+    ``export_function`` to a file fails on it too)."""
+    known = {i.spec.name for i in inputs} | {c.spec.name for c in constants}
+    known |= {o.name for p in primitives for o in p.outputs}
+    for k, out in enumerate(outputs):
+        if out.spec.name not in known:
+            which = repr(out.label) if out.label else f"{k}"
+            raise CaptureError(
+                f"output {which} has no producer in MLX's trace: MLX's graph simplification dropped it "
+                "(it happens to stop_gradient, or a copy, of an expression the function computes twice). "
+                "Compute the expression once and reuse it, or drop the stop_gradient: export needs no gradients"
+            )

@@ -76,3 +76,24 @@ def test_random_bits_of_other_widths_are_refused():
     trace = Trace((GraphInput(key, "key", 0, None),), (GraphOutput(out, None),), (), (rec,), "cpu", "bits")
     with pytest.raises(ConversionError, match="width=1"):
         mlx2onnx.Exporter().trace_to_ir(trace)
+
+
+def test_output_whose_producer_mlx_dropped_is_refused_clearly(tmp_path):
+    """Found by the fuzzer: ``abs(x) * 2, stop_gradient(abs(x))``: MLX's trace simplification
+    merges the two abs and drops the StopGradient, and the second output is left with no
+    producer (MLX's own export_function to a file fails too). The error says so and how
+    to avoid it, instead of a translator-internal one; computing abs once exports."""
+    from mlx2onnx.errors import CaptureError
+
+    x = mx.array(np.array([[1.0, -2.0, 3.0]], np.float32))
+    path = tmp_path / "orphan.onnx"
+    with pytest.raises(CaptureError, match=r"output 1 has no producer .* Compute the expression once"):
+        mlx2onnx.Exporter(path=path).export(lambda a: (mx.abs(a) * 2, mx.stop_gradient(mx.abs(a))), x)
+    assert not path.exists()
+
+    def once(a):
+        y = mx.abs(a)
+        return y * 2, mx.stop_gradient(y)
+
+    model = mlx2onnx.Exporter().export(once, x)
+    assert mlx2onnx.Verifier().verify(model, once, x).passed

@@ -1188,6 +1188,8 @@ def check(program: Program, opset: int | None = None, verifier=None, shapeless: 
     except (mlx2onnx.UnsupportedPrimitiveError,) as exc:
         return Outcome(program.seed, opset, "skip", f"unsupported: {exc}", prims)
     except mlx2onnx.ConversionError as exc:  # a handler's deliberate, explained refusal
+        if "contract broken" in str(exc):  # (the translator's own consistency check: a finding)
+            return Outcome(program.seed, opset, "export-error", f"{type(exc).__name__}: {exc}", prims)
         return Outcome(program.seed, opset, "skip", f"refused: {exc}", prims)
     except Exception as exc:  # noqa: BLE001 - every other failure is a finding
         return Outcome(program.seed, opset, "export-error", f"{type(exc).__name__}: {exc}", prims)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import re
 import sys
 import time
 
@@ -73,7 +74,7 @@ def main(argv=None) -> int:
         counts[outcome.status] += 1
         prims.update(outcome.primitives)
         if outcome.status == "skip":
-            skipped[outcome.detail.split("\n")[0][:120]] += 1
+            skipped[re.sub(r" \(node \d+\)", "", outcome.detail.split("\n")[0])[:120]] += 1
         elif outcome.status != "pass":
             failures.append(k)
             print(f"FAIL program {k} (seed {program.seed}, opset {outcome.opset}{mode}): {outcome.status}", flush=True)

@@ -20,6 +20,28 @@ def test_random_programs_agree(seed, low_opset):
     assert outcome.status in ("pass", "skip"), f"{outcome.status}: {outcome.detail}\n\n{program.source()}"
 
 
+@settings(max_examples=12, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(min_value=0, max_value=2**40), low_opset=st.booleans())
+def test_shapeless_traces_agree(seed, low_opset):
+    """The same programs traced with MLX's shapeless=True (as dynamic exports trace)."""
+    program = fuzzgen.generate(seed)
+    outcome = fuzzgen.check(program, MIN_OPSET if low_opset else default_opset(), shapeless=True)
+    assert outcome.status in ("pass", "skip"), f"{outcome.status}: {outcome.detail}\n\n{program.source()}"
+
+
+@settings(max_examples=24, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(min_value=0, max_value=2**40))
+def test_random_records_agree(seed):
+    """Random records of the primitives MLX on this CPU never emits (tests/fuzzrecords.py)."""
+    import fuzzrecords
+
+    record = fuzzrecords.generate(seed)
+    outcome = fuzzrecords.check(record)
+    assert outcome.status == "pass", f"{outcome.status}: {outcome.detail}\n{record.describe()}"
+
+
 def test_generation_is_deterministic():
     for seed in (0, 1, 12345):
         a, b = fuzzgen.generate(seed), fuzzgen.generate(seed)
@@ -42,7 +64,8 @@ def test_generator_reaches_the_corners():
     assert () in shapes
     assert any(0 in s for s in shapes) and any(1 in s for s in shapes)
     for op in ("sum", "matmul", "take", "concatenate", "split", "cumsum", "argsort", "astype", "pad",
-               "where", "softmax", "logsumexp", "reshape", "transpose", "getitem", "take_along_axis"):
+               "where", "softmax", "logsumexp", "reshape", "transpose", "getitem", "take_along_axis",
+               "argpartition", "searchsorted", "depends", "gather_mm", "quantized_matmul", "scatter_add_axis"):
         assert op in ops, op
 
 

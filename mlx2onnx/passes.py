@@ -211,6 +211,8 @@ def fold_weight_transposes(model: ir.Model) -> int:
             continue
         if len(weight.uses()) != 1 or weight.is_graph_input() or weight.is_graph_output():
             continue
+        if node.outputs[0].is_graph_output():  # a transposed constant returned as is: keep its name
+            continue
         perm = node.attributes.get("perm")
         array = weight.const_value.numpy()
         axes = list(perm.as_ints()) if perm is not None else list(reversed(range(array.ndim)))

@@ -139,6 +139,16 @@ def with_signed_zeros(rng, array):
     return mx.array(values.astype(np.float32)).astype(array.dtype)
 
 
+_WEIGHT = mx.array(np.random.default_rng(20261207).standard_normal((3, 2, 4)).astype(np.float32))
+
+
+def transposed_weight_returned(x):
+    """A transposed constant returned as it is: the weight-transpose fold replaced the
+    graph output's uses and onnx-ir refused (export error). Fixed in mlx2onnx/passes.py:
+    fold_weight_transposes leaves a Transpose that is a graph output."""
+    return x * 2, mx.transpose(_WEIGHT, [1, 0, 2])
+
+
 CASES = [
     Case("regressions.cummax_length_two_opset17", cummax_of_two_split_by_onnxscript,
          lambda rng, dt: rand(rng, (2, 1, 1), dt), dtypes=(mx.int8, mx.float32), primitives=("Scan",)),
@@ -178,6 +188,8 @@ CASES = [
          lambda rng, dt: rand(rng, (4,), dt), dtypes=(mx.uint8, mx.int32), primitives=("Broadcast", "BitwiseBinary")),
     Case("regressions.clip_bounds_that_broadcast", clip_of_a_scalar_broadcast_to_one_element,
          lambda rng, dt: rand(rng, (), dt), dtypes=(mx.float32, mx.float16), primitives=("Maximum", "Minimum")),
+    Case("regressions.transposed_weight_returned", transposed_weight_returned,
+         lambda rng, dt: rand(rng, (2, 3), dt), primitives=("Transpose",)),
     Case("regressions.rfft_real_bins_have_zero_imaginary_parts", reciprocal_of_rfft_imaginary_parts,
          lambda rng, dt: rand(rng, (6, 5), dt), primitives=("FFT", "Imag", "Divide")),
 ]

@@ -18,14 +18,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-
-def _producer(value: ir.Value | None, op_type: str) -> ir.Node | None:
-    if value is None:
-        return None
-    node = value.producer()
-    if node is None or node.op_type != op_type or node.domain != "":
-        return None
-    return node
+from .graphutil import producer, replace_value
 
 
 def _const(value: ir.Value | None) -> np.ndarray | None:
@@ -83,12 +76,12 @@ def _reduces_last_axis(node: ir.Node, x: ir.Value) -> bool:
 
 def _mean_of(value: ir.Value, n: int) -> ir.Value | None:
     """x when ``value`` = ReduceSum(x, [-1], keepdims) * (1/n); else None."""
-    mul = _producer(value, "Mul")
+    mul = producer(value, "Mul")
     if mul is None:
         return None
     for candidate in mul.inputs:
         factor = _scalar(_other(mul, candidate))
-        reduce = _producer(candidate, "ReduceSum")
+        reduce = producer(candidate, "ReduceSum")
         if reduce is not None and factor is not None and np.isclose(factor, 1.0 / n, rtol=1e-6):
             x = reduce.inputs[0]
             if _reduces_last_axis(reduce, x):
@@ -98,17 +91,17 @@ def _mean_of(value: ir.Value, n: int) -> ir.Value | None:
 
 def _rsqrt_of(value: ir.Value) -> tuple[ir.Value, float] | None:
     """(v, eps) when ``value`` = 1 / sqrt(v + eps) (Div(1, Sqrt) or Reciprocal(Sqrt))."""
-    div = _producer(value, "Div")
+    div = producer(value, "Div")
     if div is not None:
         if _scalar(div.inputs[0]) != 1.0:
             return None
-        root = _producer(div.inputs[1], "Sqrt")
+        root = producer(div.inputs[1], "Sqrt")
     else:
-        recip = _producer(value, "Reciprocal")
-        root = _producer(recip.inputs[0], "Sqrt") if recip is not None else None
+        recip = producer(value, "Reciprocal")
+        root = producer(recip.inputs[0], "Sqrt") if recip is not None else None
     if root is None:
         return None
-    add = _producer(root.inputs[0], "Add")
+    add = producer(root.inputs[0], "Add")
     if add is None:
         return None
     for candidate in add.inputs:
@@ -119,7 +112,7 @@ def _rsqrt_of(value: ir.Value) -> tuple[ir.Value, float] | None:
 
 
 def _square_of(value: ir.Value) -> ir.Value | None:
-    mul = _producer(value, "Mul")
+    mul = producer(value, "Mul")
     if mul is not None and mul.inputs[0] is mul.inputs[1]:
         return mul.inputs[0]
     return None
@@ -161,14 +154,7 @@ def _replace(graph: ir.Graph, old_out: ir.Value, node: ir.Node, anchor: ir.Node)
     graph.insert_before(anchor, node)
     new_out = node.outputs[0]
     new_out.shape, new_out.type = old_out.shape, old_out.type
-    if old_out.is_graph_output():
-        name = old_out.name
-        for i, out in enumerate(graph.outputs):
-            if out is old_out:
-                graph.outputs[i] = new_out
-        old_out.name = None
-        new_out.name = name
-    old_out.replace_all_uses_with(new_out)
+    replace_value(graph, old_out, new_out)
 
 
 def _fuse_norm(graph: ir.Graph, node: ir.Node, op_type: str, x: ir.Value, n: int, eps: float, bias: bool) -> None:
@@ -216,7 +202,7 @@ def fuse_layer_norm(model: ir.Model) -> int:
     for node in _live_muls(graph):
         for d in node.inputs:
             r = _other(node, d)
-            sub = _producer(d, "Sub")
+            sub = producer(d, "Sub")
             if r is None or sub is None or d is r:
                 continue
             x, mean = sub.inputs

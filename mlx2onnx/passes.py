@@ -32,6 +32,8 @@ from typing import Callable, Iterable
 import numpy as np
 import onnx_ir as ir
 
+from .graphutil import replace_value
+
 BROADCASTING = frozenset(
     "Add Sub Mul Div Pow Max Min Mod Equal Less Greater LessOrEqual GreaterOrEqual And Or Xor Where "
     "BitwiseAnd BitwiseOr BitwiseXor BitShift PRelu Sum Mean".split()
@@ -170,14 +172,7 @@ def gemm_with_transposed_weights(model: ir.Model) -> int:
             graph.insert_before(node, gemm)
             out, new = node.outputs[0], gemm.outputs[0]
             new.shape, new.type = out.shape, out.type
-            if out.is_graph_output():
-                name = out.name
-                for i, value in enumerate(graph.outputs):
-                    if value is out:
-                        graph.outputs[i] = new
-                out.name = None
-                new.name = name
-            out.replace_all_uses_with(new)
+            replace_value(graph, out, new)
             graph.remove(node, safe=True)
         else:
             flipped = 1 - (node.attributes["transB"].as_int() if "transB" in node.attributes else 0)

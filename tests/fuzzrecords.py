@@ -120,7 +120,7 @@ def _rope(rng, dtype, edges, rec, Arg):
 
 
 def _attention(rng, dtype, rec, Arg):
-    from test_fast_records import reference_logsumexp
+    from test_fast_records import sdpa_record_io
 
     batch, kv_heads = int(rng.integers(1, 3)), int(rng.integers(1, 3))
     q_heads = kv_heads * int(rng.integers(1, 4))
@@ -141,16 +141,7 @@ def _attention(rng, dtype, rec, Arg):
     sinks = _randn(rng, (q_heads,), dtype, 1.5) if rng.random() < 0.25 else None
     logsumexp = bool(rng.random() < 0.2)
     causal = mask_kind == "causal"
-    expected = [mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask="causal" if causal else mask, sinks=sinks)]
-    inputs = [Arg("q", q), Arg("k", k), Arg("v", v)]
-    if mask is not None:
-        inputs.append(Arg("mask", mask))
-    if sinks is not None:
-        inputs.append(Arg("sinks", sinks, constant=True))
-    out_dtypes = [dtype]
-    if logsumexp:
-        expected.append(reference_logsumexp(q, k, scale, mask, sinks, causal))
-        out_dtypes.append(mx.float32)
+    expected, inputs, out_dtypes = sdpa_record_io(q, k, v, scale, mask, sinks, causal, logsumexp, dtype)
     return rec("ScaledDotProductAttention", [scale, causal, sinks is not None, logsumexp, False], inputs, expected,
                out_dtypes, {"float32": (2e-4, 2e-4)} if logsumexp else None)
 

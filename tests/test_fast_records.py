@@ -297,6 +297,23 @@ def make_mask(rng, case: SdpaCase, dtype):
     return None
 
 
+def sdpa_record_io(q, k, v, scale, mask, sinks, causal, logsumexp, dtype):
+    """(expected outputs, record inputs, output dtypes) of a ScaledDotProductAttention
+    record, the reference computed with mx.fast here."""
+    expected = [mx.fast.scaled_dot_product_attention(
+        q, k, v, scale=scale, mask="causal" if causal else mask, sinks=sinks)]
+    inputs = [Arg("q", q), Arg("k", k), Arg("v", v)]
+    if mask is not None:
+        inputs.append(Arg("mask", mask))
+    if sinks is not None:
+        inputs.append(Arg("sinks", sinks, constant=True))
+    out_dtypes = [dtype]
+    if logsumexp:
+        expected.append(reference_logsumexp(q, k, scale, mask, sinks, causal))
+        out_dtypes.append(mx.float32)
+    return expected, inputs, out_dtypes
+
+
 def reference_logsumexp(q, k, scale, mask, sinks, causal):
     """The natural-log logsumexp of each score row, in float32, from q and k."""
     repeats = q.shape[1] // k.shape[1]
@@ -328,17 +345,7 @@ def test_scaled_dot_product_attention(case: SdpaCase, setting: Setting):
     mask = make_mask(rng, case, dtype)
     sinks = randn(rng, (case.q_heads,), dtype, 1.5) if case.sinks else None
     causal = case.mask == "causal"
-    expected = [mx.fast.scaled_dot_product_attention(
-        q, k, v, scale=scale, mask="causal" if causal else mask, sinks=sinks)]
-    inputs = [Arg("q", q), Arg("k", k), Arg("v", v)]
-    if mask is not None:
-        inputs.append(Arg("mask", mask))
-    if sinks is not None:
-        inputs.append(Arg("sinks", sinks, constant=True))
-    out_dtypes = [dtype]
-    if case.logsumexp:
-        expected.append(reference_logsumexp(q, k, scale, mask, sinks, causal))
-        out_dtypes.append(mx.float32)
+    expected, inputs, out_dtypes = sdpa_record_io(q, k, v, scale, mask, sinks, causal, case.logsumexp, dtype)
     arguments = [scale, causal, case.sinks, case.logsumexp, False]
     tolerances = {"float32": (2e-4, 2e-4)} if case.logsumexp else None
     ops = check_record("ScaledDotProductAttention", arguments, inputs, expected, setting, out_dtypes, tolerances)

@@ -227,16 +227,9 @@ def test_mlx_audio_dac_decoder_dynamic_length():
 
 
 def encodec_decoder():
-    encodec = pytest.importorskip("mlx_audio.codec.models.encodec.encodec")
-    from mlx.utils import tree_map
+    from test_third_party import encodec_decoder as build
 
-    config = encodec.EncodecConfig(num_filters=4, hidden_size=16, upsampling_ratios=[2, 2], num_lstm_layers=1,
-                                   use_causal_conv=True, pad_mode="reflect")
-    mx.random.seed(0)
-    decoder = encodec.EncodecDecoder(config)
-    decoder.update(tree_map(lambda p: mx.random.normal(p.shape) * 0.3, decoder.parameters()))
-    mx.eval(decoder.parameters())
-    return decoder, mx.random.normal((2, 6, 16))
+    return build(causal=True), mx.random.normal((2, 6, 16))
 
 
 def test_mlx_audio_encodec_decoder_dynamic_batch():

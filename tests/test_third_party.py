@@ -218,11 +218,9 @@ def test_mlx_audio_dac_decoder(opset):
     assert "ConvTranspose" in {n.op_type for n in proto.graph.node}
 
 
-@pytest.mark.parametrize("causal", [True, False], ids=["causal", "centred"])
-def test_mlx_audio_encodec_decoder(causal):
-    """EnCodec's SEANet decoder: reflect-padded Conv1d, an LSTM unrolled over the frames,
-    ELU, ConvTranspose1d upsampling (ratios 2, 2) trimmed causally or centred, residual
-    blocks. Its LSTM weights start at zero, so every parameter is drawn at random."""
+def encodec_decoder(causal: bool):
+    """EnCodec's SEANet decoder (4 filters, hidden 16, ratios 2, 2, one LSTM layer). Its
+    LSTM weights start at zero, so every parameter is drawn at random."""
     encodec = pytest.importorskip("mlx_audio.codec.models.encodec.encodec")
     config = encodec.EncodecConfig(num_filters=4, hidden_size=16, upsampling_ratios=[2, 2], num_lstm_layers=1,
                                    use_causal_conv=causal, pad_mode="reflect")
@@ -230,6 +228,15 @@ def test_mlx_audio_encodec_decoder(causal):
     decoder = encodec.EncodecDecoder(config)
     decoder.update(tree_map(lambda p: mx.random.normal(p.shape) * 0.3, decoder.parameters()))
     mx.eval(decoder.parameters())
+    return decoder
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "centred"])
+def test_mlx_audio_encodec_decoder(causal):
+    """EnCodec's SEANet decoder: reflect-padded Conv1d, an LSTM unrolled over the frames,
+    ELU, ConvTranspose1d upsampling (ratios 2, 2) trimmed causally or centred, residual
+    blocks."""
+    decoder = encodec_decoder(causal)
     proto, _ = export_and_verify(decoder, mx.random.normal((1, 6, 16)), bound=1e-5)
     assert "ConvTranspose" in {n.op_type for n in proto.graph.node}
 

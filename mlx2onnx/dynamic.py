@@ -21,9 +21,6 @@ import mlx.core as mx
 from .errors import DynamicShapeError, DynamicSpecError
 from .symbolic import Plan, SymFloat, SymInt
 
-DynamicSpec = Mapping[str, Mapping[int, str]]
-
-
 @dataclass(frozen=True)
 class Dim:
     """A dynamic dimension: ``Dim("seq")``, or ``Dim("h", multiple_of=32)`` for a size the

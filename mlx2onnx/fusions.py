@@ -18,27 +18,11 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from .graphutil import producer, replace_value
-
-
-def _const(value: ir.Value | None) -> np.ndarray | None:
-    if value is None:
-        return None
-    tensor = value.const_value
-    if tensor is None:
-        node = value.producer()
-        if node is not None and node.op_type == "Constant" and "value" in node.attributes:
-            tensor = node.attributes["value"].as_tensor()
-    if tensor is None:
-        return None
-    try:
-        return np.asarray(tensor.numpy())
-    except Exception:
-        return None
+from .graphutil import const_eval, producer, replace_value
 
 
 def _scalar(value: ir.Value | None) -> float | None:
-    array = _const(value)
+    array = const_eval(value, depth=0)
     if array is None or array.size != 1:
         return None
     return float(array.reshape(()))
@@ -65,7 +49,7 @@ def _last_dim(value: ir.Value | None) -> int | None:
 def _reduces_last_axis(node: ir.Node, x: ir.Value) -> bool:
     if node.attributes.get("keepdims") is not None and node.attributes["keepdims"].as_int() != 1:
         return False
-    axes = _const(node.inputs[1]) if len(node.inputs) > 1 else None
+    axes = const_eval(node.inputs[1], depth=0) if len(node.inputs) > 1 else None
     if axes is None and "axes" in node.attributes:
         axes = np.asarray(node.attributes["axes"].as_ints())
     rank = _rank(x)

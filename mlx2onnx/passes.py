@@ -32,7 +32,7 @@ from typing import Callable, Iterable
 import numpy as np
 import onnx_ir as ir
 
-from .graphutil import replace_value
+from .graphutil import initializer, replace_value
 
 BROADCASTING = frozenset(
     "Add Sub Mul Div Pow Max Min Mod Equal Less Greater LessOrEqual GreaterOrEqual And Or Xor Where "
@@ -343,13 +343,7 @@ def keep_named_reshape_dims(model: ir.Model) -> int:
             dims[axis] = 0
             node.attributes["allowzero"] = ir.AttrInt64("allowzero", 0)  # 0 copies (no other 0s)
             if tuple(dims) not in targets:
-                name = f"{target.name}_named"
-                while name in model.graph.initializers:
-                    name += "_"
-                value = ir.Value(name=name, shape=ir.Shape([len(dims)]), type=ir.TensorType(ir.DataType.INT64),
-                                 const_value=ir.Tensor(np.asarray(dims, np.int64)))
-                model.graph.register_initializer(value)
-                targets[tuple(dims)] = value
+                targets[tuple(dims)] = initializer(model.graph, np.asarray(dims, np.int64), f"{target.name}_named")
             node.replace_input_with(1, targets[tuple(dims)])
             changed += 1
     return changed
@@ -458,9 +452,7 @@ def split_slice_halves(model: ir.Model) -> int:
                 continue
             if node.outputs[0].is_graph_output() or other.outputs[0].is_graph_output():
                 break
-            sizes = ir.Value(name=f"{node.name}_halves", shape=ir.Shape([2]), type=ir.TensorType(ir.DataType.INT64),
-                             const_value=ir.tensor(np.array([n // 2, n // 2], np.int64)))
-            graph.register_initializer(sizes)
+            sizes = initializer(graph, np.array([n // 2, n // 2], np.int64), f"{node.name}_halves")
             split = ir.Node("", "Split", [x, sizes], attributes=[ir.AttrInt64("axis", -1)], num_outputs=2,
                             name=f"{node.name}/split")
             source = x.producer()  # right after x is made: before both Slices, whatever their order

@@ -14,7 +14,6 @@ primitive that needs it fixed.
 
 from __future__ import annotations
 
-import math
 import operator
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -272,6 +271,3 @@ class SymFloat(SymInt):
 def dims_of(spec) -> list[tuple[int, SymInt]]:
     return [(a, d) for a, d in enumerate(spec.shape) if isinstance(d, SymInt)]
 
-
-def static_size(shape) -> int:
-    return math.prod(shape)

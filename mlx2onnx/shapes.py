@@ -69,6 +69,14 @@ class DimBuilder:
             self._dim_values[key] = self._compute_dim(d, key)
         return self._dim_values[key]
 
+    def axis_range(self, length, axis: int, rank: int) -> ir.Value:
+        """int64 ``0 .. length-1`` laid along ``axis`` of a rank-``rank`` value (size 1
+        elsewhere); ``length`` may be a :class:`SymInt` (the Reshape target names it, so
+        shape inference can)."""
+        count = self.ints(length) if isinstance(length, SymInt) else self.const(np.asarray(int(length), np.int64))
+        steps = self.op.Range(self.const(np.asarray(0, np.int64)), count, self.const(np.asarray(1, np.int64)))
+        return self.op.Reshape(steps, self.ints([length if j == axis else 1 for j in range(rank)]))
+
     # -- how ------------------------------------------------------------------------
     def _compute_dim(self, d: SymInt, key: tuple) -> ir.Value:
         if key in self._dim_sources:

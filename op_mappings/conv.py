@@ -233,14 +233,10 @@ def dynamic_as_strided(ctx, x, src, shape, strides, offset):
     if not rank:
         start = ctx.ints([offset])
         return ctx.reshape(ctx.op.Slice(x, start, ctx.op.Add(start, ctx.ints([1]))), [])
-    zero, one = ctx.const(np.asarray(0, np.int64)), ctx.const(np.asarray(1, np.int64))
     index = ctx.ints(offset) if is_dynamic(offset) else ctx.const(np.asarray(int(offset), np.int64))
     for k, (n, stride) in enumerate(zip(shape, strides)):
-        length = ctx.ints(n) if is_dynamic(n) else ctx.const(np.asarray(int(n), np.int64))
-        steps = ctx.op.Range(zero, length, one)
         step = ctx.ints(stride) if is_dynamic(stride) else ctx.const(np.asarray(int(stride), np.int64))
-        part = ctx.op.Reshape(ctx.op.Mul(steps, step), ctx.ints([n if j == k else 1 for j in range(rank)]))
-        index = ctx.op.Add(index, part)
+        index = ctx.op.Add(index, ctx.op.Mul(ctx.axis_range(n, k, rank), step))
     return ctx.op.Gather(x, index, axis=0)
 
 

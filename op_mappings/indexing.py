@@ -338,14 +338,8 @@ def dynamic_slice_update(ctx, rec):
 def runtime_index_grid(ctx, lengths):
     """int64 ``[*lengths, len(lengths)]``: every index of an array of shape ``lengths``
     (some of them dynamic), built from one ``Range`` per axis."""
-    rank = len(lengths)
-    zero, one = ctx.const(np.asarray(0, np.int64)), ctx.const(np.asarray(1, np.int64))
     full = ctx.ints([*lengths, 1])
-    parts = []
-    for k, length in enumerate(lengths):
-        count = ctx.ints(length) if any_dynamic([length]) else ctx.const(np.asarray(int(length), np.int64))
-        steps = ctx.op.Reshape(ctx.op.Range(zero, count, one), ctx.ints([-1 if j == k else 1 for j in range(rank)] + [1]))
-        parts.append(ctx.op.Expand(steps, full))
+    parts = [ctx.op.Expand(ctx.axis_range(length, k, len(lengths) + 1), full) for k, length in enumerate(lengths)]
     return ctx.op.Concat(*parts, axis=-1)
 
 

@@ -195,13 +195,9 @@ def test_whisper_dynamic_batch_and_token_count():
     """The whole model: the text decoder slices its learned positional embedding and its
     causal mask to the token count, so tokens are dynamic up to n_text_ctx (16 here): a
     plain symbol is refused (the far trace is past the table), Dim(max=16) is not."""
-    pytest.importorskip("tiktoken")
-    whisper = pytest.importorskip("mlx_whisper.whisper")
-    dims_ = whisper.ModelDimensions(n_mels=16, n_audio_ctx=8, n_audio_state=32, n_audio_head=4, n_audio_layer=2,
-                                    n_vocab=64, n_text_ctx=16, n_text_state=32, n_text_head=4, n_text_layer=2)
-    mx.random.seed(0)
-    model = whisper.Whisper(dims_, dtype=mx.float32)
-    mx.eval(model.parameters())
+    from test_third_party import whisper_model
+
+    model = whisper_model()
     mel, ids = mx.random.normal((2, 16, 16)), tokens((2, 4), 64)
     with pytest.raises(DynamicShapeError, match="'tokens'.*the function fails at"):
         Exporter(dynamic={"tokens": {1: "tokens"}}).export(model, mel, ids)

@@ -145,10 +145,8 @@ def test_whisper_audio_encoder(dtype):
     export_and_verify(encoder, mel, bound=1e-5 if dtype == mx.float32 else 2e-2)
 
 
-def test_whisper_encoder_decoder():
-    """The whole Whisper model: audio encoder, then the text decoder (token and learned
-    position embeddings, causal self-attention, cross-attention on the audio, tied output
-    projection). Token ids are an int32 input; verify draws them within the example's range."""
+def whisper_model():
+    """A small whole Whisper model (16 mels, 8 audio positions, vocab 64, 16 text positions)."""
     pytest.importorskip("tiktoken")
     whisper = pytest.importorskip("mlx_whisper.whisper")
     dims = whisper.ModelDimensions(n_mels=16, n_audio_ctx=8, n_audio_state=32, n_audio_head=4, n_audio_layer=2,
@@ -156,6 +154,14 @@ def test_whisper_encoder_decoder():
     mx.random.seed(0)
     model = whisper.Whisper(dims, dtype=mx.float32)
     mx.eval(model.parameters())
+    return model
+
+
+def test_whisper_encoder_decoder():
+    """The whole Whisper model: audio encoder, then the text decoder (token and learned
+    position embeddings, causal self-attention, cross-attention on the audio, tied output
+    projection). Token ids are an int32 input; verify draws them within the example's range."""
+    model = whisper_model()
     mel, tokens = mx.random.normal((1, 16, 16)), mx.array([[0, 17, 42, 63]], dtype=mx.int32)
     proto, _ = export_and_verify(model, mel, tokens, bound=1e-5)
     assert "Gather" in {n.op_type for n in proto.graph.node}

@@ -240,10 +240,7 @@ class Verifier:
         steps = {s: int(dynamic.get("multiple_of", {}).get(s, 1)) for s in symbols}
         ranges = {s: dynamic.get("range", {}).get(s, [steps[s], None]) for s in symbols}
         if self.sizes is None:  # the example, the smallest, and one no trace used (in range)
-            beyond = {}
-            for s, v in symbols.items():
-                low, high = ranges[s]
-                beyond[s] = v + 3 * steps[s] if high is None or v + 3 * steps[s] <= high else (low + high) // 2 // steps[s] * steps[s]
+            beyond = {s: _untraced_size(v, steps[s], *ranges[s]) for s, v in symbols.items()}
             return [symbols, {s: ranges[s][0] for s in symbols}, beyond]
         if isinstance(self.sizes, Mapping):
             unknown = set(self.sizes) - set(symbols)
@@ -304,6 +301,13 @@ class Verifier:
             report = compare(entry["name"], np.asarray(g), dtypes.array_to_numpy(w), dname, self.tolerance(dname))
             reports.append(replace(report, at=at) if at else report)
         return reports, feeds
+
+
+def _untraced_size(example: int, step: int, low: int, high: int | None) -> int:
+    """Three steps past the example (no trace uses it), or the middle of a range too short for that."""
+    if high is None or example + 3 * step <= high:
+        return example + 3 * step
+    return (low + high) // 2 // step * step
 
 
 def _sizes_text(sizes: Mapping[str, int]) -> str:

@@ -204,7 +204,7 @@ class _Sink:
                 _transpose_after(self.graph, node, perm, _relaid(out.shape, perm))
             return broadcasting
         if op == "Shape":  # dynamic dimensions read off the transposed value: off its source
-            return self._shape(node, r, perm)
+            return self._plan_shape(node, r, perm)
         if op in REDUCE or op == "Squeeze":
             found = _axes(node)
             if found is None or not self._source(node.inputs[0]):
@@ -229,7 +229,7 @@ class _Sink:
             return reduce
         return None
 
-    def _shape(self, node: ir.Node, r: int, perm: list[int]):
+    def _plan_shape(self, node: ir.Node, r: int, perm: list[int]):
         """One dim of Shape(transpose(x)) is a dim of Shape(x); the whole of it, Shape(x)
         gathered by ``perm``."""
         if not self._source(node.inputs[0]):

@@ -82,7 +82,12 @@ def drop_redundant_broadcasts(model: ir.Model) -> int:
             if consumer.domain != "":
                 continue
             if consumer.op_type == "Gemm" and slot == 2:  # C broadcasts to (M, N)
-                if _shape(source) is not None and _broadcast([_shape(source), _shape(out)]) == _shape(out):
+                if _broadcast([_shape(source), _shape(out)]) == _shape(out):
+                    consumer.replace_input_with(slot, source)
+                    changed += 1
+                continue
+            if consumer.op_type == "MatMul":  # batch dims broadcast, matrix dims do not
+                if _matmul_batch_broadcasts(consumer, slot, _shape(source)):
                     consumer.replace_input_with(slot, source)
                     changed += 1
                 continue
@@ -100,6 +105,21 @@ def drop_redundant_broadcasts(model: ir.Model) -> int:
         if not out.uses():
             graph.remove(node, safe=True)
     return changed
+
+
+def _matmul_batch_broadcasts(node: ir.Node, slot: int, source: tuple[int | str, ...]) -> bool:
+    """True when MatMul gives the same result with ``source`` in place of its (expanded)
+    input ``slot``: both operands are matrices or stacks of them (rank-1 operands are
+    promoted, not broadcast), the expansion left the matrix dims alone, and the batch
+    dims broadcast to the same result."""
+    shapes = [_shape(v) for v in node.inputs]
+    if any(s is None or len(s) < 2 for s in shapes) or len(source) < 2:
+        return False
+    expanded, other = shapes[slot], shapes[1 - slot]
+    if source[-2:] != expanded[-2:]:
+        return False
+    before = _broadcast([expanded[:-2], other[:-2]])
+    return before is not None and before == _broadcast([source[:-2], other[:-2]])
 
 
 def _matrix_rank(value: ir.Value | None) -> int | None:
@@ -558,6 +578,8 @@ def _split_sizes_for_opset17(model: ir.Model) -> None:
 
 
 _GROWING = frozenset({"Expand", "Tile", "ConstantOfShape"})
+_UNARY_FOLD = frozenset({"Cos", "Sin", "Exp", "Neg", "Reciprocal", "Sqrt", "Cast"})
+_SHARED_FOLD_BYTES = 1 << 20
 
 
 def _should_fold(node: ir.Node) -> bool | None:
@@ -570,9 +592,12 @@ def _should_fold(node: ir.Node) -> bool | None:
     if node.op_type in _GROWING:
         shape = _shape(node.outputs[0])
         return shape is not None and int(np.prod(shape, dtype=np.int64)) <= 64
-    for value in node.inputs:  # folding a shared weight would store it twice
+    # folding a shared weight would store it twice; a small table (RoPE's angles, read by
+    # Cos and Sin) is worth its copy
+    limit = _SHARED_FOLD_BYTES if node.op_type in _UNARY_FOLD else 1024
+    for value in node.inputs:
         if value is not None and value.is_initializer() and len(value.uses()) > 1:
             tensor = value.const_value
-            if tensor is not None and tensor.nbytes > 1024:
+            if tensor is not None and tensor.nbytes > limit:
                 return False
     return None

@@ -53,6 +53,48 @@ def test_redundant_broadcasts_are_dropped():
     assert mlx2onnx.verify(lean, fun, x, y)
 
 
+def test_broadcasts_of_matmul_batch_dims_are_dropped():
+    """Grouped-query attention expands the key/value heads to the query groups; MatMul
+    broadcasts batch dims itself, so the Expand goes. An Expand of the matrix dims, or
+    one whose batch broadcast the other operand does not reach, stays."""
+    rng = rng_for("passes.matmul_broadcast")
+
+    def grouped(q, k):  # q [2, 3, 5, 4] grouped by k's 2 heads
+        return q @ mx.broadcast_to(k[:, None], (2, 3, 4, 6))
+
+    def matrix_dims(a, b):  # b's columns are broadcast: not MatMul's own broadcasting
+        return a @ mx.broadcast_to(b, (4, 6))
+
+    def wider_batch(a, b):  # the Expand makes the result's batch larger than a's
+        return a @ mx.broadcast_to(b, (3, 4, 6))
+
+    cases = [
+        (grouped, (rand(rng, (2, 3, 5, 4)), rand(rng, (2, 4, 6))), 0),
+        (matrix_dims, (rand(rng, (5, 4)), rand(rng, (4, 1))), 1),
+        (wider_batch, (rand(rng, (5, 4)), rand(rng, (1, 4, 6))), 1),
+    ]
+    for fun, args, expands in cases:
+        raw = mlx2onnx.Exporter(optimize=False).export(fun, *args)
+        lean = mlx2onnx.export(fun, *args)
+        onnx.checker.check_model(lean, full_check=True)
+        assert ops(raw)["Expand"] >= 1 and ops(lean)["Expand"] == expands, (fun.__name__, ops(lean))
+        assert mlx2onnx.verify(lean, fun, *args), fun.__name__
+
+
+def test_small_shared_tables_are_folded():
+    """RoPE's angle table is read by Cos and Sin: both fold to constants."""
+    rng = rng_for("passes.rope_table")
+    angles = mx.arange(16, dtype=mx.float32).reshape(4, 4) * 0.1
+
+    def rotate(x):
+        return x * mx.cos(angles) + x[..., ::-1] * mx.sin(angles)
+
+    x = rand(rng, (2, 4, 4))
+    lean = mlx2onnx.export(rotate, x)
+    assert ops(lean)["Cos"] == 0 and ops(lean)["Sin"] == 0, ops(lean)
+    assert mlx2onnx.verify(lean, rotate, x)
+
+
 def test_weight_transposes_are_folded_into_named_initializers():
     """A Linear layer (2-D product) becomes Gemm(transB=1) of the weight as MLX holds it:
     no Transpose runs and none is made when writing."""

@@ -213,3 +213,12 @@ def case_params(cases: Sequence[Case]):
                 marks = [pytest.mark.xfail(reason=case.xfail, strict=True)] if case.xfail else []
                 params.append(pytest.param(case, dtype, opset, id=f"{case.id}-{dtypes.name(dtype)}-op{opset}", marks=marks))
     return params
+
+
+def run_onnx(model: onnx.ModelProto, *args: mx.array) -> np.ndarray:
+    """The first output of ``model`` in onnxruntime's CPU provider, fed ``args`` in order."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {i.name: np.array(a) for i, a in zip(session.get_inputs(), args)}
+    return session.run(None, feeds)[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import math
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -15,7 +16,7 @@ import mlx2onnx
 from mlx2onnx.models import example
 from mlx2onnx.opset import MIN_OPSET, default_opset
 
-from harness import rand, rng_for
+from harness import rand, rng_for, run_onnx, with_edges
 
 
 def ops(model):
@@ -146,6 +147,47 @@ def test_tied_embeddings_are_not_duplicated():
     stored = sum(np.prod(i.dims) * 4 for i in lean.graph.initializer if i.data_type == onnx.TensorProto.FLOAT)
     params = sum(v.nbytes for _, v in tree_flatten(model.parameters()))
     assert stored <= params * 1.01
+
+
+GELUS = {
+    "erf": (nn.gelu, {"Gelu": 1, "Greater": 1, "Where": 1}),  # x * (1 + erf) overflows above FLT_MAX / 2
+    "erf_halved_first": (lambda x: 0.5 * x * (1 + mx.erf(x * 0.7071067811865476)), {"Gelu": 1}),
+    "tanh": (nn.gelu_approx, {"Gelu": 1}),
+    "module": (nn.GELU(), {"Gelu": 1, "Greater": 1, "Where": 1}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GELUS))
+def test_gelu_is_fused_exactly(name):
+    fun, want = GELUS[name]
+    rng = rng_for("passes.gelu", name)
+    huge = mx.array([3e38, 1.8e38, 1.7e38, -3e38, -1e30, 1e30], mx.float32)
+    x = mx.concatenate([huge, with_edges(rng, rand(rng, (200,), lo=-12, hi=12)).reshape(-1)]).reshape(2, 103)
+    lean = mlx2onnx.Exporter(opset=23).export(fun, x)
+    onnx.checker.check_model(lean, full_check=True)
+    assert dict(ops(lean)) == want, ops(lean)
+    got = run_onnx(lean, x)
+    np.testing.assert_allclose(got, np.array(fun(x)), rtol=1e-5, atol=1e-6)  # inf, NaN in the same places
+    assert mlx2onnx.verify(lean, fun, x)
+    assert "Gelu" not in ops(mlx2onnx.Exporter(opset=17).export(fun, x))  # Gelu is opset 20
+
+
+def test_gelu_lookalikes_are_left_alone():
+    def wrong_constant(x):
+        return x * (1 + mx.erf(x / 2)) / 2
+
+    def not_halved(x):
+        return x * (1 + mx.erf(x / math.sqrt(2)))
+
+    def cube_of_another(x, y):
+        return 0.5 * x * (1 + mx.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * y**3)))
+
+    rng = rng_for("passes.gelu_lookalikes")
+    x, y = rand(rng, (3, 8)), rand(rng, (3, 8))
+    for fun, args in ((wrong_constant, (x,)), (not_halved, (x,)), (cube_of_another, (x, y))):
+        lean = mlx2onnx.Exporter(opset=23).export(fun, *args)
+        assert "Gelu" not in ops(lean), fun.__name__
+        assert mlx2onnx.verify(lean, fun, *args), fun.__name__
 
 
 def test_norms_are_fused_where_the_opset_has_them():

@@ -254,7 +254,6 @@ def test_zero_sign_repairs_are_dropped_where_no_consumer_sees_the_sign():
 
 
 # -- conv nets: NCHW inside, pools fused, BatchNorm folded ----------------------------------
-from harness import with_edges  # noqa: E402
 from test_convnets import ConvBNReLU, TinyMobileNet, TinyResNet, randomise  # noqa: E402
 
 

@@ -32,7 +32,7 @@ from typing import Callable, Iterable
 import numpy as np
 import onnx_ir as ir
 
-from .graphutil import initializer, replace_value
+from .graphutil import initializer, remove_dead, replace_value
 
 BROADCASTING = frozenset(
     "Add Sub Mul Div Pow Max Min Mod Equal Less Greater LessOrEqual GreaterOrEqual And Or Xor Where "
@@ -281,6 +281,7 @@ def drop_unseen_zero_sign_repairs(model: ir.Model) -> int:
         if all(_sign_blind(use.node) for use in repaired.uses()):
             for use in list(repaired.uses()):
                 use.node.replace_input_with(use.idx, unrepaired)
+            remove_dead(graph, [repaired.producer()])  # the repair's nodes read the Where's inputs
             changed += 1
     return changed
 
@@ -297,7 +298,7 @@ def optimize(model: ir.Model, opset: int) -> dict[str, int]:
     """Run every pass in order; returns the number of rewrites each made."""
     from onnx_ir.passes import common as common_passes
 
-    from . import fusions, layout, pooling
+    from . import attention, fusions, layout, pooling
 
     report: dict[str, int] = {}
     declared = [(v.shape, v.type) for v in model.graph.outputs]
@@ -315,6 +316,7 @@ def optimize(model: ir.Model, opset: int) -> dict[str, int]:
     report["drop_redundant_broadcasts_2"] = drop_redundant_broadcasts(model)
     report.update(fusions.fuse_all(model, opset))
     report["drop_unseen_zero_sign_repairs"] = drop_unseen_zero_sign_repairs(model)
+    report["fuse_attention"] = attention.fuse_attention(model, opset)  # its Where's sign repair is gone now
     report["fuse_pooling"] = pooling.fuse_pooling(model)
     report["sink_transposes"] = layout.sink_transposes(model)
     report["fold_conv_affine"] = layout.fold_conv_affine(model)

@@ -16,15 +16,10 @@ import mlx.core as mx
 import numpy as np
 
 from mlx2onnx import dtypes, kernels
+from mlx2onnx.attention import BOOL_MASK_BIAS
 from mlx2onnx.registry import handles
 
 F32 = mx.float32
-# A bool mask becomes an additive bias of this value for onnxruntime's Attention: far
-# below any real score (so a partly masked row gives its masked keys weight 0) but above
-# float32's lowest value, so a fully masked row stays a uniform softmax as in MLX
-# (which replaces masked scores by finfo.min), instead of the zero row onnxruntime
-# writes when a row's maximum is -inf or finfo.min.
-_BOOL_MASK_BIAS = float(np.finfo(np.float32).min) / 2
 
 
 def _fused(ctx, op_type: str, since: int, dtype: mx.Dtype) -> bool:
@@ -202,9 +197,9 @@ def scaled_dot_product_attention(ctx, rec):
     if fused:
         bias = None
         if bool_mask:
-            bias = ctx.op.Where(mask, ctx.scalar(0.0, F32), ctx.scalar(_BOOL_MASK_BIAS, F32))
+            bias = ctx.op.Where(mask, ctx.scalar(0.0, F32), ctx.scalar(BOOL_MASK_BIAS, F32))
         elif causal and q_len != k_len:
-            bias = ctx.op.Where(ctx.const(_causal(q_len, k_len)), ctx.scalar(0.0, F32), ctx.scalar(_BOOL_MASK_BIAS, F32))
+            bias = ctx.op.Where(ctx.const(_causal(q_len, k_len)), ctx.scalar(0.0, F32), ctx.scalar(BOOL_MASK_BIAS, F32))
         out = ctx.op.Attention(q, k, v, bias, scale=float(scale), is_causal=int(bool(causal and q_len == k_len)))
         return [ctx.cast(out, dtype)]
     return _attention_composite(ctx, rec, q, k, v, mask, sinks, float(scale), bool(causal), bool(logsumexp))

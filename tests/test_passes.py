@@ -190,6 +190,83 @@ def test_gelu_lookalikes_are_left_alone():
         assert mlx2onnx.verify(lean, fun, *args), fun.__name__
 
 
+ATTENTION = {  # name: (q heads, kv heads, q len, k len, mask, fused)
+    "plain": (2, 2, 4, 4, None, True),
+    "grouped": (4, 2, 3, 5, None, True),
+    "causal": (4, 2, 5, 5, "causal", True),
+    "causal_shorter_query": (4, 1, 2, 6, "causal", True),
+    "bool": (2, 2, 3, 5, "bool", True),
+    "grouped_bool": (6, 2, 3, 4, "bool", True),
+    "grouped_bool_one_head": (4, 2, 3, 4, "bool_one_head", True),
+    "bool_2d": (4, 2, 3, 4, "bool_2d", True),
+    "constant_bool": (4, 2, 3, 4, "constant_bool", True),
+    "additive": (4, 2, 3, 4, "additive", False),  # an all -inf row: NaN in MLX, zeros in onnxruntime
+    "sinks": (4, 2, 3, 4, "sinks", False),
+}
+
+
+def _attention_function(name, rng):
+    heads, kv_heads, q_len, k_len, mask, _ = ATTENTION[name]
+    q, k = rand(rng, (2, heads, q_len, 8)), rand(rng, (2, kv_heads, k_len, 8))
+    v = with_edges(rng, rand(rng, (2, kv_heads, k_len, 6)), 0.05)
+    shapes = {"bool": (2, heads, q_len, k_len), "grouped_bool_one_head": (2, 1, q_len, k_len),
+              "bool_2d": (q_len, k_len), "constant_bool": (2, heads, q_len, k_len)}
+    args, extra = [q, k, v], {}
+    if mask in shapes:
+        keep = rng.random(shapes[mask]) < 0.6
+        keep[..., 0, :] = False  # a fully masked row: a uniform softmax in MLX
+        if mask == "constant_bool":
+            extra["mask"] = mx.array(keep)
+        else:
+            args.append(mx.array(keep))
+    elif mask == "additive":
+        args.append(mx.array(np.where(rng.random((q_len, k_len)) < 0.6, 0.0, -np.inf).astype(np.float32)))
+    elif mask == "causal":
+        extra["mask"] = "causal"
+    elif mask == "sinks":
+        extra["sinks"] = rand(rng, (heads,))
+
+    def attend(q, k, v, *masks):
+        return mx.fast.scaled_dot_product_attention(q, k, v, scale=0.3, mask=masks[0] if masks else extra.get("mask"),
+                                                    sinks=extra.get("sinks"))
+
+    return attend, args
+
+
+@pytest.mark.parametrize("name", sorted(ATTENTION))
+def test_attention_is_fused_where_onnxruntime_runs_it_exactly(name):
+    """MLX's CPU attention fallback becomes Attention (opset 23) for no mask, causal and
+    bool masks, grouped-query heads included; additive masks and sinks keep the chain."""
+    fused = ATTENTION[name][-1]
+    attend, args = _attention_function(name, rng_for("passes.attention", name))
+    for opset in (23, default_opset()):
+        lean = mlx2onnx.Exporter(opset=opset).export(attend, *args)
+        onnx.checker.check_model(lean, full_check=True)
+        assert (ops(lean)["Attention"] == 1) == fused, ops(lean)
+        if fused:
+            assert ops(lean)["Softmax"] == ops(lean)["MatMul"] == 0, ops(lean)
+        np.testing.assert_allclose(run_onnx(lean, *args), np.array(attend(*args)), rtol=1e-5, atol=1e-6)
+        assert mlx2onnx.verify(lean, attend, *args)
+    assert ops(mlx2onnx.Exporter(opset=17).export(attend, *args))["Attention"] == 0
+
+
+def test_attention_lookalikes_are_left_alone():
+    """Softmax over the wrong axis, and a product with a key that is not transposed."""
+    rng = rng_for("passes.attention_lookalikes")
+    q, k, v = rand(rng, (1, 2, 4, 4)), rand(rng, (1, 2, 4, 4)), rand(rng, (1, 2, 4, 4))
+
+    def wrong_axis(q, k, v):
+        return mx.softmax(q @ k.swapaxes(-1, -2), axis=-2) @ v
+
+    def untransposed(q, k, v):
+        return mx.softmax(q @ k, axis=-1) @ v
+
+    for fun in (wrong_axis, untransposed):
+        lean = mlx2onnx.Exporter(opset=23).export(fun, q, k, v)
+        assert ops(lean)["Attention"] == 0, fun.__name__
+        assert mlx2onnx.verify(lean, fun, q, k, v), fun.__name__
+
+
 def test_norms_are_fused_where_the_opset_has_them():
     llama, args, _ = example("llama")
     assert ops(mlx2onnx.Exporter(opset=23).export(llama, *args))["RMSNormalization"] == 5

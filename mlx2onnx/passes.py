@@ -32,7 +32,7 @@ from typing import Callable, Iterable
 import numpy as np
 import onnx_ir as ir
 
-from .graphutil import initializer, remove_dead, replace_value
+from .graphutil import const_eval, initializer, int_attr, producer, remove_dead, replace_value
 
 BROADCASTING = frozenset(
     "Add Sub Mul Div Pow Max Min Mod Equal Less Greater LessOrEqual GreaterOrEqual And Or Xor Where "
@@ -303,6 +303,7 @@ def optimize(model: ir.Model, opset: int) -> dict[str, int]:
     report: dict[str, int] = {}
     declared = [(v.shape, v.type) for v in model.graph.outputs]
     report["drop_redundant_broadcasts"] = drop_redundant_broadcasts(model)
+    report["fold_static_shape_reads"] = fold_static_shape_reads(model)
     before = len(model.graph)
     _onnxscript_optimize(model)  # first: its Reshape-MatMul-Reshape collapse sees MatMuls
     _register_dangling_constants(model)
@@ -368,6 +369,51 @@ def keep_named_reshape_dims(model: ir.Model) -> int:
                 targets[tuple(dims)] = initializer(model.graph, np.asarray(dims, np.int64), f"{target.name}_named")
             node.replace_input_with(1, targets[tuple(dims)])
             changed += 1
+    return changed
+
+
+def _static_dims(node: ir.Node) -> list[int | None] | None:
+    """The dims a Shape node reads (its start/end slice of the input's shape), each an
+    int where the input's dim is static, else None; None when the input's rank is unknown."""
+    shape = _shape(node.inputs[0])
+    if shape is None:
+        return None
+    r = len(shape)
+    start, end = int_attr(node, "start", 0), int_attr(node, "end", r)
+    start, end = (min(max(i + r if i < 0 else i, 0), r) for i in (start, end))
+    return [d if isinstance(d, int) else None for d in shape[start:end]]
+
+
+def fold_static_shape_reads(model: ir.Model) -> int:
+    """Constants for the static dims a dynamic export reads from ``Shape`` (a mean over a
+    fixed hidden size counts its elements at run time): ``Shape`` of static dims, and
+    ``Gather`` of static entries of a ``Shape``. The optimizer then folds what follows."""
+    graph = model.graph
+    changed = 0
+    for node in list(graph):
+        if node.domain != "" or node.graph is None:
+            continue
+        if node.op_type == "Shape":
+            dims = _static_dims(node)
+        elif node.op_type == "Gather" and producer(node.inputs[0], "Shape") is not None:
+            read, indices = _static_dims(node.inputs[0].producer()), const_eval(node.inputs[1], depth=0)
+            if read is None or indices is None or indices.ndim > 1 or not -len(read) <= indices.min(initial=0):
+                continue
+            if indices.size and indices.max() >= len(read):
+                continue
+            dims = [read[int(i)] for i in indices.reshape(-1)]
+            if indices.ndim == 0 and None not in dims:
+                dims = dims[0]
+        else:
+            continue
+        if dims is None or (isinstance(dims, list) and None in dims):
+            continue
+        out = node.outputs[0]
+        if out.is_graph_output():
+            continue
+        replace_value(graph, out, initializer(graph, np.asarray(dims, np.int64), f"{out.name}_static"))
+        changed += 1
+    remove_dead(graph, [n for n in graph if n.op_type in ("Shape", "Gather")])
     return changed
 
 

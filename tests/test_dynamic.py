@@ -43,6 +43,26 @@ def test_reference_model_runs_at_every_batch_and_sequence_length(name):
     assert max(o.max_abs_error for o in report.outputs) < 1e-4
 
 
+@pytest.mark.parametrize("name", ["llama", "encoder"])
+def test_dynamic_export_is_as_lean_as_the_static_one(name):
+    """The norms' element counts over the fixed hidden size are read from Shape at run
+    time in a shapeless trace; those static reads fold, so the norms and the attention
+    fuse as they do in the static export."""
+    model, args, kwargs = example(name)
+    dynamic = dict(BATCH_SEQ)
+    if name == "encoder":
+        dynamic["attention_mask"] = {0: "batch", 1: "seq"}
+    static = Exporter().export(model, *args, **kwargs)
+    proto = export_dynamic(model, *args, dynamic=dynamic, **kwargs)
+    fused = {"llama": ("RMSNormalization", "Attention"), "encoder": ("LayerNormalization",)}[name]
+    for op_type in fused:
+        count = sum(n.op_type == op_type for n in static.graph.node)
+        assert count > 0 and sum(n.op_type == op_type for n in proto.graph.node) == count, op_type
+    assert not [n for n in proto.graph.node if n.op_type in ("ReduceProd", "Reciprocal")]
+    assert len(proto.graph.node) <= 1.25 * len(static.graph.node), (len(proto.graph.node), len(static.graph.node))
+    assert_passes(Verifier(sizes={"batch": [1, 3], "seq": [1, 9]}).verify(proto, model, *args, **kwargs))
+
+
 def test_graph_inputs_and_outputs_carry_the_symbols():
     model, args, kwargs = example("encoder")
     proto = export_dynamic(model, *args, dynamic={"input_ids": {0: "batch", 1: "seq"},

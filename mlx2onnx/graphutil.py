@@ -82,7 +82,7 @@ def fresh_name(graph: ir.Graph, base: str) -> str:
 def initializer(graph: ir.Graph, array: np.ndarray, base: str) -> ir.Value:
     """A new initializer holding ``array``, under a name no other value of the graph has."""
     name = fresh_name(graph, base)
-    array = np.ascontiguousarray(array)
+    array = np.asarray(array, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
     value = ir.Value(name=name, shape=ir.Shape(array.shape), type=ir.TensorType(ir.DataType.from_numpy(array.dtype)),
                      const_value=ir.Tensor(array, name=name))
     graph.register_initializer(value)

@@ -298,7 +298,7 @@ def optimize(model: ir.Model, opset: int) -> dict[str, int]:
     """Run every pass in order; returns the number of rewrites each made."""
     from onnx_ir.passes import common as common_passes
 
-    from . import attention, fusions, layout, pooling
+    from . import attention, fusions, layout, pooling, rotary
 
     report: dict[str, int] = {}
     declared = [(v.shape, v.type) for v in model.graph.outputs]
@@ -318,6 +318,7 @@ def optimize(model: ir.Model, opset: int) -> dict[str, int]:
     report.update(fusions.fuse_all(model, opset))
     report["drop_unseen_zero_sign_repairs"] = drop_unseen_zero_sign_repairs(model)
     report["fuse_attention"] = attention.fuse_attention(model, opset)  # its Where's sign repair is gone now
+    report["fuse_rotary_embedding"] = rotary.fuse_rotary_embedding(model, opset)
     report["fuse_pooling"] = pooling.fuse_pooling(model)
     report["sink_transposes"] = layout.sink_transposes(model)
     report["fold_conv_affine"] = layout.fold_conv_affine(model)

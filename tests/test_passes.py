@@ -267,6 +267,65 @@ def test_attention_lookalikes_are_left_alone():
         assert mlx2onnx.verify(lean, fun, q, k, v), fun.__name__
 
 
+ROPES = {  # name: (dims, traditional, offset, fused)
+    "full": (8, False, 3, True),
+    "partial": (4, False, 0, True),
+    "runtime_offset": (8, False, "array", True),
+    "batch_offsets": (8, False, "batch", True),
+    "freqs": (8, False, "freqs", True),
+    "traditional": (8, True, 2, False),  # the interleaved layout is not matched
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROPES))
+def test_rotary_embedding_is_fused(name):
+    """MLX's CPU rope (half-split pairs) becomes RotaryEmbedding (opset 23): constant
+    angle tables, tables computed at run time from an offset input, per-batch offsets."""
+    dims, traditional, offset, fused = ROPES[name]
+    rng = rng_for("passes.rope", name)
+    x = with_edges(rng, rand(rng, (2, 3, 5, 8)), 0.05)
+    args = [x]
+    if offset in ("array", "batch"):
+        args.append(mx.array(rng.integers(0, 50, size=() if offset == "array" else (2,)).astype(np.int32)))
+    freqs = mx.array(rng.uniform(1, 100, size=(dims // 2,)).astype(np.float32)) if offset == "freqs" else None
+
+    def rope(x, *offsets):
+        start = offsets[0] if offsets else (offset if isinstance(offset, int) else 0)
+        base = None if freqs is not None else 10000.0
+        return mx.fast.rope(x, dims, traditional=traditional, base=base, scale=1.0, offset=start, freqs=freqs)
+
+    for opset in (23, default_opset()):
+        lean = mlx2onnx.Exporter(opset=opset).export(rope, *args)
+        onnx.checker.check_model(lean, full_check=True)
+        assert (ops(lean)["RotaryEmbedding"] == 1) == fused, ops(lean)
+        if fused:  # the rotation's products are gone (a Mul may remain making the angles)
+            assert ops(lean)["Sub"] == 0 and ops(lean)["Mul"] <= 1 and ops(lean)["Split"] == 0, ops(lean)
+        np.testing.assert_allclose(run_onnx(lean, *args), np.array(rope(*args)), rtol=1e-5, atol=1e-5)
+        assert mlx2onnx.verify(lean, rope, *args)
+    assert ops(mlx2onnx.Exporter(opset=17).export(rope, *args))["RotaryEmbedding"] == 0
+
+
+def test_rotation_lookalikes_are_left_alone():
+    """A rotation whose two products swap sin and cos, and one whose tables differ per head."""
+    rng = rng_for("passes.rope_lookalikes")
+    x = rand(rng, (1, 2, 4, 8))
+    cos, sin = mx.cos(rand(rng, (4, 4))), mx.sin(rand(rng, (4, 4)))
+    per_head = mx.cos(rand(rng, (2, 4, 4)))
+
+    def swapped(x):
+        x1, x2 = x[..., :4], x[..., 4:]
+        return mx.concatenate([x1 * cos - x2 * sin, x1 * cos + x2 * sin], axis=-1)
+
+    def head_tables(x):
+        x1, x2 = x[..., :4], x[..., 4:]
+        return mx.concatenate([x1 * per_head - x2 * sin, x1 * sin + x2 * per_head], axis=-1)
+
+    for fun in (swapped, head_tables):
+        lean = mlx2onnx.Exporter(opset=23).export(fun, x)
+        assert ops(lean)["RotaryEmbedding"] == 0, fun.__name__
+        assert mlx2onnx.verify(lean, fun, x), fun.__name__
+
+
 def test_norms_are_fused_where_the_opset_has_them():
     llama, args, _ = example("llama")
     assert ops(mlx2onnx.Exporter(opset=23).export(llama, *args))["RMSNormalization"] == 5

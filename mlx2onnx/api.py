@@ -101,18 +101,20 @@ class Exporter:
 
     def trace_to_ir(self, trace: Trace, plan: Plan | None = None) -> ir.Model:
         """The model of ``trace`` (merged over several sizes, with its ``plan``, when dynamic)."""
-        model = self._translate(trace)
-        if plan is not None:
-            names = dict(zip((i.label for i in trace.inputs), self._input_names(trace)))
-            model.metadata_props[DYNAMIC_METADATA_KEY] = json.dumps({
-                "symbols": {s: v[0] for s, v in plan.sizes.items()},
-                "multiple_of": dict(plan.multiple_of),
-                "range": {sym: list(b) for sym, b in plan.bounds.items()},
-                "inputs": {names[label]: {str(a): s for a, s in axes.items()} for label, axes in plan.spec.items()},
-            }, sort_keys=True)
-        return model
+        return self._translate(trace, plan)
 
-    def _translate(self, trace: Trace) -> ir.Model:
+    @staticmethod
+    def _dynamic_metadata(trace: Trace, plan: Plan, input_names: list[str]) -> str:
+        """The ``mlx2onnx.dynamic`` metadata: symbols, steps, ranges, which input axes."""
+        names = dict(zip((i.label for i in trace.inputs), input_names))
+        return json.dumps({
+            "symbols": {s: v[0] for s, v in plan.sizes.items()},
+            "multiple_of": dict(plan.multiple_of),
+            "range": {sym: list(b) for sym, b in plan.bounds.items()},
+            "inputs": {names[label]: {str(a): s for a, s in axes.items()} for label, axes in plan.spec.items()},
+        }, sort_keys=True)
+
+    def _translate(self, trace: Trace, plan: Plan | None = None) -> ir.Model:
         opset = self.resolved_opset()
         input_names = self._input_names(trace)
         output_names = self._output_names(trace)
@@ -123,6 +125,8 @@ class Exporter:
                 ctx.quantized_weights = self.quantized_weights
             translate(trace, ctx, input_names)
             model = build_model(ctx, trace, input_names, output_names)
+            if plan is not None:  # before the passes: pooling reads the symbols' steps
+                model.metadata_props[DYNAMIC_METADATA_KEY] = self._dynamic_metadata(trace, plan, input_names)
             if self.optimize:
                 report = passes.optimize(model, opset)
                 model.metadata_props[PASSES_METADATA_KEY] = json.dumps(report, sort_keys=True)

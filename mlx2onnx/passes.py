@@ -16,7 +16,8 @@
   after a ``Where`` is bypassed where no consumer can see the sign of a zero (Softmax of
   an attention mask, comparisons).
 - :func:`mlx2onnx.pooling.fuse_pooling`: MLX's pooling decomposition (Pad + AsStrided or
-  Reshape/Transpose windows + max/mean) becomes MaxPool / AveragePool, where exactly so.
+  Reshape/Transpose windows + max/mean) becomes MaxPool / AveragePool, where exactly so
+  (at dynamic image sizes too: :mod:`mlx2onnx.symsizes` proves the windows for every size).
 - :mod:`mlx2onnx.layout`: the NHWC<->NCHW Transposes around every Conv and pool are sunk
   until they cancel (NCHW inside a conv net), per-channel Add/Sub/Mul/Div constants
   (inference BatchNorm) are folded into the Conv before them, ``Max(x, 0)`` is ``Relu``.

@@ -19,6 +19,15 @@ Transposes that :func:`mlx2onnx.layout.sink_transposes` then cancels across the 
     Transpose -> MaxPool -> Where(MaxPool(IsNaN -> float) > 0, NaN, .) -> Transpose
 
 (the second, cheap MaxPool over the NaN mask keeps MLX's NaN propagation exactly).
+
+With dynamic image sizes the windows' numbers are computed from ``Shape`` at run time:
+the Gather index is a sum of ``Range(0, n) * step`` terms laid along one axis each (and
+constant ones), the blocked Reshape's target a Concat of ``Shape``-derived sizes.
+:class:`~mlx2onnx.symsizes.Sizes` reads them as polynomials in the model's symbols, and
+the match is proven for every admitted size: each step is a constant multiple of the
+padded input's natural stride, the kernel constant, and the output size MLX's
+``floor((S - dilation*(K-1) - 1) / stride) + 1`` (which is MaxPool's floor mode), its
+floor exact given the symbols' ``multiple_of``. Anything not proven stays as it is.
 """
 
 from __future__ import annotations
@@ -28,7 +37,8 @@ import math
 import numpy as np
 import onnx_ir as ir
 
-from .graphutil import const_eval, initializer, int_attr, producer, remove_dead, replace_value, static_shape
+from .graphutil import const_eval, initializer, int_attr, producer, rank, remove_dead, replace_value, static_shape
+from .symsizes import Poly, Sizes
 
 
 class Windows:
@@ -134,8 +144,165 @@ def _blocked_windows(value: ir.Value) -> Windows | None:
     return Windows(source, kernel, list(kernel), [1] * d, lo, hi, fill, [transpose, reshape] + pad_nodes)
 
 
-def _windows(value: ir.Value) -> Windows | None:
-    return _strided_windows(value) or _blocked_windows(value)
+# -- dynamic image sizes: the same windows, their sizes polynomials in the symbols ------
+def _scalar(sizes: Sizes, value: ir.Value, r: int = 1) -> Poly | None:
+    """The one number ``value`` holds (of rank at most ``r``, so broadcasting it changes
+    no shape of that rank), as a polynomial."""
+    found = sizes.eval(value)
+    return found.reshape(-1)[0] if found is not None and found.size == 1 and found.ndim <= r else None
+
+
+def _axis_range(sizes: Sizes, value: ir.Value, r: int) -> tuple[int, Poly] | None:
+    """(axis, n) for Reshape(Range(0, n, 1), [1, .., n, .., 1]): 0..n-1 along ``axis``."""
+    reshape = producer(value, "Reshape")
+    arange = producer(reshape.inputs[0], "Range") if reshape is not None else None
+    if arange is None:
+        return None
+    start, n, delta = (_scalar(sizes, v) for v in arange.inputs)
+    target = sizes.eval(reshape.inputs[1])
+    if start != 0 or delta != 1 or n is None or target is None or target.shape != (r,):
+        return None
+    axes = [k for k, t in enumerate(target) if t != 1]
+    if len(axes) != 1 or target[axes[0]] != n:
+        return None
+    return axes[0], n
+
+
+def _index_terms(sizes: Sizes, index: ir.Value, r: int):
+    """The index as {axis: (n, step)} for its terms Range(0, n) * step laid along an axis,
+    plus the sum of its constant-shaped terms (an array of Poly); None if not that form."""
+    ranged, dense, stack = {}, [], [index]
+    while stack:
+        value = stack.pop()
+        node = producer(value, "Add")
+        if node is not None and sizes.eval(value) is None:
+            stack.extend(node.inputs)
+            continue
+        found = sizes.eval(value)
+        if found is not None:
+            if found.ndim > r:
+                return None
+            dense.append(found.reshape((1,) * (r - found.ndim) + found.shape))
+            continue
+        mul = producer(value, "Mul")
+        pairs = [(value, None)] if mul is None else [(mul.inputs[0], mul.inputs[1]), (mul.inputs[1], mul.inputs[0])]
+        for along, by in pairs:
+            axis_n = _axis_range(sizes, along, r)
+            step = Poly.of(1) if by is None else _scalar(sizes, by, r)
+            if axis_n is not None and step is not None:
+                break
+        else:
+            return None
+        if axis_n[0] in ranged:
+            return None
+        ranged[axis_n[0]] = (axis_n[1], step)
+    total = np.zeros((1,) * r, dtype=object)
+    total.flat[0] = Poly.of(0)
+    for term in dense:
+        total = total + term
+    return ranged, total
+
+
+def _dynamic_strided_windows(sizes: Sizes, value: ir.Value) -> Windows | None:
+    """Windows of Gather(Reshape(padded, [-1]), index) whose index graph (built from
+    ``Shape`` at run time) is, at every admitted size, the sliding-window grid of
+    ``padded``, its strides constant and its output sizes MLX's floor((S - K) / s) + 1."""
+    gather = producer(value, "Gather")
+    if gather is None or int_attr(gather, "axis", 0) != 0:
+        return None
+    flat = producer(gather.inputs[0], "Reshape")
+    r = rank(value)
+    if flat is None or static_shape(flat.inputs[1]) != (1,) or r is None or r < 4 or r % 2:
+        return None
+    padded = flat.inputs[0]
+    src = sizes.dims(padded)
+    d = (r - 2) // 2
+    terms = _index_terms(sizes, gather.inputs[1], r)
+    if src is None or len(src) != d + 2 or terms is None:
+        return None
+    ranged, dense = terms
+    if any(dense.shape[a] != 1 for a in ranged):
+        return None
+    dims = [ranged[a][0] if a in ranged else Poly.of(dense.shape[a]) for a in range(r)]
+    natural = [math.prod(src[k + 1:], start=Poly.of(1)) for k in range(d + 2)]
+    units = [natural[0], *natural[1:1 + d], *natural[1:1 + d], natural[-1]]
+    factors, expected = [], np.zeros(dense.shape, dtype=object)
+    for a in range(r):
+        if a in ranged:
+            step = ranged[a][1]
+        elif dense.shape[a] > 1:
+            unit = tuple(1 if j == a else 0 for j in range(r))
+            step = dense[unit] - dense[(0,) * r]
+        else:
+            step = units[a]
+        factor = step.ratio(units[a])
+        if factor is None or factor.denominator != 1 or factor < 1:
+            return None
+        factors.append(int(factor))
+        if a not in ranged:
+            grid = np.array([Poly.of(k) * step for k in range(dense.shape[a])] or [Poly.of(0)], dtype=object)
+            expected = expected + grid.reshape([dense.shape[a] if j == a else 1 for j in range(r)])
+    if factors[0] != 1 or factors[-1] != 1 or dims[0] != src[0] or dims[-1] != src[-1]:
+        return None
+    if not all(p == q for p, q in zip(dense.flat, np.broadcast_to(expected, dense.shape).flat)):
+        return None
+    kernel = [dims[1 + d + i].constant for i in range(d)]
+    strides, dilations = factors[1:1 + d], factors[1 + d:1 + 2 * d]
+    if any(k is None or k.denominator != 1 or k < 1 for k in kernel):
+        return None
+    kernel = [int(k) for k in kernel]
+    for i in range(d):  # MLX's output size, floored, at every admitted size
+        size = sizes.floor_div(src[1 + i] - dilations[i] * (kernel[i] - 1) - 1, strides[i])
+        if size is None or dims[1 + i] != size + 1 or not sizes.positive(dims[1 + i]):
+            return None
+    found = _unpad(padded, d)
+    if found is None:
+        return None
+    source, lo, hi, fill, pad_nodes = found
+    if sizes.dims(source) != [p - a - b for p, a, b in zip(src, [0, *lo, 0], [0, *hi, 0])]:
+        return None
+    return Windows(source, kernel, strides, dilations, lo, hi, fill, [gather, flat] + pad_nodes)
+
+
+def _dynamic_blocked_windows(sizes: Sizes, value: ir.Value) -> Windows | None:
+    """Windows of Transpose(Reshape(source, [N, O1, K1, .., C])) whose Reshape target
+    (built from ``Shape``) splits each spatial size S into S/K blocks of a constant K."""
+    transpose = producer(value, "Transpose")
+    reshape = producer(transpose.inputs[0], "Reshape") if transpose is not None else None
+    if reshape is None:
+        return None
+    padded = reshape.inputs[0]
+    src, blocked = sizes.dims(padded), sizes.eval(reshape.inputs[1])
+    if src is None or blocked is None or blocked.ndim != 1 or len(blocked) < 4 or len(blocked) % 2:
+        return None
+    d = (len(blocked) - 2) // 2
+    last = len(blocked) - 1
+    perm = list(transpose.attributes["perm"].as_ints()) if "perm" in transpose.attributes else None
+    if perm != [0, *range(1, last, 2), *range(2, last, 2), last] or len(src) != d + 2:
+        return None
+    if int_attr(reshape, "allowzero", 0) == 0:  # a 0 copies the input's dimension
+        blocked = [src[k] if k < len(src) and b == 0 else b for k, b in enumerate(blocked)]
+    if any(b.constant is not None and b.constant <= 0 for b in blocked):
+        return None  # -1 (inferred): not read here
+    kernel = [blocked[2 + 2 * i].constant for i in range(d)]
+    if any(k is None or k.denominator != 1 for k in kernel):
+        return None
+    kernel = [int(k) for k in kernel]
+    if blocked[0] != src[0] or blocked[-1] != src[-1] or any(
+            blocked[1 + 2 * i] * kernel[i] != src[1 + i] for i in range(d)):
+        return None
+    found = _unpad(padded, d)
+    if found is None:
+        return None
+    source, lo, hi, fill, pad_nodes = found
+    return Windows(source, kernel, list(kernel), [1] * d, lo, hi, fill, [transpose, reshape] + pad_nodes)
+
+
+def _windows(value: ir.Value, sizes: Sizes | None) -> Windows | None:
+    found = _strided_windows(value) or _blocked_windows(value)
+    if found is None and sizes is not None:
+        found = _dynamic_strided_windows(sizes, value) or _dynamic_blocked_windows(sizes, value)
+    return found
 
 
 def _reduced_axes(node: ir.Node, rank: int) -> list[int] | None:
@@ -150,18 +317,18 @@ def _reduced_axes(node: ir.Node, rank: int) -> list[int] | None:
     return sorted(int(a) % rank for a in axes.reshape(-1))
 
 
-def _squeezed(value: ir.Value, shape: tuple[int, ...], axes: list[int]) -> ir.Value | None:
+def _squeezed(value: ir.Value, shape: tuple[int, ...] | None, axes: list[int]) -> ir.Value | None:
     """The output of the single Squeeze(value, axes) (or Reshape dropping them) after
-    ``value``, of keepdims shape ``shape``."""
+    ``value``, of keepdims shape ``shape`` (None when dynamic: a Squeeze only)."""
     uses = value.uses()
     if len(uses) != 1 or value.is_graph_output():
         return None
     node = uses[0].node
     if node.domain != "":
         return None
-    if node.op_type == "Squeeze" and _reduced_axes(node, len(shape)) == axes:
+    if node.op_type == "Squeeze" and _reduced_axes(node, rank(value)) == axes:
         return node.outputs[0]
-    target = const_eval(node.inputs[1]) if node.op_type == "Reshape" else None
+    target = const_eval(node.inputs[1]) if node.op_type == "Reshape" and shape is not None else None
     if target is not None and [int(n) for n in target] == [n for k, n in enumerate(shape) if k not in axes]:
         return node.outputs[0]
     return None
@@ -227,8 +394,10 @@ def _emit(graph: ir.Graph, anchor: ir.Node, w: Windows, kind: str, old: ir.Value
 
 
 def fuse_pooling(model: ir.Model) -> int:
-    """Replace MLX's max/average pooling decomposition by MaxPool / AveragePool."""
+    """Replace MLX's max/average pooling decomposition by MaxPool / AveragePool (with
+    dynamic image sizes too, where the windows are the same at every admitted size)."""
     graph = model.graph
+    sizes = Sizes.of_model(model)
     fused = 0
     for node in list(graph):
         if node.graph is not graph or node.domain != "" or node.op_type not in ("ReduceMax", "ReduceSum"):
@@ -238,15 +407,16 @@ def fuse_pooling(model: ir.Model) -> int:
             continue
         if int_attr(node, "keepdims", 1) != 1:
             continue
+        r = rank(windows_value)
         shape = static_shape(windows_value)
-        if shape is None or len(shape) < 4 or len(shape) % 2:
+        if r is None or r < 4 or r % 2 or shape is None and sizes is None:
             continue
-        d = (len(shape) - 2) // 2
-        axes = _reduced_axes(node, len(shape))
+        d = (r - 2) // 2
+        axes = _reduced_axes(node, r)
         if axes != list(range(1 + d, 1 + 2 * d)):
             continue
-        kept = tuple(1 if k in axes else n for k, n in enumerate(shape))
-        w = _windows(windows_value)
+        kept = tuple(1 if k in axes else n for k, n in enumerate(shape)) if shape is not None else None
+        w = _windows(windows_value, sizes)
         if w is None or any(p >= k for p, k in zip(w.pads_lo + w.pads_hi, w.kernel + w.kernel)):
             continue  # onnxruntime refuses pads as large as the kernel
         if node.op_type == "ReduceMax":
@@ -258,15 +428,7 @@ def fuse_pooling(model: ir.Model) -> int:
         else:
             if w.pad_value not in (None, 0.0):
                 continue
-            summed = _squeezed(node.outputs[0], kept, axes)
-            mul = summed.uses()[0].node if summed is not None and len(summed.uses()) == 1 else None
-            result = None
-            if mul is not None and mul.op_type == "Mul" and mul.domain == "" and not summed.is_graph_output():
-                other = mul.inputs[1] if mul.inputs[0] is summed else mul.inputs[0]
-                factor = const_eval(other)
-                if factor is not None and factor.size == 1 and math.isclose(
-                        float(factor.reshape(())), 1.0 / math.prod(w.kernel), rel_tol=1e-6):
-                    result = mul.outputs[0]
+            result = _averaged(_squeezed(node.outputs[0], kept, axes), w, sizes)
             kind = "AveragePool"
         if result is None:
             continue
@@ -275,3 +437,21 @@ def fuse_pooling(model: ir.Model) -> int:
         remove_dead(graph, w.nodes)
         fused += 1
     return fused
+
+
+def _averaged(summed: ir.Value | None, w: Windows, sizes: Sizes | None) -> ir.Value | None:
+    """The Mul(summed, 1/prod(kernel)) after the window sum, when it is exactly that (the
+    factor a constant, or computed from ``Shape`` of the windows' constant kernel axes)."""
+    mul = summed.uses()[0].node if summed is not None and len(summed.uses()) == 1 else None
+    if mul is None or mul.op_type != "Mul" or mul.domain != "" or summed.is_graph_output():
+        return None
+    other = mul.inputs[1] if mul.inputs[0] is summed else mul.inputs[0]
+    factor = const_eval(other)
+    if factor is None and sizes is not None:
+        found = sizes.eval(other)
+        value = found.reshape(-1)[0].constant if found is not None and found.size == 1 else None
+        factor = None if value is None else np.asarray(float(value))
+    if factor is None or factor.size != 1 or not math.isclose(
+            float(factor.reshape(())), 1.0 / math.prod(w.kernel), rel_tol=1e-6):
+        return None
+    return mul.outputs[0]

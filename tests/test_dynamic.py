@@ -167,6 +167,103 @@ def test_floored_sizes_are_refused_not_fitted_from_nearby_traces():
     assert_passes(Verifier(sizes=sizes).verify(proto, net, x))
 
 
+class Pools(nn.Module):
+    """A conv, then a pooling layer over dynamic image sizes."""
+
+    def __init__(self, pool):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.pool = pool
+
+    def __call__(self, x):
+        return self.pool(nn.relu(self.conv(x)))
+
+
+POOLS = {  # name: (pool, ONNX op): Gather windows (overlapping) and Reshape-blocked ones
+    "max_3_stride_2_pad_1": (nn.MaxPool2d(3, stride=2, padding=1), "MaxPool"),
+    "max_2": (nn.MaxPool2d(2), "MaxPool"),
+    "avg_2": (nn.AvgPool2d(2), "AveragePool"),
+    "avg_3_stride_2_pad_1": (nn.AvgPool2d(3, stride=2, padding=1), "AveragePool"),
+    "max_3_stride_2": (nn.MaxPool2d(3, stride=2), "MaxPool"),
+}
+IMAGE = {0: "batch", 1: Dim("h", multiple_of=32), 2: Dim("w", multiple_of=32)}
+IMAGE_SIZES = [{"batch": 1, "h": 32, "w": 32}, {"batch": 2, "h": 64, "w": 96},
+               {"batch": 1, "h": 160, "w": 32}, {"batch": 1, "h": 224, "w": 288}]
+
+
+def ops(proto) -> dict[str, int]:
+    kinds: dict[str, int] = {}
+    for node in proto.graph.node:
+        kinds[node.op_type] = kinds.get(node.op_type, 0) + 1
+    return kinds
+
+
+def pools(pool):
+    mx.random.seed(6)
+    net = Pools(pool)
+    mx.eval(net.parameters())
+    return net, mx.random.normal((2, 64, 64, 3))
+
+
+@pytest.mark.parametrize("name", sorted(POOLS))
+def test_dynamic_pools_are_fused_as_in_a_static_export(name):
+    """MLX's pooling windows over a dynamic image (a Gather whose index is built from
+    Shape, or a Reshape to Shape-computed blocks) are proven the same sliding windows at
+    every size the Dims admit, and fused: the graph is the static export's."""
+    pool, op_type = POOLS[name]
+    net, x = pools(pool)
+    proto = export_dynamic(net, x, dynamic={"x": IMAGE})
+    static = Exporter().export(net, x)
+    kinds = ops(proto)
+    assert kinds == ops(static), (kinds, ops(static))
+    assert kinds[op_type] == (2 if op_type == "MaxPool" else 1), kinds  # a MaxPool's NaN mask is one too
+    assert not {"Gather", "Range", "Shape", "Pad", "ReduceMax", "ReduceSum"} & set(kinds), kinds
+    assert_passes(Verifier(sizes=IMAGE_SIZES).verify(proto, net, x))
+
+
+def test_the_small_conv_net_pools_are_fused_at_dynamic_sizes():
+    """The conv net's max pool (3, stride 2, padding 1) and average pool (2) both fuse
+    with a dynamic batch and image size; the global mean and Upsample stay as they are."""
+    net, x = conv_net()
+    proto = export_dynamic(net, x, dynamic={"x": IMAGE})
+    kinds = ops(proto)
+    assert kinds["MaxPool"] == 2 and kinds["AveragePool"] == 1, kinds
+    assert not {"Range", "Pad", "ReduceMax"} & set(kinds), kinds
+    assert_passes(Verifier(sizes=IMAGE_SIZES).verify(proto, net, x))
+
+
+def test_dynamic_pools_are_fused_only_where_the_steps_prove_them():
+    """The pool's output size is h/2 in the graph (Div, exact for even h): with the
+    model's metadata claiming any h (step 1), the pass cannot prove the windows and
+    leaves them; with the export's own step 32 it fuses them."""
+    from mlx2onnx import passes
+    from mlx2onnx.build import DYNAMIC_METADATA_KEY
+
+    net, x = pools(nn.MaxPool2d(3, stride=2, padding=1))
+    exporter = Exporter(dynamic={"x": IMAGE}, optimize=False)
+    for step, fused in [(1, False), (32, True)]:
+        model = exporter.to_ir(net, x)
+        meta = json.loads(model.metadata_props[DYNAMIC_METADATA_KEY])
+        meta["multiple_of"] = {"batch": 1, "h": step, "w": step}
+        model.metadata_props[DYNAMIC_METADATA_KEY] = json.dumps(meta)
+        report = passes.optimize(model, exporter.resolved_opset())
+        kinds = [n.op_type for n in model.graph]
+        assert report["fuse_pooling"] == int(fused) and ("MaxPool" in kinds) == fused, (report, kinds)
+
+
+def test_a_dynamic_max_pool_over_zero_padding_is_left_alone():
+    """The same windows over zero padding are no MaxPool (whose padding never wins)."""
+    net, x = pools(nn.MaxPool2d(3, stride=2))
+
+    def padded(x):
+        return net.pool(mx.pad(nn.relu(net.conv(x)) - 1.0, [(0, 0), (1, 1), (1, 1), (0, 0)]))
+
+    proto = export_dynamic(padded, x, dynamic={"x": IMAGE})
+    kinds = ops(proto)
+    assert "MaxPool" not in kinds and kinds["ReduceMax"] == 2, kinds
+    assert_passes(Verifier(sizes=IMAGE_SIZES).verify(proto, padded, x))
+
+
 # -- primitives whose numbers follow the size ---------------------------------------------
 def _roll(x):
     return mx.roll(x, 2, axis=1)

@@ -118,20 +118,33 @@ def _strided_windows(value: ir.Value) -> Windows | None:
     return Windows(source, list(kernel), strides, dilations, lo, hi, fill, [gather, flat] + pad_nodes)
 
 
-def _blocked_windows(value: ir.Value) -> Windows | None:
-    """Windows of Transpose(Reshape(source, [N, O1, K1, .., C]), [0, 1, 3, .., 2, 4, .., last])."""
+def _blocking(value: ir.Value) -> tuple[ir.Node, list[ir.Node]] | None:
+    """(the Reshape, the nodes) of windows Transpose(Reshape(source, [N, O1, K1, .., C]),
+    [0, 1, 3, .., 2, 4, .., last]); with one spatial axis that order is the identity, and
+    the windows are the Reshape itself."""
     transpose = producer(value, "Transpose")
     if transpose is None:
-        return None
+        reshape = producer(value, "Reshape")
+        return (reshape, [reshape]) if reshape is not None and rank(value) == 4 else None
+    r = rank(value)
+    last = r - 1 if r is not None else None
+    perm = list(transpose.attributes["perm"].as_ints()) if "perm" in transpose.attributes else None
     reshape = producer(transpose.inputs[0], "Reshape")
-    blocked = static_shape(transpose.inputs[0])
-    if reshape is None or blocked is None or len(blocked) < 4 or len(blocked) % 2:
+    if reshape is None or r is None or perm != [0, *range(1, last, 2), *range(2, last, 2), last]:
+        return None
+    return reshape, [transpose, reshape]
+
+
+def _blocked_windows(value: ir.Value) -> Windows | None:
+    """Windows of :func:`_blocking` form, their shapes static."""
+    found = _blocking(value)
+    if found is None:
+        return None
+    reshape, nodes = found
+    blocked = static_shape(reshape.outputs[0])
+    if blocked is None or len(blocked) < 4 or len(blocked) % 2:
         return None
     d = (len(blocked) - 2) // 2
-    last = len(blocked) - 1
-    perm = list(transpose.attributes["perm"].as_ints()) if "perm" in transpose.attributes else None
-    if perm != [0, *range(1, last, 2), *range(2, last, 2), last]:
-        return None
     padded = reshape.inputs[0]
     src = static_shape(padded)
     kernel = [blocked[2 + 2 * i] for i in range(d)]
@@ -141,7 +154,7 @@ def _blocked_windows(value: ir.Value) -> Windows | None:
     if found is None:
         return None
     source, lo, hi, fill, pad_nodes = found
-    return Windows(source, kernel, list(kernel), [1] * d, lo, hi, fill, [transpose, reshape] + pad_nodes)
+    return Windows(source, kernel, list(kernel), [1] * d, lo, hi, fill, nodes + pad_nodes)
 
 
 # -- dynamic image sizes: the same windows, their sizes polynomials in the symbols ------
@@ -265,20 +278,18 @@ def _dynamic_strided_windows(sizes: Sizes, value: ir.Value) -> Windows | None:
 
 
 def _dynamic_blocked_windows(sizes: Sizes, value: ir.Value) -> Windows | None:
-    """Windows of Transpose(Reshape(source, [N, O1, K1, .., C])) whose Reshape target
-    (built from ``Shape``) splits each spatial size S into S/K blocks of a constant K."""
-    transpose = producer(value, "Transpose")
-    reshape = producer(transpose.inputs[0], "Reshape") if transpose is not None else None
-    if reshape is None:
+    """Windows of :func:`_blocking` form whose Reshape target (built from ``Shape``)
+    splits each spatial size S into S/K blocks of a constant K."""
+    found = _blocking(value)
+    if found is None:
         return None
+    reshape, nodes = found
     padded = reshape.inputs[0]
     src, blocked = sizes.dims(padded), sizes.eval(reshape.inputs[1])
-    if src is None or blocked is None or blocked.ndim != 1 or len(blocked) < 4 or len(blocked) % 2:
+    if src is None or blocked is None or blocked.ndim != 1 or len(blocked) != rank(value) or len(blocked) % 2:
         return None
     d = (len(blocked) - 2) // 2
-    last = len(blocked) - 1
-    perm = list(transpose.attributes["perm"].as_ints()) if "perm" in transpose.attributes else None
-    if perm != [0, *range(1, last, 2), *range(2, last, 2), last] or len(src) != d + 2:
+    if len(src) != d + 2:
         return None
     if int_attr(reshape, "allowzero", 0) == 0:  # a 0 copies the input's dimension
         blocked = [src[k] if k < len(src) and b == 0 else b for k, b in enumerate(blocked)]
@@ -295,7 +306,7 @@ def _dynamic_blocked_windows(sizes: Sizes, value: ir.Value) -> Windows | None:
     if found is None:
         return None
     source, lo, hi, fill, pad_nodes = found
-    return Windows(source, kernel, list(kernel), [1] * d, lo, hi, fill, [transpose, reshape] + pad_nodes)
+    return Windows(source, kernel, list(kernel), [1] * d, lo, hi, fill, nodes + pad_nodes)
 
 
 def _windows(value: ir.Value, sizes: Sizes | None) -> Windows | None:

@@ -264,6 +264,39 @@ def test_a_dynamic_max_pool_over_zero_padding_is_left_alone():
     assert_passes(Verifier(sizes=IMAGE_SIZES).verify(proto, padded, x))
 
 
+@pytest.mark.parametrize("pool, op_type", [(nn.MaxPool1d(3, stride=2, padding=1), "MaxPool"),
+                                            (nn.AvgPool1d(2), "AveragePool")], ids=["max_padded", "avg_blocks"])
+def test_dynamic_1d_pools_over_a_sequence_are_fused(pool, op_type):
+    conv = nn.Conv1d(3, 4, 3, padding=1)
+    mx.eval(conv.parameters())
+
+    def net(x):
+        return pool(conv(x))
+
+    x = mx.random.normal((2, 16, 3))
+    proto = export_dynamic(net, x, dynamic={"x": {0: "batch", 1: Dim("seq", multiple_of=2)}})
+    kinds = ops(proto)
+    assert op_type in kinds and not {"Gather", "Range", "Shape"} & set(kinds), kinds
+    assert_passes(Verifier(sizes={"batch": [1, 3], "seq": [2, 10, 46]}).verify(proto, net, x))
+
+
+def test_a_dynamic_pool_is_fused_only_where_every_admitted_size_has_a_window():
+    """A window of 4 over sizes in steps of 2: at size 2 MLX has no window at all (and
+    AveragePool would refuse), so it stays MLX's; from size 4 up it is AveragePool."""
+    conv = nn.Conv1d(3, 4, 3, padding=1)
+    pool = nn.AvgPool1d(4, stride=2)
+    mx.eval(conv.parameters())
+
+    def net(x):
+        return pool(conv(x))
+
+    x = mx.random.normal((2, 16, 3))
+    for dim, fused in [(Dim("seq", multiple_of=2), False), (Dim("seq", multiple_of=2, min=4), True)]:
+        proto = export_dynamic(net, x, dynamic={"x": {0: "batch", 1: dim}})
+        assert ("AveragePool" in ops(proto)) == fused, (dim, ops(proto))
+        assert_passes(Verifier(sizes={"batch": [1, 3], "seq": [4, 10, 46]}).verify(proto, net, x))
+
+
 # -- primitives whose numbers follow the size ---------------------------------------------
 def _roll(x):
     return mx.roll(x, 2, axis=1)

@@ -437,6 +437,8 @@ POOLS = [
     ("max2d_padded", nn.MaxPool2d(3, stride=2, padding=1), (2, 9, 8, 3), "MaxPool"),
     ("max2d_blocks", nn.MaxPool2d(2), (1, 8, 6, 4), "MaxPool"),
     ("max1d", nn.MaxPool1d(3, stride=2), (2, 11, 3), "MaxPool"),
+    ("max1d_blocks", nn.MaxPool1d(2), (2, 10, 3), "MaxPool"),  # one spatial axis: no Transpose
+    ("avg1d_blocks", nn.AvgPool1d(3), (1, 12, 2), "AveragePool"),
     ("avg2d_padded", nn.AvgPool2d(3, stride=1, padding=1), (1, 6, 7, 2), "AveragePool"),
     ("avg2d_blocks", nn.AvgPool2d(2), (2, 6, 4, 3), "AveragePool"),
     ("avg3d", nn.AvgPool3d(2, stride=1), (1, 3, 4, 4, 2), "AveragePool"),

@@ -211,8 +211,11 @@ def _index_terms(sizes: Sizes, index: ir.Value, r: int):
         ranged[axis_n[0]] = (axis_n[1], step)
     total = np.zeros((1,) * r, dtype=object)
     total.flat[0] = Poly.of(0)
-    for term in dense:
-        total = total + term
+    try:
+        for term in dense:
+            total = total + term
+    except ValueError:  # terms that do not broadcast
+        return None
     return ranged, total
 
 

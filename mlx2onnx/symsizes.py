@@ -82,6 +82,15 @@ class Poly:
     def __repr__(self):
         return " + ".join(f"{c}*{'*'.join(m)}" if m else str(c) for m, c in self.terms.items()) or "0"
 
+    def at(self, sizes: dict[str, int]) -> Fraction:
+        """Its value where each symbol takes ``sizes[symbol]``."""
+        total = Fraction(0)
+        for m, c in self.terms.items():
+            for s in m:
+                c *= sizes[s]
+            total += c
+        return total
+
     def ratio(self, other: "Poly") -> Fraction | None:
         """``r`` with ``self == r * other``, or None."""
         if not other.terms:
@@ -170,14 +179,7 @@ class Sizes:
     def positive(self, p: Poly) -> bool:
         """Whether ``p >= 1`` at every admitted size: non-negative coefficients, >= 1 at the
         smallest sizes."""
-        if any(c < 0 for m, c in p.terms.items() if m):
-            return False
-        value = Fraction(0)
-        for m, c in p.terms.items():
-            for s in m:
-                c *= self.low[s]
-            value += c
-        return value >= 1
+        return all(c >= 0 for m, c in p.terms.items() if m) and p.at(self.low) >= 1
 
     # -- int64 shape graphs -> arrays of Poly -------------------------------------------
     def eval(self, value: ir.Value | None, depth: int = 24) -> np.ndarray | None:

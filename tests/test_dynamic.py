@@ -297,6 +297,29 @@ def test_a_dynamic_pool_is_fused_only_where_every_admitted_size_has_a_window():
         assert_passes(Verifier(sizes={"batch": [1, 3], "seq": [4, 10, 46]}).verify(proto, net, x))
 
 
+def test_dimension_names_read_back_as_the_sizes_they_name():
+    """What the pooling pass reads (mlx2onnx.symsizes) is what the export writes
+    (Plan.dim_name): every name, read as a polynomial, gives its size in every trace."""
+    from mlx2onnx.symbolic import Plan
+    from mlx2onnx.symsizes import Sizes
+
+    h, w = (32, 64, 32, 96, 224), (32, 32, 64, 96, 256)
+    plan = Plan(sizes={"h": h, "w": w}, where={"h": ("x", 1), "w": ("x", 2)}, spec={"x": {1: "h", 2: "w"}})
+    sizes = Sizes({"h": 32, "w": 32}, {"h": 32, "w": 32})
+    rules = [lambda a, b: a, lambda a, b: a + 2, lambda a, b: a // 2 + 2, lambda a, b: a // 4 - 1,
+             lambda a, b: 3 * a // 2, lambda a, b: 2 * b, lambda a, b: -a + 500, lambda a, b: a * b,
+             lambda a, b: 3 * a * b, lambda a, b: b * b, lambda a, b: a // 32 * 5 - 7]
+    for rule in rules:
+        values = tuple(rule(a, b) for a, b in zip(h, w))
+        name = plan.dim_name(values)
+        poly = sizes.parse(name)
+        assert poly is not None, name
+        assert tuple(poly.at({"h": a, "w": b}) for a, b in zip(h, w)) == values, (name, poly)
+    assert sizes.parse("unk__3") is None and sizes.parse("dim_7") is None and sizes.parse("h/2_5") is None
+    assert sizes.floor_div(sizes.parse("h-1"), 2) == sizes.parse("h/2-1")  # h is even
+    assert sizes.floor_div(sizes.parse("h-1"), 64) is None  # h/64 is not an integer at h = 32
+
+
 # -- primitives whose numbers follow the size ---------------------------------------------
 def _roll(x):
     return mx.roll(x, 2, axis=1)

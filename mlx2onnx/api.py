@@ -128,7 +128,7 @@ class Exporter:
             if plan is not None:  # before the passes: pooling reads the symbols' steps
                 model.metadata_props[DYNAMIC_METADATA_KEY] = self._dynamic_metadata(trace, plan, input_names)
             if self.optimize:
-                report = passes.optimize(model, opset)
+                report = passes.optimize(model, opset, parameters=frozenset(ctx.parameters))
                 model.metadata_props[PASSES_METADATA_KEY] = json.dumps(report, sort_keys=True)
         model.metadata_props[POLICY_METADATA_KEY] = json.dumps(
             {dtypes.name(k): dtypes.name(v) for k, v in policy.items()}, sort_keys=True

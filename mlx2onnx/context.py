@@ -71,6 +71,7 @@ class Context(DimBuilder, OpsetHelpers):
         self.opset = opset
         self.nodes: list[ir.Node] = []
         self.initializers: list[ir.Value] = []
+        self.parameters: set[int] = set()  # ids of the initializers that hold module parameters
         self.domains: dict[str, int] = {}
         self.values: dict[str, ir.Value] = {}  # MLX name -> ONNX value
         self.specs: dict[str, TensorSpec] = {}  # MLX name -> its shape and dtype
@@ -126,6 +127,8 @@ class Context(DimBuilder, OpsetHelpers):
             array = np.stack([array.real, array.imag], axis=-1).astype(np.float32)
         base = constant.path or (self._const_name(array) if array.size <= 4 else f"const_{spec.name}")
         value = self.const(array, name=base)
+        if constant.path:
+            self.parameters.add(id(value))
         self.values[spec.name] = value
         self.specs[spec.name] = spec
         return value

@@ -295,8 +295,10 @@ def _sign_blind(node: ir.Node) -> bool:
     return node.op_type in SIGN_BLIND
 
 
-def optimize(model: ir.Model, opset: int) -> dict[str, int]:
-    """Run every pass in order; returns the number of rewrites each made."""
+def optimize(model: ir.Model, opset: int, parameters: frozenset[int] = frozenset()) -> dict[str, int]:
+    """Run every pass in order; returns the number of rewrites each made. ``parameters``
+    are the ids of the initializers that hold module parameters: their values are not
+    assumed (a weight of ones is not dropped from a Mul)."""
     from onnx_ir.passes import common as common_passes
 
     from . import attention, fusions, layout, pooling, rotary
@@ -306,7 +308,7 @@ def optimize(model: ir.Model, opset: int) -> dict[str, int]:
     report["drop_redundant_broadcasts"] = drop_redundant_broadcasts(model)
     report["fold_static_shape_reads"] = fold_static_shape_reads(model)
     before = len(model.graph)
-    _onnxscript_optimize(model)  # first: its Reshape-MatMul-Reshape collapse sees MatMuls
+    _onnxscript_optimize(model, parameters)  # first: its Reshape-MatMul-Reshape collapse sees MatMuls
     _register_dangling_constants(model)
     if opset < 18:
         _split_sizes_for_opset17(model)
@@ -419,7 +421,7 @@ def fold_static_shape_reads(model: ir.Model) -> int:
     return changed
 
 
-def _onnxscript_optimize(model: ir.Model) -> None:
+def _onnxscript_optimize(model: ir.Model, parameters: frozenset[int] = frozenset()) -> None:
     """onnxscript's ``optimize_ir`` (constant folding and its default rewrite rules, twice,
     then dead code, constant lifting, deduplication, CSE), with one rule swapped out:
     ``SlicesSplit`` matches its two-output pattern by scanning the graph for every Slice,
@@ -432,8 +434,8 @@ def _onnxscript_optimize(model: ir.Model) -> None:
         from onnxscript.optimizer._constant_folding import FoldConstantsPass
         from onnxscript.rewriter.rules.common import slice_split_rule
 
-        rules = [_clip_guarded(_rank_guarded(rule)) for rule in rewriter._DEFAULT_REWRITE_RULES
-                 if rule is not slice_split_rule]
+        rules = [_cast_guarded(_clip_guarded(_rank_guarded(rule))) for rule in rewriter._DEFAULT_REWRITE_RULES
+                 if rule is not slice_split_rule and id(rule) not in _inexact_rule_ids()]
     except (ImportError, AttributeError):  # another onnxscript layout: its own pipeline
         _stock_optimize(model)
         return
@@ -443,6 +445,7 @@ def _onnxscript_optimize(model: ir.Model) -> None:
                               output_size_limit=optimizer.constant_folding.DEFAULT_CONSTANT_FOLD_OUTPUT_SIZE_LIMIT,
                               should_fold=_should_fold),
             rewriter.RewritePass(rules),
+            _ExactNoOpsPass(parameters),
             _SplitSliceHalvesPass(),
             common_passes.RemoveUnusedNodesPass(),
             common_passes.RemoveUnusedFunctionsPass(),
@@ -470,11 +473,92 @@ def _stock_optimize(model: ir.Model) -> None:
     from onnxscript import optimizer, rewriter
 
     defaults = rewriter._DEFAULT_REWRITE_RULES  # optimize_ir reads the rules from here
-    rewriter._DEFAULT_REWRITE_RULES = tuple(_clip_guarded(_rank_guarded(rule)) for rule in defaults)
+    rewriter._DEFAULT_REWRITE_RULES = tuple(_cast_guarded(_clip_guarded(_rank_guarded(rule))) for rule in defaults
+                                            if id(rule) not in _inexact_rule_ids())
     try:
         optimizer.optimize_ir(model, num_iterations=2, onnx_shape_inference=False, should_fold=_should_fold)
     finally:
         rewriter._DEFAULT_REWRITE_RULES = defaults
+
+
+def _inexact_rule_ids() -> set[int]:
+    """onnxscript rules that would change results MLX computes: its no-op rules match their
+    constants within a tolerance (``x + 1e-12`` became ``x``: a LayerNorm with eps 1e-12 gave
+    NaN for a constant row) and take ``x + 0.0`` for ``x`` (-0.0 + 0.0 is +0.0); dropping an
+    all-zero bias keeps a -0.0 that MLX's ``+ 0`` makes +0.0. :func:`remove_exact_no_ops`
+    does the exact part of the first."""
+    from onnxscript.rewriter.rules.common import _no_op, _remove_optional_bias
+
+    return {id(rule) for rules in (_no_op.rules, _remove_optional_bias.rules) for rule in rules}
+
+
+def _cast_guarded(rule):
+    """onnxscript's Cast(Cast(x, float32), float16 or bfloat16) -> Cast(x, ...) rounds once
+    where MLX rounds twice; the same whenever x converts to float32 exactly (a float of at
+    most 32 bits), not for float64 or integer x."""
+    from onnxscript.rewriter.rules.common import _basic_rules
+
+    condition = getattr(rule, "_condition_function", None)
+    if not isinstance(getattr(condition, "__self__", None), _basic_rules.CastCast):
+        return rule
+    exact = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16}
+
+    def x_converts_exactly(context, x, **bindings):
+        return x.dtype in exact and condition(context, x=x, **bindings)
+
+    guarded = copy.copy(rule)
+    guarded._condition_function = x_converts_exactly
+    return guarded
+
+
+_FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE)
+
+
+def _identity_operand(node: ir.Node, parameters: frozenset[int]) -> ir.Value | None:
+    """x when ``node`` gives x exactly, bit for bit: x * 1, 1 * x, x / 1, x - (+0), x + (-0),
+    -0 + x (integers: any zero), with a constant of those values that does not broadcast x."""
+    if node.domain != "" or node.op_type not in ("Mul", "Div", "Sub", "Add") or len(node.inputs) != 2:
+        return None
+    slots = (0, 1) if node.op_type in ("Mul", "Add") else (0,)
+    for slot in slots:
+        x, c = node.inputs[slot], node.inputs[1 - slot]
+        if c is None or id(c) in parameters:
+            continue
+        array = const_eval(c, limit=1 << 16, depth=0)
+        shape, out = _shape(x), _shape(node.outputs[0])
+        if array is None or array.size == 0 or shape is None or shape != out or x.dtype != node.outputs[0].dtype:
+            continue
+        if node.op_type in ("Mul", "Div"):
+            if np.all(array == 1):
+                return x
+        elif np.all(array == 0) and (x.dtype not in _FLOATS or np.all(np.signbit(array) == (node.op_type == "Add"))):
+            return x
+    return None
+
+
+def remove_exact_no_ops(model: ir.Model, parameters: frozenset[int] = frozenset()) -> int:
+    """Bypass arithmetic that returns its operand bit for bit (:func:`_identity_operand`),
+    where the constant is not a module parameter."""
+    graph = model.graph
+    changed = 0
+    for node in list(graph):
+        x = _identity_operand(node, parameters)
+        out = node.outputs[0] if x is not None else None
+        if x is None or (out.is_graph_output() and (x.is_graph_input() or x.is_initializer() or x.is_graph_output())):
+            continue  # (a graph output keeps its name: x takes it, unless x has a name of its own to keep)
+        replace_value(graph, out, x)
+        graph.remove(node, safe=True)
+        changed += 1
+    return changed
+
+
+class _ExactNoOpsPass(ir.passes.InPlacePass):
+    def __init__(self, parameters: frozenset[int]):
+        super().__init__()
+        self.parameters = parameters
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        return ir.passes.PassResult(model, bool(remove_exact_no_ops(model, self.parameters)))
 
 
 def _rank_guarded(rule):

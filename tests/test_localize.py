@@ -92,7 +92,8 @@ def test_healthy_model_has_no_divergent_record(mlp):
     model, args, kwargs = mlp
     report = localize(mlx2onnx.export(model, *args, **kwargs), model, args, kwargs, seed=1)
     assert report.first is None and report.divergent == [] and report.problem == ""
-    assert report.checked >= 10 and report.skipped == []
+    # records fused away (the MLP's GELU is one Gelu node) have no ONNX value to compare
+    assert report.checked >= 5 and report.checked + len(report.unexposed) == report.records and report.skipped == []
     assert "no single primitive diverges" in str(report)
 
 

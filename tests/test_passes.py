@@ -96,6 +96,45 @@ def test_small_shared_tables_are_folded():
     assert mlx2onnx.verify(lean, rotate, x)
 
 
+def test_only_exact_no_ops_are_removed():
+    """x * 1, x / 1, x - 0.0 and x + -0.0 are x bit for bit and go; x + 1e-12 is not x
+    (onnxscript's no-op rules match constants within a tolerance), nor is x + 0.0 where
+    x is -0.0; a module weight of ones stays (its values are the parameter's, not fixed)."""
+    rng = rng_for("passes.no_ops")
+    x = with_edges(rng, rand(rng, (4, 8)), 0.3)  # -0.0 among the edge values
+    x = mx.concatenate([x, mx.full((1, 8), -0.0)])
+    kept = {"tiny_add": lambda x: x + 1e-12, "plus_zero": lambda x: x + 0.0, "minus_negative_zero": lambda x: x - (-0.0)}
+    gone = {"times_one": lambda x: mx.abs(x) * 1.0, "over_one": lambda x: mx.floor(x) / 1.0,
+            "minus_zero": lambda x: mx.negative(x) - 0.0, "plus_negative_zero": lambda x: mx.negative(x) + (-0.0)}
+    for name, fun in {**kept, **gone}.items():
+        lean = mlx2onnx.export(fun, x)
+        arithmetic = sum(ops(lean)[op] for op in ("Add", "Sub", "Mul", "Div"))
+        assert (arithmetic == 0) == (name in gone), (name, ops(lean))
+        got, want = run_onnx(lean, x), np.array(fun(x))
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+    layer = nn.LayerNorm(8, eps=1e-12)  # weight of ones, bias of zeros: both stay parameters
+    mx.eval(layer.parameters())
+    constant_rows = mx.concatenate([mx.ones((2, 8)), x])  # var = 0: 1 / sqrt(0 + 1e-12), not 1 / 0
+    lean = mlx2onnx.export(layer, constant_rows)
+    assert ops(lean)["LayerNormalization"] == 1 and {"weight", "bias"} <= {i.name for i in lean.graph.initializer}
+    np.testing.assert_allclose(run_onnx(lean, constant_rows), np.array(layer(constant_rows)), rtol=1e-5, atol=1e-5)
+
+
+def test_casts_that_round_twice_are_not_merged():
+    """float64 -> float32 -> float16 rounds twice in MLX; one Cast to float16 would round
+    once (the * 1 between them keeps MLX from merging the casts itself; the export drops it)."""
+    x = mx.array(np.array([1 + 2.0**-11 + 2.0**-40, 3.14159, -2.5e-5]), dtype=mx.float64)
+
+    def twice(x):
+        return (x.astype(mx.float32) * 1.0).astype(mx.float16)
+
+    lean = mlx2onnx.export(twice, x)
+    assert ops(lean)["Cast"] == 2, ops(lean)
+    np.testing.assert_array_equal(run_onnx(lean, x), np.array(twice(x)))
+
+
 def test_weight_transposes_are_folded_into_named_initializers():
     """A Linear layer (2-D product) becomes Gemm(transB=1) of the weight as MLX holds it:
     no Transpose runs and none is made when writing."""

@@ -5,9 +5,12 @@ MLX convolutions are channels-last, ONNX Conv channels-first, so the export wrap
 Conv (and every fused pool, :mod:`mlx2onnx.pooling`) in ``Transpose`` NHWC->NCHW before
 and NCHW->NHWC after. :func:`sink_transposes` moves each Transpose down past the ops that
 do not care about the layout (elementwise ops, with per-channel constants re-laid out;
-reductions and Squeeze, with their axes renumbered; Concat; a following Transpose, which
-it composes with, or cancels), so between two convolutions the pair meets and cancels and
-a conv net keeps NCHW inside, with Transposes only where it starts and ends.
+reductions and Squeeze, with their axes renumbered; Concat; a Reshape of static shapes
+that only splits and merges axes the Transpose keeps together and in order, or inserts
+and removes size-1 axes, as squeeze-excite blocks reshape before their spatial mean; a
+following Transpose, which it composes with, or cancels), so between two convolutions the
+pair meets and cancels and a conv net keeps NCHW inside, with Transposes only where it
+starts and ends.
 
 A Transpose moves only when every consumer of its output can take it (else it stays
 where it is, so a graph never gets more Transposes than the export made).
@@ -18,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from .graphutil import const_eval, fresh_name, initializer, int_attr, producer, rank, remove_dead, replace_value
+from .graphutil import (const_eval, fresh_name, initializer, int_attr, producer, rank, remove_dead, replace_value,
+                        static_shape)
 
 UNARY = frozenset(
     "Abs Acos Acosh Asin Asinh Atan Atanh Cast Ceil Celu Clip Cos Cosh Elu Erf Exp Floor Gelu HardSigmoid "
@@ -56,6 +60,85 @@ def _relaid(shape: ir.Shape | None, perm: list[int]) -> ir.Shape | None:
         return None
     dims = list(shape)
     return ir.Shape([dims[i] for i in _inverse(perm)])
+
+
+def _reshape_groups(src: tuple[int, ...], dst: tuple[int, ...]) -> list[tuple[list[int], list[int]]] | None:
+    """Reshape ``src`` -> ``dst`` as consecutive groups (source axes, destination axes) of
+    equal sizes, smallest first: equal dims matched one to one, a size-1 axis inserted
+    (no source axes) or removed (no destination axes), else axes merged or split until
+    the sizes agree. None when the sizes never agree (or a dim is 0)."""
+    if 0 in src or 0 in dst:
+        return None
+    groups, i, j = [], 0, 0
+    while i < len(src) or j < len(dst):
+        if i < len(src) and j < len(dst) and src[i] == dst[j]:
+            groups.append(([i], [j]))
+            i, j = i + 1, j + 1
+        elif j < len(dst) and dst[j] == 1:
+            groups.append(([], [j]))
+            j += 1
+        elif i < len(src) and src[i] == 1:
+            groups.append(([i], []))
+            i += 1
+        elif i < len(src) and j < len(dst):
+            ins, outs, a, b = [i], [j], src[i], dst[j]
+            i, j = i + 1, j + 1
+            while a != b:
+                if a < b and i < len(src):
+                    ins.append(i)
+                    a, i = a * src[i], i + 1
+                elif a > b and j < len(dst):
+                    outs.append(j)
+                    b, j = b * dst[j], j + 1
+                else:
+                    return None
+            groups.append((ins, outs))
+        else:
+            return None
+    return groups
+
+
+def _reshaped(src: tuple[int, ...], target: np.ndarray | None, allowzero: int) -> tuple[int, ...] | None:
+    """The shape ONNX Reshape makes of ``src`` with the constant ``target`` (0 copies the
+    dim unless ``allowzero``, -1 is inferred), or None when it cannot be read."""
+    if target is None or target.ndim != 1 or target.dtype != np.int64:
+        return None
+    dims = [int(d) for d in target]
+    if not allowzero:
+        dims = [src[k] if d == 0 and k < len(src) else d for k, d in enumerate(dims)]
+    if dims.count(-1) == 1:
+        known = int(np.prod([d for d in dims if d != -1]))
+        if known <= 0 or int(np.prod(src)) % known:
+            return None
+        dims[dims.index(-1)] = int(np.prod(src)) // known
+    if any(d < 0 for d in dims) or int(np.prod(dims)) != int(np.prod(src)):
+        return None
+    return tuple(dims)
+
+
+def _reshape_before(src: tuple[int, ...], dst: tuple[int, ...], perm: list[int]):
+    """(target, after): ``reshape(transpose(x, perm), dst)`` is ``transpose(reshape(x,
+    target), after)`` when every group of axes the Reshape merges or splits stays
+    together and in order in x (``src`` being transpose(x, perm)'s shape); else None.
+    An inserted size-1 axis goes with the group after it (the last group when none)."""
+    groups = _reshape_groups(src, dst)
+    if groups is None:
+        return None
+    anchored, pending = [], []  # (position in x, destination axes) of the groups kept
+    for ins, outs in groups:
+        if ins and any(perm[k] != perm[ins[0]] + t for t, k in enumerate(ins)):
+            return None
+        if not ins:
+            pending.extend(outs)
+        elif outs:
+            anchored.append((perm[ins[0]], pending + outs))
+            pending = []
+    if pending:
+        if not anchored:
+            return None
+        anchored[-1] = (anchored[-1][0], anchored[-1][1] + pending)
+    order = [j for _, outs in sorted(anchored) for j in outs]
+    return [dst[j] for j in order], _inverse(order)
 
 
 def _axes(node: ir.Node) -> tuple[list[int], bool] | None:
@@ -203,6 +286,8 @@ class _Sink:
                     node.attributes["axis"] = ir.AttrInt64("axis", perm[axis])
                 _transpose_after(self.graph, node, perm, _relaid(out.shape, perm))
             return broadcasting
+        if op == "Reshape":
+            return self._plan_reshape(node, perm)
         if op == "Shape":  # dynamic dimensions read off the transposed value: off its source
             return self._plan_shape(node, r, perm)
         if op in REDUCE or op == "Squeeze":
@@ -228,6 +313,27 @@ class _Sink:
                 _transpose_after(self.graph, node, after, shape)
             return reduce
         return None
+
+    def _plan_reshape(self, node: ir.Node, perm: list[int]):
+        """A Reshape of static shapes and a constant target that :func:`_reshape_before`
+        can express in x's layout: x reshaped to the re-laid out target, then transposed."""
+        if not self._source(node.inputs[0]) or len(node.inputs) != 2 or self._source(node.inputs[1]):
+            return None
+        src, dst = static_shape(self.y), static_shape(node.outputs[0])
+        if src is None or dst is None or _reshaped(src, const_eval(node.inputs[1]), int_attr(node, "allowzero", 0)) != dst:
+            return None
+        if len(src) != len(perm) or static_shape(self.x) != tuple(src[i] for i in _inverse(perm)):
+            return None
+        found = _reshape_before(src, dst, perm)
+        if found is None:
+            return None
+        shape, after = found
+
+        def reshape():
+            node.replace_input_with(0, self.x)
+            node.replace_input_with(1, initializer(self.graph, np.asarray(shape, np.int64), "shape"))
+            _transpose_after(self.graph, node, after, ir.Shape(shape))
+        return reshape
 
     def _plan_shape(self, node: ir.Node, r: int, perm: list[int]):
         """One dim of Shape(transpose(x)) is a dim of Shape(x); the whole of it, Shape(x)
@@ -298,7 +404,7 @@ class _Sink:
                     absorbed.append(node)
                     seen.add(id(node))
                     changed = True
-                    if node.op_type not in REDUCE | {"Squeeze", "Transpose"}:  # output in x's layout too
+                    if node.op_type not in REDUCE | {"Squeeze", "Transpose", "Reshape"}:  # output in x's layout too
                         self.available.add(id(node.outputs[0]))
                         values.append(node.outputs[0])
         self.available = set()

@@ -560,3 +560,91 @@ def test_transposes_sink_through_diamonds():
     assert ops(raw)["Transpose"] >= 6
     assert ops(lean)["Transpose"] == 2, ops(lean)  # at the input and the output
     assert mlx2onnx.verify(lean, model, x)
+
+
+class _SqueezeExcite(nn.Module):
+    """Conv -> squeeze-excite -> Conv, the spatial mean taken as mlx-image's
+    ``AdaptiveAvgPool2d(1)`` takes it: reshaped to (B, 1, H, 1, W, C), then averaged over
+    axes 2 and 4; then fc1, ReLU, fc2, sigmoid and the product with the features. fc1 and
+    fc2 are 1x1 convolutions (as in mlx-image) or Linear layers."""
+
+    def __init__(self, fc, c=6):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, c, 3, padding=1)
+        if fc == "conv":
+            self.fc1, self.fc2 = nn.Conv2d(c, 3, 1), nn.Conv2d(3, c, 1)
+        else:
+            self.fc1, self.fc2 = nn.Linear(c, 3), nn.Linear(3, c)
+        self.conv2 = nn.Conv2d(c, 4, 3, padding=1)
+
+    def __call__(self, x):
+        h = nn.relu(self.conv1(x))
+        b, height, width, c = h.shape
+        pooled = mx.mean(h.reshape(b, 1, height, 1, width, c), axis=(2, 4))
+        h = h * mx.sigmoid(self.fc2(nn.relu(self.fc1(pooled))))
+        return self.conv2(h)
+
+
+@pytest.mark.parametrize("fc", ["conv"])
+@pytest.mark.parametrize("batch", [1, 2])
+def test_transposes_sink_through_squeeze_excite_reshapes(batch, fc):
+    """The Transpose before the (B, 1, H, 1, W, C) Reshape moves past it (as one to
+    (B, C, 1, H, 1, W)), past the mean, and cancels with the one before fc1."""
+    model = randomise(_SqueezeExcite(fc), 20)
+    x = mx.random.normal((batch, 8, 6, 3), key=mx.random.key(21))
+    raw = mlx2onnx.Exporter(optimize=False).export(model, x)
+    lean = _export_checked(model, x)
+    assert ops(raw)["Transpose"] >= 4 and ops(raw)["Reshape"] >= 1
+    assert ops(lean)["Transpose"] == 2, ops(lean)  # at the input and the output
+    assert mlx2onnx.verify(lean, model, x)
+
+
+def test_reshapes_interleaving_channels_with_space_keep_their_transpose():
+    """(B, H, W, C) -> (B, H, 2W, C/2) mixes channels into the width: no channels-first
+    Reshape does that, so the Transpose stays before it (and parity holds)."""
+    conv1, conv2 = randomise(nn.Conv2d(3, 6, 3, padding=1), 22), randomise(nn.Conv2d(3, 4, 3, padding=1), 23)
+
+    def fun(x):
+        h = nn.relu(conv1(x))
+        b, height, width, c = h.shape
+        return conv2(h.reshape(b, height, 2 * width, c // 2))
+
+    x = mx.random.normal((2, 5, 4, 3), key=mx.random.key(24))
+    lean = _export_checked(fun, x)
+    reshape = next(n for n in lean.graph.node if n.op_type == "Reshape")
+    before = {o: n.op_type for n in lean.graph.node for o in n.output}
+    assert before[reshape.input[0]] == "Transpose", [n.op_type for n in lean.graph.node]
+    assert ops(lean)["Transpose"] == 4, ops(lean)
+    assert mlx2onnx.verify(lean, fun, x)
+
+
+def test_reshapes_moved_before_a_transpose_are_exact():
+    """Every Reshape of transpose(x, perm) the pass would move (random shapes with size-1
+    axes, splits, merges, inserted and dropped size-1 axes) equals the moved form on x."""
+    from mlx2onnx.layout import _reshape_before
+
+    rng = rng_for("passes.reshape_before")
+    moved = 0
+    for _ in range(500):
+        x = rng.standard_normal(tuple(int(d) for d in rng.choice([1, 1, 2, 3, 4, 6], rng.integers(1, 5))))
+        perm = [int(p) for p in rng.permutation(x.ndim)]
+        y = np.transpose(x, perm)
+        dims = list(y.shape)
+        for step in rng.integers(0, 4, rng.integers(0, 4)):
+            if step == 0:
+                dims.insert(int(rng.integers(0, len(dims) + 1)), 1)
+            elif step == 1 and len(dims) > 1:
+                i = int(rng.integers(0, len(dims) - 1))
+                dims[i:i + 2] = [dims[i] * dims[i + 1]]
+            elif step == 2 and dims and (factors := [f for f in range(2, dims[-1]) if dims[-1] % f == 0]):
+                dims[-1:] = [factors[0], dims[-1] // factors[0]]
+            elif step == 3 and 1 in dims:
+                dims.remove(1)
+        found = _reshape_before(y.shape, tuple(dims), perm)
+        if found is not None:
+            shape, after = found
+            np.testing.assert_array_equal(np.transpose(x.reshape(shape), after), y.reshape(dims))
+            moved += 1
+    assert moved > 300  # most random reshapes keep their groups in order
+    assert _reshape_before((2, 4, 4, 6), (2, 4, 8, 3), [0, 2, 3, 1]) is None  # width and channels mixed
+    assert _reshape_before((2, 4, 4, 6), (2, 96), [0, 2, 3, 1]) is None  # NHWC flattening

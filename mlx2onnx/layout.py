@@ -377,7 +377,7 @@ class _Sink:
             if use.node not in consumers:
                 consumers.append(use.node)
         plans = [self.plan(node) for node in consumers]
-        if any(p is None for p in plans):
+        if any(p is None for p in plans) or not self._pays(consumers):
             return self._run_region()
         touched = [t for node in consumers for v in node.inputs
                    if (t := producer(v, "Transpose")) is not None and t is not self.node]
@@ -386,6 +386,17 @@ class _Sink:
         remove_dead(self.graph, [self.node, *consumers, *touched])
         return True
 
+    def _pays(self, consumers: list[ir.Node]) -> bool:
+        """Moving past every consumer adds no more Transposes (one after each consumer but
+        a Transpose or Shape) than it removes (this one, the consumers it cancels, those
+        on the consumers' other inputs that nothing else reads)."""
+        inside = {id(n) for n in consumers}
+        added = sum(n.op_type not in ("Transpose", "Shape") for n in consumers)
+        removed = 1 + sum(n.op_type == "Transpose" and self._cancels(n) for n in consumers)
+        others = {id(t) for n in consumers for v in n.inputs
+                  if (t := producer(v, "Transpose")) is not None and t is not self.node
+                  and _perm(t, None) == self.perm and all(id(use.node) in inside for use in v.uses())}
+        return added <= removed + len(others)
 
     def _region(self) -> list[ir.Node]:
         """The nodes the Transpose can move past when the ones between are moved first: a

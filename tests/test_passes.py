@@ -648,3 +648,19 @@ def test_reshapes_moved_before_a_transpose_are_exact():
     assert moved > 300  # most random reshapes keep their groups in order
     assert _reshape_before((2, 4, 4, 6), (2, 4, 8, 3), [0, 2, 3, 1]) is None  # width and channels mixed
     assert _reshape_before((2, 4, 4, 6), (2, 96), [0, 2, 3, 1]) is None  # NHWC flattening
+
+
+def test_a_transpose_read_by_two_ops_is_not_doubled():
+    """A conv output read by two elementwise ops, each a graph output: moving the
+    Transpose past both would leave two, so it stays (one at the input, one here)."""
+    conv = randomise(nn.Conv2d(3, 4, 3, padding=1), 25)
+
+    def fun(x):
+        h = conv(x)
+        return h * 2.0, h + 1.0
+
+    x = mx.random.normal((2, 5, 5, 3), key=mx.random.key(26))
+    raw = mlx2onnx.Exporter(optimize=False).export(fun, x)
+    lean = _export_checked(fun, x)
+    assert ops(lean)["Transpose"] == 2 <= ops(raw)["Transpose"], ops(lean)
+    assert mlx2onnx.verify(lean, fun, x)

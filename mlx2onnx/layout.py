@@ -4,7 +4,8 @@ affine ops folded into the Conv before them, ``Max(x, 0)`` as ``Relu``.
 MLX convolutions are channels-last, ONNX Conv channels-first, so the export wraps every
 Conv (and every fused pool, :mod:`mlx2onnx.pooling`) in ``Transpose`` NHWC->NCHW before
 and NCHW->NHWC after. :func:`sink_transposes` moves each Transpose down past the ops that
-do not care about the layout (elementwise ops, with per-channel constants re-laid out;
+do not care about the layout (elementwise ops, with per-channel constants re-laid out
+and other operands reshaped when only their size-1 axes move, as a gate [N, 1, 1, C];
 reductions and Squeeze, with their axes renumbered; Concat; a Reshape of static shapes
 that only splits and merges axes the Transpose keeps together and in order, or inserts
 and removes size-1 axes, as squeeze-excite blocks reshape before their spatial mean; a
@@ -13,7 +14,9 @@ pair meets and cancels and a conv net keeps NCHW inside, with Transposes only wh
 starts and ends.
 
 A Transpose moves only when every consumer of its output can take it (else it stays
-where it is, so a graph never gets more Transposes than the export made).
+where it is), and only when that removes at least as many Transposes as it adds
+(counting the Reshapes it puts on other operands as added), so a graph never gets more
+Transposes than the export made.
 """
 
 from __future__ import annotations
@@ -141,6 +144,19 @@ def _reshape_before(src: tuple[int, ...], dst: tuple[int, ...], perm: list[int])
     return [dst[j] for j in order], _inverse(order)
 
 
+def _size1_relaid(shape: tuple[int, ...] | None, r: int, perm: list[int]) -> list[int] | None:
+    """The static ``shape`` (broadcast against rank ``r``) re-laid out as transpose's
+    input when the re-layout only moves size-1 axes, so a Reshape makes it (a
+    squeeze-excite gate [N, 1, 1, C] computed by Linear layers, as [N, C, 1, 1]); else None."""
+    if shape is None or len(shape) > r:
+        return None
+    full = (1,) * (r - len(shape)) + tuple(shape)
+    kept = [perm[k] for k in range(r) if full[k] != 1]
+    if kept != sorted(kept):
+        return None
+    return [full[k] for k in _inverse(perm)]
+
+
 def _axes(node: ir.Node) -> tuple[list[int], bool] | None:
     """(axes, given as an input) of a Reduce/Squeeze with constant axes, else None."""
     r = rank(node.inputs[0])
@@ -188,6 +204,13 @@ def _transpose_after(graph: ir.Graph, node: ir.Node, perm: list[int], shape: ir.
         moved.name = name
 
 
+def _transposes_after(nodes: list[ir.Node]) -> list[ir.Node]:
+    """The Transposes reading the nodes' outputs (one added after a node that a later
+    move then reads around is left unread)."""
+    return [use.node for node in nodes if node.graph is not None for v in node.outputs for use in v.uses()
+            if use.node.op_type == "Transpose"]
+
+
 class _Sink:
     """Plans (and then makes) the move of one Transpose past its consumers."""
 
@@ -203,8 +226,9 @@ class _Sink:
         return v is self.y or id(v) in self.available
 
     def _inputs(self, node: ir.Node) -> list | None:
-        """Each input of ``node`` in the source layout: ("value", v) or ("array", a); None
-        when one cannot be (a tensor of another layout, or of unknown rank)."""
+        """Each input of ``node`` in the source layout: ("value", v), ("array", a) or
+        ("reshape", v, shape) (:func:`_size1_relaid`); None when one cannot be (a tensor of
+        another layout, or of unknown rank)."""
         r = len(self.perm)
         planned = []
         for v in node.inputs:
@@ -226,7 +250,11 @@ class _Sink:
                 continue
             c = const_eval(v, limit=1 << 20)
             if c is None:
-                return None
+                shape = _size1_relaid(static_shape(v), r, self.perm)
+                if shape is None:
+                    return None
+                planned.append(("reshape", v, shape))
+                continue
             if c.size == 1:
                 planned.append(("value", v))
                 continue
@@ -236,9 +264,23 @@ class _Sink:
 
     def _apply_inputs(self, node: ir.Node, planned: list) -> None:
         for slot, entry in enumerate(planned):
-            value = entry[1] if entry[0] == "value" else initializer(self.graph, entry[1], f"{entry[2]}_t")
+            if entry[0] == "reshape":
+                value = self._reshaped_input(node, entry[1], entry[2])
+            else:
+                value = entry[1] if entry[0] == "value" else initializer(self.graph, entry[1], f"{entry[2]}_t")
             if node.inputs[slot] is not value:
                 node.replace_input_with(slot, value)
+
+    def _reshaped_input(self, node: ir.Node, value: ir.Value, shape: list[int]) -> ir.Value:
+        """``value`` in x's layout, as a Reshape (:func:`_size1_relaid`) before ``node``
+        (none when it has that shape: it is then the same array)."""
+        if static_shape(value) == tuple(shape):
+            return value
+        target = initializer(self.graph, np.asarray(shape, np.int64), "shape")
+        reshape = ir.Node("", "Reshape", [value, target])
+        self.graph.insert_before(node, reshape)
+        reshape.outputs[0].shape, reshape.outputs[0].type = ir.Shape(shape), value.type
+        return reshape.outputs[0]
 
     def plan(self, node: ir.Node):
         """A function making the move past ``node``, or None when it cannot move."""
@@ -320,7 +362,9 @@ class _Sink:
         if not self._source(node.inputs[0]) or len(node.inputs) != 2 or self._source(node.inputs[1]):
             return None
         src, dst = static_shape(self.y), static_shape(node.outputs[0])
-        if src is None or dst is None or _reshaped(src, const_eval(node.inputs[1]), int_attr(node, "allowzero", 0)) != dst:
+        if src is None or dst is None:
+            return None
+        if _reshaped(src, const_eval(node.inputs[1]), int_attr(node, "allowzero", 0)) != dst:
             return None
         if len(src) != len(perm) or static_shape(self.x) != tuple(src[i] for i in _inverse(perm)):
             return None
@@ -328,6 +372,14 @@ class _Sink:
         if found is None:
             return None
         shape, after = found
+
+        if tuple(shape) == static_shape(self.x) and after == list(range(len(after))):
+            if node.outputs[0].is_graph_output():
+                return None
+
+            def dropped():  # the Reshape only undid the Transpose's moving of size-1 axes
+                node.outputs[0].replace_all_uses_with(self.x)
+            return dropped
 
         def reshape():
             node.replace_input_with(0, self.x)
@@ -383,26 +435,36 @@ class _Sink:
                    if (t := producer(v, "Transpose")) is not None and t is not self.node]
         for make in plans:
             make()
-        remove_dead(self.graph, [self.node, *consumers, *touched])
+        remove_dead(self.graph, [self.node, *consumers, *touched, *_transposes_after(consumers)])
         return True
 
     def _pays(self, consumers: list[ir.Node]) -> bool:
         """Moving past every consumer adds no more Transposes (one after each consumer but
-        a Transpose or Shape) than it removes (this one, the consumers it cancels, those
-        on the consumers' other inputs that nothing else reads)."""
+        a Transpose or Shape) and Reshapes of other inputs than it removes Transposes (this
+        one, the consumers it cancels, those on the consumers' other inputs that nothing
+        else reads)."""
         inside = {id(n) for n in consumers}
         added = sum(n.op_type not in ("Transpose", "Shape") for n in consumers)
+        added += sum(self._reshapes(n) for n in consumers)
         removed = 1 + sum(n.op_type == "Transpose" and self._cancels(n) for n in consumers)
         others = {id(t) for n in consumers for v in n.inputs
                   if (t := producer(v, "Transpose")) is not None and t is not self.node
                   and _perm(t, None) == self.perm and all(id(use.node) in inside for use in v.uses())}
         return added <= removed + len(others)
 
-    def _region(self) -> list[ir.Node]:
+    def _reshapes(self, node: ir.Node) -> int:
+        """How many of the node's inputs the move re-lays out by a Reshape."""
+        if node.op_type not in BROADCASTING and node.op_type != "Concat":
+            return 0
+        planned = self._inputs(node) or []
+        return sum(entry[0] == "reshape" and static_shape(entry[1]) != tuple(entry[2]) for entry in planned)
+
+    def _region(self) -> tuple[list[ir.Node], int]:
         """The nodes the Transpose can move past when the ones between are moved first: a
         consumer whose other input comes from the same Transpose through other consumers
-        (SiLU's ``x * where(x < -88, 0, sigmoid(x))``, hard-swish) joins once they have."""
-        values, absorbed, seen = [self.y], [], set()
+        (SiLU's ``x * where(x < -88, 0, sigmoid(x))``, hard-swish) joins once they have;
+        and the Reshapes of other inputs the moves make (at most)."""
+        values, absorbed, seen, reshapes = [self.y], [], set(), 0
         self.available = {id(self.y)}
         changed = True
         while changed:
@@ -414,12 +476,13 @@ class _Sink:
                         continue
                     absorbed.append(node)
                     seen.add(id(node))
+                    reshapes += self._reshapes(node)
                     changed = True
                     if node.op_type not in REDUCE | {"Squeeze", "Transpose", "Reshape"}:  # output in x's layout too
                         self.available.add(id(node.outputs[0]))
                         values.append(node.outputs[0])
         self.available = set()
-        return absorbed
+        return absorbed, reshapes
 
     def _cancels(self, node: ir.Node) -> bool:
         q = _perm(node, len(self.perm)) if node.op_type == "Transpose" and node.domain == "" else None
@@ -427,30 +490,32 @@ class _Sink:
 
     def _run_region(self) -> bool:
         """Move past the region of :meth:`_region` when that removes at least as many
-        Transposes as it adds (one per value leaving the region)."""
-        absorbed = self._region()
+        Transposes as it adds (one per value leaving the region, and Reshapes of inputs)."""
+        absorbed, added = self._region()
         if not absorbed:
             return False
         inside = {id(n) for n in absorbed}
-        added = removed = 0
+        gone = set()  # the Transposes the move removes
         if all(id(use.node) in inside for use in self.y.uses()):
-            removed += 1
-        others = set()
+            gone.add(id(self.node))
         for node in absorbed:
             out = node.outputs[0]
             if node.op_type == "Transpose":
-                q = _perm(node, len(self.perm))
-                removed += [self.perm[i] for i in q] == list(range(len(q)))
+                if self._cancels(node):
+                    gone.add(id(node))
                 continue
-            if out.is_graph_output() or any(id(use.node) not in inside and not self._cancels(use.node)
-                                            for use in out.uses()):
-                added += 1  # (a Transpose undoing the layout cancels the one added, next sweep)
+            leaving = [use.node for use in out.uses() if id(use.node) not in inside]
+            if out.is_graph_output() or not all(self._cancels(n) and not n.outputs[0].is_graph_output()
+                                                for n in leaving):
+                added += 1
+            else:  # a Transpose undoing the layout cancels, next sweep, with the one added after node
+                gone.update(id(n) for n in leaving)
             for v in node.inputs:
                 t = producer(v, "Transpose")
-                if t is not None and t is not self.node and id(t) not in others and _perm(t, None) == self.perm:
-                    if all(id(use.node) in inside for use in v.uses()):
-                        others.add(id(t))
-        removed += len(others)
+                if (t is not None and t is not self.node and _perm(t, None) == self.perm
+                        and all(id(use.node) in inside for use in v.uses())):
+                    gone.add(id(t))
+        removed = len(gone)
         if removed == 0 or added > removed:
             return False
         touched = [t for node in absorbed for v in node.inputs if (t := producer(v, "Transpose")) is not None]
@@ -458,7 +523,7 @@ class _Sink:
             make = self.plan(node)
             if make is not None:
                 make()
-        remove_dead(self.graph, [self.node, *absorbed, *touched])
+        remove_dead(self.graph, [self.node, *absorbed, *touched, *_transposes_after(absorbed)])
         return True
 
 

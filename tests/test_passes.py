@@ -585,7 +585,7 @@ class _SqueezeExcite(nn.Module):
         return self.conv2(h)
 
 
-@pytest.mark.parametrize("fc", ["conv"])
+@pytest.mark.parametrize("fc", ["conv", "linear"])
 @pytest.mark.parametrize("batch", [1, 2])
 def test_transposes_sink_through_squeeze_excite_reshapes(batch, fc):
     """The Transpose before the (B, 1, H, 1, W, C) Reshape moves past it (as one to
@@ -598,6 +598,21 @@ def test_transposes_sink_through_squeeze_excite_reshapes(batch, fc):
     assert ops(lean)["Transpose"] == 2, ops(lean)  # at the input and the output
     assert mlx2onnx.verify(lean, model, x)
 
+
+def test_transposes_sink_through_a_mean_read_back():
+    """h * mean(h, axis=(1, 2), keepdims=True) between two convs: the mean (N, 1, 1, C),
+    not yet moved when the product is, is re-laid out by a Reshape to (N, C, 1, 1), which
+    goes once the mean has moved too: no Transpose inside, no Reshape left."""
+    conv1, conv2 = randomise(nn.Conv2d(3, 4, 3, padding=1), 27), randomise(nn.Conv2d(4, 2, 3, padding=1), 28)
+
+    def fun(x):
+        h = conv1(x)
+        return conv2(h * mx.mean(h, axis=(1, 2), keepdims=True))
+
+    x = mx.random.normal((2, 5, 5, 3), key=mx.random.key(29))
+    lean = _export_checked(fun, x)
+    assert ops(lean)["Transpose"] == 2 and ops(lean)["Reshape"] == 0, ops(lean)
+    assert mlx2onnx.verify(lean, fun, x)
 
 def test_reshapes_interleaving_channels_with_space_keep_their_transpose():
     """(B, H, W, C) -> (B, H, 2W, C/2) mixes channels into the width: no channels-first
@@ -616,6 +631,21 @@ def test_reshapes_interleaving_channels_with_space_keep_their_transpose():
     assert before[reshape.input[0]] == "Transpose", [n.op_type for n in lean.graph.node]
     assert ops(lean)["Transpose"] == 4, ops(lean)
     assert mlx2onnx.verify(lean, fun, x)
+
+
+def test_products_with_a_row_and_channel_input_keep_their_transpose():
+    """conv(x) * y with y of shape (1, H, 1, C), a graph input: as (1, C, H, 1) it would
+    need a real Transpose (H and C swap), not a Reshape, so the product stays NHWC."""
+    conv1, conv2 = randomise(nn.Conv2d(3, 4, 3, padding=1), 30), randomise(nn.Conv2d(4, 2, 3, padding=1), 31)
+
+    def fun(x, y):
+        return conv2(conv1(x) * y)
+
+    x = mx.random.normal((2, 5, 5, 3), key=mx.random.key(32))
+    y = mx.random.normal((1, 5, 1, 4), key=mx.random.key(33))
+    lean = _export_checked(fun, x, y)
+    assert ops(lean)["Transpose"] == 4 and ops(lean)["Reshape"] == 0, ops(lean)
+    assert mlx2onnx.verify(lean, fun, x, y)
 
 
 def test_reshapes_moved_before_a_transpose_are_exact():

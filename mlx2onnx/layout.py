@@ -329,7 +329,7 @@ class _Sink:
                 _transpose_after(self.graph, node, perm, _relaid(out.shape, perm))
             return broadcasting
         if op == "Reshape":
-            return self._plan_reshape(node, perm)
+            return self._plan_reshape(node)
         if op == "Shape":  # dynamic dimensions read off the transposed value: off its source
             return self._plan_shape(node, r, perm)
         if op in REDUCE or op == "Squeeze":
@@ -356,30 +356,36 @@ class _Sink:
             return reduce
         return None
 
-    def _plan_reshape(self, node: ir.Node, perm: list[int]):
-        """A Reshape of static shapes and a constant target that :func:`_reshape_before`
-        can express in x's layout: x reshaped to the re-laid out target, then transposed."""
+    def _reshape_move(self, node: ir.Node) -> tuple[list[int], list[int], bool] | None:
+        """(target, after, dropped) of a Reshape of static shapes and a constant target
+        that :func:`_reshape_before` can express in x's layout: x reshaped to ``target``,
+        then transposed by ``after``; ``dropped`` when that is x itself (the Reshape only
+        undid the Transpose's moving of size-1 axes)."""
         if not self._source(node.inputs[0]) or len(node.inputs) != 2 or self._source(node.inputs[1]):
             return None
-        src, dst = static_shape(self.y), static_shape(node.outputs[0])
-        if src is None or dst is None:
+        src, dst = static_shape(node.inputs[0]), static_shape(node.outputs[0])
+        if src is None or dst is None or len(src) != len(self.perm):
             return None
         if _reshaped(src, const_eval(node.inputs[1]), int_attr(node, "allowzero", 0)) != dst:
             return None
-        if len(src) != len(perm) or static_shape(self.x) != tuple(src[i] for i in _inverse(perm)):
+        relaid = [src[i] for i in _inverse(self.perm)]
+        if node.inputs[0] is self.y and static_shape(self.x) != tuple(relaid):
             return None
-        found = _reshape_before(src, dst, perm)
+        found = _reshape_before(src, dst, self.perm)
         if found is None:
             return None
         shape, after = found
+        return shape, after, shape == relaid and after == list(range(len(after)))
 
-        if tuple(shape) == static_shape(self.x) and after == list(range(len(after))):
+    def _plan_reshape(self, node: ir.Node):
+        found = self._reshape_move(node)
+        if found is None:
+            return None
+        shape, after, dropped = found
+        if dropped:
             if node.outputs[0].is_graph_output():
                 return None
-
-            def dropped():  # the Reshape only undid the Transpose's moving of size-1 axes
-                node.outputs[0].replace_all_uses_with(self.x)
-            return dropped
+            return lambda: node.outputs[0].replace_all_uses_with(self.x)
 
         def reshape():
             node.replace_input_with(0, self.x)
@@ -439,18 +445,20 @@ class _Sink:
         return True
 
     def _pays(self, consumers: list[ir.Node]) -> bool:
-        """Moving past every consumer adds no more Transposes (one after each consumer but
-        a Transpose or Shape) and Reshapes of other inputs than it removes Transposes (this
-        one, the consumers it cancels, those on the consumers' other inputs that nothing
-        else reads)."""
+        """Moving past every consumer removes at least as many Transposes as it adds
+        (:meth:`_effects`), and no two consumers only add (:meth:`_idle`; leaving this
+        Transpose to them and moving past the others would be better)."""
         inside = {id(n) for n in consumers}
-        added = sum(n.op_type not in ("Transpose", "Shape") for n in consumers)
-        added += sum(self._reshapes(n) for n in consumers)
-        removed = 1 + sum(n.op_type == "Transpose" and self._cancels(n) for n in consumers)
-        others = {id(t) for n in consumers for v in n.inputs
-                  if (t := producer(v, "Transpose")) is not None and t is not self.node
-                  and _perm(t, None) == self.perm and all(id(use.node) in inside for use in v.uses())}
-        return added <= removed + len(others)
+        added, gone = 0, {id(self.node)}
+        for node in consumers:
+            more, fewer = self._effects(node, inside)
+            added, gone = added + more, gone | fewer
+        return added <= len(gone) and sum(self._idle(n, inside) for n in consumers) < 2
+
+    def _drops(self, node: ir.Node) -> bool:
+        """A Reshape that the move drops (:meth:`_reshape_move`): no Transpose after it."""
+        found = self._reshape_move(node) if node.op_type == "Reshape" and node.domain == "" else None
+        return found is not None and found[2]
 
     def _reshapes(self, node: ir.Node) -> int:
         """How many of the node's inputs the move re-lays out by a Reshape."""
@@ -459,12 +467,12 @@ class _Sink:
         planned = self._inputs(node) or []
         return sum(entry[0] == "reshape" and static_shape(entry[1]) != tuple(entry[2]) for entry in planned)
 
-    def _region(self) -> tuple[list[ir.Node], int]:
+    def _region(self) -> list[ir.Node]:
         """The nodes the Transpose can move past when the ones between are moved first: a
         consumer whose other input comes from the same Transpose through other consumers
-        (SiLU's ``x * where(x < -88, 0, sigmoid(x))``, hard-swish) joins once they have;
-        and the Reshapes of other inputs the moves make (at most)."""
-        values, absorbed, seen, reshapes = [self.y], [], set(), 0
+        (SiLU's ``x * where(x < -88, 0, sigmoid(x))``, hard-swish) joins once they have.
+        Leaves ``available`` set: the values the region's moves put in x's layout."""
+        values, absorbed, seen = [self.y], [], set()
         self.available = {id(self.y)}
         changed = True
         while changed:
@@ -476,47 +484,74 @@ class _Sink:
                         continue
                     absorbed.append(node)
                     seen.add(id(node))
-                    reshapes += self._reshapes(node)
                     changed = True
                     if node.op_type not in REDUCE | {"Squeeze", "Transpose", "Reshape"}:  # output in x's layout too
                         self.available.add(id(node.outputs[0]))
                         values.append(node.outputs[0])
-        self.available = set()
-        return absorbed, reshapes
+        return absorbed
 
     def _cancels(self, node: ir.Node) -> bool:
         q = _perm(node, len(self.perm)) if node.op_type == "Transpose" and node.domain == "" else None
         return q is not None and len(q) == len(self.perm) and [self.perm[i] for i in q] == list(range(len(q)))
 
+    def _effects(self, node: ir.Node, inside: set[int]) -> tuple[int, set[int]]:
+        """(Transposes and Reshapes added, ids of the Transposes removed) by the move past
+        ``node``, one of the region ``inside``: a Transpose after it unless its output stays
+        inside or meets only Transposes undoing the layout (which then cancel with it, next
+        sweep); the Transposes on its other inputs that only the region reads."""
+        if node.op_type == "Transpose":
+            return 0, {id(node)} if self._cancels(node) else set()
+        if node.op_type == "Shape" or self._drops(node):  # (Shape: a Gather after it, if any)
+            return 0, set()
+        out = node.outputs[0]
+        added, gone = self._reshapes(node), set()
+        leaving = [use.node for use in out.uses() if id(use.node) not in inside]
+        if out.is_graph_output() or not all(self._cancels(n) and not n.outputs[0].is_graph_output()
+                                            for n in leaving):
+            added += 1
+        else:
+            gone.update(id(n) for n in leaving)
+        for v in node.inputs:
+            t = producer(v, "Transpose")
+            if (t is not None and t is not self.node and _perm(t, None) == self.perm
+                    and all(id(use.node) in inside for use in v.uses())):
+                gone.add(id(t))
+        return added, gone
+
+    def _idle(self, node: ir.Node, inside: set[int]) -> bool:
+        """A node of the region ``inside`` whose move only adds: it removes no Transpose
+        and no other node of the region reads it."""
+        added, gone = self._effects(node, inside)
+        return added > 0 and not gone and not any(id(use.node) in inside for v in node.outputs for use in v.uses())
+
+    def _pruned(self, absorbed: list[ir.Node]) -> list[ir.Node]:
+        """The region without its idle nodes (:meth:`_idle`) but one reading this Transpose
+        that takes it away (as many removed as added: the move goes on towards the outputs)."""
+        absorbed = list(absorbed)
+        while True:
+            inside = {id(n) for n in absorbed}
+            stays = not all(id(use.node) in inside for use in self.y.uses())
+            idle = [n for n in absorbed if self._idle(n, inside)]
+            drop = [n for n in idle if stays or all(v is not self.y for v in n.inputs)]
+            if not drop and len(idle) > 1:
+                drop = idle
+            if not drop:
+                return absorbed
+            dropped = {id(n) for n in drop}
+            absorbed = [n for n in absorbed if id(n) not in dropped]
+
     def _run_region(self) -> bool:
-        """Move past the region of :meth:`_region` when that removes at least as many
-        Transposes as it adds (one per value leaving the region, and Reshapes of inputs)."""
-        absorbed, added = self._region()
-        if not absorbed:
-            return False
+        """Move past the region of :meth:`_region` (:meth:`_pruned`) when that removes at
+        least as many Transposes as it adds Transposes and Reshapes (:meth:`_effects`)."""
+        absorbed = self._pruned(self._region())
         inside = {id(n) for n in absorbed}
-        gone = set()  # the Transposes the move removes
-        if all(id(use.node) in inside for use in self.y.uses()):
-            gone.add(id(self.node))
+        gone = {id(self.node)} if all(id(use.node) in inside for use in self.y.uses()) else set()
+        added = 0
         for node in absorbed:
-            out = node.outputs[0]
-            if node.op_type == "Transpose":
-                if self._cancels(node):
-                    gone.add(id(node))
-                continue
-            leaving = [use.node for use in out.uses() if id(use.node) not in inside]
-            if out.is_graph_output() or not all(self._cancels(n) and not n.outputs[0].is_graph_output()
-                                                for n in leaving):
-                added += 1
-            else:  # a Transpose undoing the layout cancels, next sweep, with the one added after node
-                gone.update(id(n) for n in leaving)
-            for v in node.inputs:
-                t = producer(v, "Transpose")
-                if (t is not None and t is not self.node and _perm(t, None) == self.perm
-                        and all(id(use.node) in inside for use in v.uses())):
-                    gone.add(id(t))
-        removed = len(gone)
-        if removed == 0 or added > removed:
+            more, fewer = self._effects(node, inside)
+            added, gone = added + more, gone | fewer
+        self.available = set()
+        if not absorbed or not gone or added > len(gone):
             return False
         touched = [t for node in absorbed for v in node.inputs if (t := producer(v, "Transpose")) is not None]
         for node in [n for n in self.graph if id(n) in inside]:  # in graph order: producers first

@@ -694,3 +694,21 @@ def test_a_transpose_read_by_two_ops_is_not_doubled():
     lean = _export_checked(fun, x)
     assert ops(lean)["Transpose"] == 2 <= ops(raw)["Transpose"], ops(lean)
     assert mlx2onnx.verify(lean, fun, x)
+
+
+def test_a_transpose_read_by_two_reshaped_outputs_stays_for_them():
+    """A conv output read by the next conv and by two Reshapes the Transpose could move
+    through (a 2x2 mean pool, a max over H*W), each to a graph output: the pair around the
+    convs cancels and one Transpose stays for both Reshapes (not one after each)."""
+    conv1, conv2 = randomise(nn.Conv2d(3, 4, 3, padding=1), 34), randomise(nn.Conv2d(4, 2, 1), 35)
+
+    def fun(x):
+        h = conv1(x)
+        b, height, width, c = h.shape
+        pooled = mx.mean(h.reshape(b, 2, height // 2, 2, width // 2, c), axis=(2, 4))
+        return conv2(h), pooled, h.reshape(b, height * width, c).max(axis=1)
+
+    x = mx.random.normal((2, 4, 4, 3), key=mx.random.key(36))
+    lean = _export_checked(fun, x)
+    assert ops(lean)["Transpose"] == 3, ops(lean)
+    assert mlx2onnx.verify(lean, fun, x)

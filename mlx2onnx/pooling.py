@@ -161,7 +161,7 @@ def _blocked_windows(value: ir.Value) -> Windows | None:
 def _scalar(sizes: Sizes, value: ir.Value, r: int = 1) -> Poly | None:
     """The one number ``value`` holds (of rank at most ``r``, so broadcasting it changes
     no shape of that rank), as a polynomial."""
-    found = sizes.eval(value)
+    found = sizes.value_of(value)
     return found.reshape(-1)[0] if found is not None and found.size == 1 and found.ndim <= r else None
 
 
@@ -172,7 +172,7 @@ def _axis_range(sizes: Sizes, value: ir.Value, r: int) -> tuple[int, Poly] | Non
     if arange is None:
         return None
     start, n, delta = (_scalar(sizes, v) for v in arange.inputs)
-    target = sizes.eval(reshape.inputs[1])
+    target = sizes.value_of(reshape.inputs[1])
     if start != 0 or delta != 1 or n is None or target is None or target.shape != (r,):
         return None
     axes = [k for k, t in enumerate(target) if t != 1]
@@ -188,10 +188,10 @@ def _index_terms(sizes: Sizes, index: ir.Value, r: int):
     while stack:
         value = stack.pop()
         node = producer(value, "Add")
-        if node is not None and sizes.eval(value) is None:
+        if node is not None and sizes.value_of(value) is None:
             stack.extend(node.inputs)
             continue
-        found = sizes.eval(value)
+        found = sizes.value_of(value)
         if found is not None:
             if found.ndim > r:
                 return None
@@ -288,7 +288,7 @@ def _dynamic_blocked_windows(sizes: Sizes, value: ir.Value) -> Windows | None:
         return None
     reshape, nodes = found
     padded = reshape.inputs[0]
-    src, blocked = sizes.dims(padded), sizes.eval(reshape.inputs[1])
+    src, blocked = sizes.dims(padded), sizes.value_of(reshape.inputs[1])
     if src is None or blocked is None or blocked.ndim != 1 or len(blocked) != rank(value) or len(blocked) % 2:
         return None
     d = (len(blocked) - 2) // 2
@@ -462,7 +462,7 @@ def _averaged(summed: ir.Value | None, w: Windows, sizes: Sizes | None) -> ir.Va
     other = mul.inputs[1] if mul.inputs[0] is summed else mul.inputs[0]
     factor = const_eval(other)
     if factor is None and sizes is not None:
-        found = sizes.eval(other)
+        found = sizes.value_of(other)
         value = found.reshape(-1)[0].constant if found is not None and found.size == 1 else None
         factor = None if value is None else np.asarray(float(value))
     if factor is None or factor.size != 1 or not math.isclose(

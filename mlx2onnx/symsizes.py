@@ -182,7 +182,7 @@ class Sizes:
         return all(c >= 0 for m, c in p.terms.items() if m) and p.at(self.low) >= 1
 
     # -- int64 shape graphs -> arrays of Poly -------------------------------------------
-    def eval(self, value: ir.Value | None, depth: int = 24) -> np.ndarray | None:
+    def value_of(self, value: ir.Value | None, depth: int = 24) -> np.ndarray | None:
         """``value`` as an object array of :class:`Poly` when it is computed from constants
         and ``Shape`` of values whose dimensions :meth:`dims` knows; else None."""
         if value is None:
@@ -210,7 +210,7 @@ class Sizes:
             start = node.attributes["start"].as_int() if "start" in node.attributes else 0
             end = node.attributes["end"].as_int() if "end" in node.attributes else rank
             return _array(dims[slice(start, end)])
-        args = [self.eval(v, depth - 1) if v is not None else None for v in node.inputs]
+        args = [self.value_of(v, depth - 1) if v is not None else None for v in node.inputs]
         x = args[0] if args else None
         if x is None:
             return None

@@ -64,13 +64,36 @@ def _table() -> dict[tuple[str, str], dict[int, frozenset]]:
     return table
 
 
+_OPEN = 2**31 - 1  # onnxruntime's "and every later version"
+
+
+@functools.lru_cache(maxsize=None)
+def _since_version(op_type: str, opset: int) -> int | None:
+    """The version of ``op_type`` a model of ``opset`` uses (its schema's since_version)."""
+    import onnx.defs
+
+    try:
+        return onnx.defs.get_schema(op_type, opset, "").since_version
+    except onnx.defs.SchemaError:
+        return None
+
+
+def _kernel_serves(lo: int, hi: int, since: int) -> bool:
+    """Whether a kernel registered for versions [lo, hi] runs a node of version ``since``.
+    onnxruntime matches an open-ended registration only to its first version: a newer
+    version of the op (Attention 25 against a kernel for 24+) is not run by that kernel
+    (onnxruntime falls back to the op's ONNX function body, a graph of small ops)."""
+    return lo == since or (lo < since <= hi and hi != _OPEN)
+
+
 def _supported_types(op_type: str, opset: int, constraint: str | None, domain: str = "") -> set | None:
     entries = _table().get((domain, op_type))
     if entries is None:
         return None
+    since = None if domain else _since_version(op_type, opset)
     found: set = set()
     for (lo, hi), types in entries:
-        if domain or lo <= opset <= hi:
+        if domain or (_kernel_serves(lo, hi, since) if since is not None else lo <= opset <= hi):
             if constraint is not None:
                 found |= set(types.get(constraint, ()))
             else:

@@ -11,8 +11,14 @@ MIN_OPSET = 17
 
 @functools.lru_cache(maxsize=None)
 def default_opset() -> int:
-    """The newest opset (>= 17) for which onnxruntime's CPU provider has a kernel for the
-    current version of every standard op it implements at all."""
+    """The newest opset (>= 17) for which onnxruntime's CPU provider registers a kernel
+    range that includes the current version of every standard op it implements at all.
+
+    onnxruntime itself runs an open-ended registration only for that registration's first
+    version (see :func:`mlx2onnx.kernels.has_kernel`): at opset 28 that leaves out ops the
+    export never emits (RandomNormal 22, DequantizeLinear 28) and Attention 25, which
+    onnxruntime runs as its function body; the handlers and passes ask ``has_kernel`` and
+    write Attention only at opsets 23-24."""
     newest = onnx.defs.onnx_opset_version()
     try:
         from onnxruntime.capi import _pybind_state as C

@@ -44,6 +44,26 @@ def median_time(fn, repeats: int, warmup: int = 1, budget: float = 60.0) -> floa
     return statistics.median(times)
 
 
+def alternate(calls: dict, repeats: int, block: int = 3, budget: float = 240.0) -> dict:
+    """Median seconds of each call, the calls timed in turn in blocks of ``block`` (a 50 ms
+    pause before each block lets the other runtime's worker threads go idle), so the load
+    of a shared machine affects them alike. Each call runs once first, untimed."""
+    for call in calls.values():
+        call()
+    times = {key: [] for key in calls}
+    deadline = time.perf_counter() + budget
+    for _ in range(max(1, repeats // block)):
+        for key, call in calls.items():
+            time.sleep(0.05)
+            for _ in range(block):
+                start = time.perf_counter()
+                call()
+                times[key].append(time.perf_counter() - start)
+        if time.perf_counter() > deadline:
+            break
+    return {key: statistics.median(v) for key, v in times.items()}
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident set (VmHWM) in MiB."""
     with open("/proc/self/status") as f:

@@ -19,11 +19,10 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import openblas, run_worker  # noqa: E402
+from common import alternate, openblas, run_worker  # noqa: E402
 
 TOKENS = 128
 # (K, N, count per forward pass) of the benchmark llama: 4 layers, hidden 512, kv 256, ffn 1408
@@ -85,17 +84,7 @@ def gemm_worker(repeats: int) -> None:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         calls = {"mlx": lambda: mx.eval(xm @ wm.T), "ort": lambda: session.run(None, {"x": x})}
-        times = {key: [] for key in calls}
-        for call in calls.values():
-            call()
-        for _ in range(max(1, repeats // 3)):
-            for key, call in calls.items():
-                time.sleep(0.05)
-                for _ in range(3):
-                    start = time.perf_counter()
-                    call()
-                    times[key].append(time.perf_counter() - start)
-        med = {key: statistics.median(v) for key, v in times.items()}
+        med = alternate(calls, repeats)
         rows.append({"k": k, "n": n, "per_pass": per_pass, "mlx_s": med["mlx"], "ort_s": med["ort"]})
     print(json.dumps({"rows": rows}))
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -22,7 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import MLX_ONNX_VENV, fmt, median_time, openblas, run_worker  # noqa: E402
+from common import MLX_ONNX_VENV, alternate, fmt, median_time, openblas, run_worker  # noqa: E402
 
 
 def mlx_worker(name: str, repeats: int, onnx_path: str | None, threads: int = 0) -> None:
@@ -34,26 +33,12 @@ def mlx_worker(name: str, repeats: int, onnx_path: str | None, threads: int = 0)
     import models
 
     _, fn, args = models.MODELS[name]()
-    mlx_call = lambda: mx.eval(fn(*args))  # noqa: E731
-    mlx_call()
-    calls = {"mlx_s": mlx_call}
+    calls = {"mlx_s": lambda: mx.eval(fn(*args))}
     if onnx_path:
         session = ort_session(onnx_path, threads)
         feeds = {i.name: np.asarray(a) for i, a in zip(session.get_inputs(), args)}
         calls["ort_s"] = lambda: session.run(None, feeds)
-        calls["ort_s"]()
-    times = {k: [] for k in calls}
-    deadline = time.perf_counter() + 240
-    for _ in range(max(1, repeats // 3)):
-        for key, call in calls.items():
-            time.sleep(0.05)  # let the other runtime's worker threads go idle
-            for _ in range(3):
-                start = time.perf_counter()
-                call()
-                times[key].append(time.perf_counter() - start)
-        if time.perf_counter() > deadline:
-            break
-    print(json.dumps({k: statistics.median(v) for k, v in times.items()}))
+    print(json.dumps(alternate(calls, repeats)))
 
 
 def ort_session(path_or_bytes, threads: int = 0):

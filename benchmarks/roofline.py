@@ -29,7 +29,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import fmt, openblas, run_worker  # noqa: E402
+from common import alternate, fmt, openblas, run_worker  # noqa: E402
 
 SQUARE = [1024, 2048]
 
@@ -110,17 +110,8 @@ def worker(name: str, onnx_path: str, largest: tuple[int, int, int], repeats: in
     session = ort_session(onnx_path, threads)
     feeds = {i.name: np.asarray(a) for i, a in zip(session.get_inputs(), args)}
     calls = {"mlx_s": lambda: mx.eval(fn(*args)), "ort_s": lambda: session.run(None, feeds)}
-    times = {key: [] for key in calls}
-    for call in calls.values():
-        call()
-    for _ in range(max(1, repeats // 3)):
-        for key, call in calls.items():
-            time.sleep(0.05)
-            for _ in range(3):
-                start = time.perf_counter()
-                call()
-                times[key].append(time.perf_counter() - start)
-    print(json.dumps({"rates": rates, **{k: statistics.median(v) for k, v in times.items()}}))
+    times = alternate(calls, repeats)
+    print(json.dumps({"rates": rates, **times}))
 
 
 def main() -> None:

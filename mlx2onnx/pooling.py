@@ -150,6 +150,11 @@ def _blocked_windows(value: ir.Value) -> Windows | None:
     kernel = [blocked[2 + 2 * i] for i in range(d)]
     if src != (blocked[0], *(blocked[1 + 2 * i] * kernel[i] for i in range(d)), blocked[-1]):
         return None
+    return _blocked(padded, d, kernel, nodes)
+
+
+def _blocked(padded: ir.Value, d: int, kernel: list[int], nodes: list) -> Windows | None:
+    """Non-overlapping windows (stride = kernel) of ``padded``, once its padding is read."""
     found = _unpad(padded, d)
     if found is None:
         return None
@@ -305,11 +310,7 @@ def _dynamic_blocked_windows(sizes: Sizes, value: ir.Value) -> Windows | None:
     if blocked[0] != src[0] or blocked[-1] != src[-1] or any(
             blocked[1 + 2 * i] * kernel[i] != src[1 + i] for i in range(d)):
         return None
-    found = _unpad(padded, d)
-    if found is None:
-        return None
-    source, lo, hi, fill, pad_nodes = found
-    return Windows(source, kernel, list(kernel), [1] * d, lo, hi, fill, nodes + pad_nodes)
+    return _blocked(padded, d, kernel, nodes)
 
 
 def _windows(value: ir.Value, sizes: Sizes | None) -> Windows | None:

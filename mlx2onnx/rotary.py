@@ -8,8 +8,9 @@ MLX's fallback (``mlx/fast.cpp``) rotates ``x [B, H, T, D]`` by angles ``theta [
 
 The op reads ``cos``/``sin`` as [B, T, d/2] or, given position ids [B, T], as a [P, d/2]
 cache. Angle tables that do not depend on the batch ([T, d/2] up to leading 1s, constant
-or computed at run time) become a cache read at positions ``0..T-1``; tables with a batch
-dim become [B, T, d/2]. Tables that vary by head, the interleaved (``traditional=True``)
+or computed at run time) become a cache read at positions ``0..T-1`` (a constant table of
+one row, broadcast over T, becomes that row T times); tables with a batch dim become
+[B, T, d/2]. Tables that vary by head, the interleaved (``traditional=True``)
 and inverse (``forward=False``) layouts are left alone. onnxruntime computes each output
 as one expression (it may contract it into a fused multiply-add) where MLX rounds each
 product: results differ by at most a couple of float32 ulps.
@@ -111,17 +112,18 @@ def _same(a, b) -> bool:
 
 
 def _table_batch(table: ir.Value, x: ir.Value, half: int) -> str | None:
-    """How the angle table broadcasts against x1 [B, H, T, d/2]: "shared" ([T, d/2] up to
-    leading 1s), "batched" ([B, 1, T, d/2]), or None (per head, or not provably either)."""
+    """How the angle table broadcasts against x1 [B, H, T, d/2] (leading 1s added):
+    "shared" ([1, 1, T, d/2]), "one_row" ([1, 1, 1, d/2] with T > 1: the same angles at
+    every position), "batched" ([B, 1, T, d/2]), or None (per head, or not provably so)."""
     dims, xd = _dims(table), _dims(x)
-    if dims is None or len(dims) < 2 or len(dims) > 4 or not _same(dims[-1], half) or not _same(dims[-2], xd[2]):
+    if dims is None or not 1 <= len(dims) <= 4:
         return None
-    lead = [1] * (4 - len(dims)) + dims[:-2]
-    if lead[1] != 1:
+    dims = [1] * (4 - len(dims)) + dims
+    if not _same(dims[3], half) or dims[1] != 1:
         return None
-    if lead[0] == 1:
-        return "shared"
-    return "batched" if _same(lead[0], xd[0]) else None
+    if _same(dims[2], xd[2]):
+        return "shared" if dims[0] == 1 else "batched" if _same(dims[0], xd[0]) else None
+    return "one_row" if dims[2] == 1 and dims[0] == 1 else None
 
 
 class _Builder:
@@ -146,15 +148,19 @@ class _Builder:
         return self.made[key]
 
     def cache(self, table: ir.Value, kind: str, half: int) -> ir.Value:
-        """The table as the op reads it: [T, d/2] ("shared") or [B, T, d/2] ("batched")."""
-        return self.once((id(table), kind), lambda: self._cache(table, kind, half))
+        """The table as the op reads it: [T, d/2] (read at position ids) or [B, T, d/2]
+        ("batched")."""
+        steps = _dims(self.anchor.outputs[0])[2] if kind == "one_row" else None
+        return self.once((id(table), kind, steps), lambda: self._cache(table, kind, half))
 
     def _cache(self, table: ir.Value, kind: str, half: int) -> ir.Value:
         array = const_eval(table, depth=0)
         if array is not None:
-            shape = (-1, half) if kind == "shared" else (array.shape[0], -1, half)
+            if kind == "one_row":  # onnxruntime wants a cache row per position
+                array = np.broadcast_to(array.reshape(1, half), (_dims(self.anchor.outputs[0])[2], half))
+            shape = (array.shape[0], -1, half) if kind == "batched" else (-1, half)
             return initializer(self.graph, array.reshape(shape), "rope_cache")
-        if kind == "shared":
+        if kind != "batched":
             return self.node("Reshape", [table, self.ints([-1, half], "rope_cache_shape")])
         return self.node("Squeeze", [table, self.ints([1], "rope_head_axis")])
 
@@ -198,9 +204,12 @@ def fuse_rotary_embedding(model: ir.Model, opset: int) -> int:
         if len(kinds) != 1 or None in kinds:
             continue
         (kind,) = kinds
+        if kind == "one_row" and not (isinstance(_dims(x)[2], int) and all(
+                const_eval(t, depth=0) is not None for t in (cos, sin))):
+            continue  # a row broadcast at run time would need a cache row per position
         b.anchor = node
         inputs = [x, b.cache(cos, kind, d // 2), b.cache(sin, kind, d // 2)]
-        if kind == "shared":
+        if kind != "batched":
             inputs.append(b.positions(x))
         width = _dims(x)[3]
         result = b.node("RotaryEmbedding", inputs, interleaved=0, **({"rotary_embedding_dim": d} if d != width else {}))

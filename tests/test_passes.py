@@ -10,6 +10,8 @@ import mlx.nn as nn
 import numpy as np
 import onnx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mlx.utils import tree_flatten
 
 import mlx2onnx
@@ -292,6 +294,40 @@ def test_attention_is_fused_where_onnxruntime_runs_it_exactly(name):
     assert ops(mlx2onnx.Exporter(opset=17).export(attend, *args))["Attention"] == 0
 
 
+@settings(max_examples=40, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(batch=st.integers(1, 2), kv_heads=st.integers(1, 3), groups=st.integers(1, 3), q_len=st.integers(1, 6),
+       k_len=st.integers(1, 6), head=st.sampled_from([2, 4, 8]), mask=st.sampled_from([None, "causal", "full", "2d", "heads"]),
+       rope=st.booleans(), seed=st.integers(0, 2**31))
+def test_random_attention_and_rope_chains_agree(batch, kv_heads, groups, q_len, k_len, head, mask, rope, seed):
+    """Random shapes, head groupings and masks through the fused ops (opset 24) and the
+    chain (the default opset), against MLX."""
+    rng = np.random.default_rng(seed)
+    heads = kv_heads * groups
+    q, k, v = (mx.array(rng.normal(size=s).astype(np.float32)) for s in
+               ((batch, heads, q_len, head), (batch, kv_heads, k_len, head), (batch, kv_heads, k_len, head)))
+    shapes = {"full": (batch, heads, q_len, k_len), "2d": (q_len, k_len), "heads": (batch, 1, q_len, k_len)}
+    args = [q, k, v] + ([mx.array(rng.random(shapes[mask]) < 0.7)] if mask in shapes else [])
+    offset = int(rng.integers(0, 9))
+
+    def attend(q, k, v, *masks):
+        if rope:
+            q = mx.fast.rope(q, head, traditional=False, base=10000.0, scale=1.0, offset=offset + k_len - q_len)
+            k = mx.fast.rope(k, head, traditional=False, base=10000.0, scale=1.0, offset=offset)
+        chosen = masks[0] if masks else ("causal" if mask == "causal" else None)
+        return mx.fast.scaled_dot_product_attention(q, k, v, scale=float(head) ** -0.5, mask=chosen)
+
+    want = np.array(attend(*args))
+    for opset in (24, default_opset()):
+        lean = mlx2onnx.Exporter(opset=opset).export(attend, *args)
+        onnx.checker.check_model(lean, full_check=True)
+        if opset == 24:  # a one-position rope at position 0 multiplies by cos 0 = 1: that Mul goes, no rope left
+            ropes = rope * sum(not (steps == 1 and start == 0) for steps, start in
+                               ((q_len, offset + k_len - q_len), (k_len, offset)))
+            assert ops(lean)["Attention"] == 1 and ops(lean)["RotaryEmbedding"] == ropes, ops(lean)
+        np.testing.assert_allclose(run_onnx(lean, *args), want, rtol=1e-4, atol=1e-5)
+
+
 def test_attention_lookalikes_are_left_alone():
     """Softmax over the wrong axis, and a product with a key that is not transposed."""
     rng = rng_for("passes.attention_lookalikes")
@@ -345,6 +381,21 @@ def test_rotary_embedding_is_fused(name):
         np.testing.assert_allclose(run_onnx(lean, *args), np.array(rope(*args)), rtol=1e-5, atol=1e-5)
         assert mlx2onnx.verify(lean, rope, *args)
     assert ops(mlx2onnx.Exporter(opset=17).export(rope, *args))["RotaryEmbedding"] == 0
+
+
+def test_a_rotation_by_one_angle_row_at_every_position_is_fused():
+    """Tables of one row broadcast over the positions: read at position 0 throughout."""
+    rng = rng_for("passes.rope_one_row")
+    x = rand(rng, (2, 3, 5, 8))
+    theta = rand(rng, (4,))
+
+    def rotate(x):
+        x1, x2 = x[..., :4], x[..., 4:]
+        return mx.concatenate([x1 * mx.cos(theta) - x2 * mx.sin(theta), x1 * mx.sin(theta) + x2 * mx.cos(theta)], axis=-1)
+
+    lean = mlx2onnx.Exporter(opset=24).export(rotate, x)
+    assert ops(lean)["RotaryEmbedding"] == 1, ops(lean)
+    np.testing.assert_allclose(run_onnx(lean, x), np.array(rotate(x)), rtol=1e-5, atol=1e-6)
 
 
 def test_rotation_lookalikes_are_left_alone():

@@ -1,6 +1,6 @@
 """onnxruntime CPU latency of mlx2onnx exports vs MLX's own CPU latency, and node counts.
 
-    python benchmarks/latency.py [--models llama,resnet18,mlp] [--repeats 20] [--threads N] [--only-openblas]
+    python benchmarks/latency.py [--models llama,resnet18,mlp] [--repeats 20] [--threads N] [--only-openblas] [--opset N]
 
 MLX is timed twice, each in a fresh process: as installed (the mlx[cpu] wheel's reference
 BLAS) and with Debian's OpenBLAS preloaded (LD_PRELOAD, the fair reference). mlx-onnx is
@@ -54,7 +54,7 @@ def ort_seconds(session, feeds: dict, repeats: int) -> float:
     return median_time(lambda: session.run(None, feeds), repeats)
 
 
-def ours(name: str, folder: str) -> dict:
+def ours(name: str, folder: str, opset: int | None = None) -> dict:
     import numpy as np
 
     import mlx2onnx
@@ -62,10 +62,10 @@ def ours(name: str, folder: str) -> dict:
 
     _, fn, args = models.MODELS[name]()
     trace = mlx2onnx.capture(fn, args, {})
-    raw = mlx2onnx.Exporter(optimize=False, check=False).to_ir(fn, *args)
+    raw = mlx2onnx.Exporter(optimize=False, check=False, opset=opset).to_ir(fn, *args)
     path = os.path.join(folder, f"{name}.onnx")
     start = time.perf_counter()
-    proto = mlx2onnx.Exporter(path=path).export(fn, *args)
+    proto = mlx2onnx.Exporter(path=path, opset=opset).export(fn, *args)
     export_s = time.perf_counter() - start
     session = ort_session(path)
     feeds = {i.name: np.asarray(a) for i, a in zip(session.get_inputs(), args)}
@@ -111,6 +111,7 @@ def main() -> None:
     parser.add_argument("--onnx")
     parser.add_argument("--threads", type=int, default=0, help="threads for both runtimes (0: their defaults)")
     parser.add_argument("--only-openblas", action="store_true", help="skip the reference-BLAS MLX column")
+    parser.add_argument("--opset", type=int, help="export at this opset (default: mlx2onnx's default)")
     opts = parser.parse_args()
     if opts.worker == "mlx":
         return mlx_worker(opts.model, opts.repeats, opts.onnx, opts.threads)
@@ -129,7 +130,7 @@ def main() -> None:
     rows = []
     folder = tempfile.mkdtemp()
     for name in opts.models.split(","):
-        ours_row = ours(name, folder)
+        ours_row = ours(name, folder, opts.opset)
         worker = ["--worker", "mlx", "--model", name, "--repeats", str(opts.repeats), "--onnx", ours_row["path"],
                   "--threads", str(opts.threads)]
         env = {"OPENBLAS_NUM_THREADS": str(opts.threads), "OMP_NUM_THREADS": str(opts.threads)} if opts.threads else {}

@@ -22,14 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import alternate, fmt, openblas, run_worker  # noqa: E402
+from common import alternate, fmt, median_time, openblas, run_worker  # noqa: E402
 
 SQUARE = [1024, 2048]
 
@@ -54,16 +52,6 @@ def gemm_products(path: str) -> list[tuple[int, int, int, int]]:
             batch *= d
         products.append((batch, out[-2], k, out[-1]))
     return products
-
-
-def _median_seconds(call, repeats: int) -> float:
-    call()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def _ort_matmul(m: int, k: int, n: int, threads: int):
@@ -104,7 +92,7 @@ def worker(name: str, onnx_path: str, largest: tuple[int, int, int], repeats: in
     for m, k, n in [(s, s, s) for s in SQUARE] + [largest]:
         flop = 2 * m * k * n
         for runtime, call in (("onnxruntime", _ort_matmul(m, k, n, threads)), ("MLX+OpenBLAS", _mlx_matmul(m, k, n))):
-            seconds = _median_seconds(call, max(5, repeats))
+            seconds = median_time(call, max(5, repeats))
             rates.append({"shape": [m, k, n], "runtime": runtime, "gflops": flop / seconds / 1e9})
     _, fn, args = models.MODELS[name]()
     session = ort_session(onnx_path, threads)

@@ -5,9 +5,10 @@ decompose into plain primitives before export. Their layouts are in ``mlx/fast.c
 (the leading ``nullptr`` of each state is dropped by the export callback).
 
 Where the target opset has the fused ONNX op and onnxruntime runs it exactly, the
-handler emits it (LayerNormalization 17, RMSNormalization / RotaryEmbedding /
-Attention 23); otherwise it writes the exact decomposition. float16 and bfloat16 are
-computed in float32 and rounded once at the end, as MLX's GPU kernels do.
+handler emits it (LayerNormalization 17, RMSNormalization / RotaryEmbedding 23,
+Attention 23-24: onnxruntime runs Attention 25 as its function body); otherwise it
+writes the exact decomposition. float16 and bfloat16 are computed in float32 and
+rounded once at the end, as MLX's GPU kernels do.
 """
 
 from __future__ import annotations
@@ -161,7 +162,8 @@ def scaled_dot_product_attention(ctx, rec):
     denominator. With output_logsumexp a second float32 output [B, Hq, Lq, 1] holds the
     natural-log logsumexp of each score row (sinks included).
 
-    onnxruntime's Attention (opset 23+) is used without sinks, logsumexp and float masks.
+    onnxruntime's Attention (where it runs its own kernel: opsets 23-24 with onnxruntime
+    1.32) is used without sinks, logsumexp and float masks.
     It zeroes rows whose scores are all -inf/finfo.min, so bool masks become a
     finfo.min/2 bias (fully masked rows stay uniform, as in MLX), and float masks (whose
     all -inf rows are NaN in MLX) take the decomposition. One known difference remains:

@@ -277,7 +277,7 @@ def _attention_function(name, rng):
 
 @pytest.mark.parametrize("name", sorted(ATTENTION))
 def test_attention_is_fused_where_onnxruntime_runs_it_exactly(name):
-    """MLX's CPU attention fallback becomes Attention (opset 23) for no mask, causal and
+    """MLX's CPU attention fallback becomes Attention (opsets 23-24) for no mask, causal and
     bool masks, grouped-query heads included; additive masks and sinks keep the chain."""
     attend, args = _attention_function(name, rng_for("passes.attention", name))
     for opset in (23, 24, default_opset()):

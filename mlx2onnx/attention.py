@@ -30,6 +30,8 @@ import onnx_ir as ir
 
 from . import kernels
 from .graphutil import const_eval, initializer, producer, replace_value
+from .graphutil import dims as _dims
+from .graphutil import same_dim as _same
 
 _LOWEST = float(np.finfo(np.float32).min)
 # A bool mask becomes an additive bias of this value for onnxruntime's Attention: far
@@ -38,19 +40,6 @@ _LOWEST = float(np.finfo(np.float32).min)
 # (which replaces masked scores by finfo.min), instead of the zero row onnxruntime
 # writes when a row's maximum is -inf or finfo.min.
 BOOL_MASK_BIAS = _LOWEST / 2
-
-
-def _dims(value: ir.Value | None) -> list | None:
-    if value is None or value.shape is None:
-        return None
-    return list(value.shape)
-
-
-def _same(a, b) -> bool:
-    """Equal dims: equal ints, or symbolic dims of the same name."""
-    if isinstance(a, int) or isinstance(b, int):
-        return a == b
-    return a.value is not None and a.value == b.value
 
 
 def _all_same(a: list, b: list) -> bool:

@@ -58,6 +58,18 @@ def static_shape(value: ir.Value | None) -> tuple[int, ...] | None:
     return tuple(int(d) for d in value.shape)
 
 
+def dims(value: ir.Value | None) -> list | None:
+    """The value's dims (ints and symbolic dims), or None when its shape is unknown."""
+    return list(value.shape) if value is not None and value.shape is not None else None
+
+
+def same_dim(a, b) -> bool:
+    """Equal dims: equal ints, or symbolic dims of the same name."""
+    if isinstance(a, int) or isinstance(b, int):
+        return a == b
+    return a.value is not None and a.value == b.value
+
+
 def rank(value: ir.Value | None) -> int | None:
     if value is None or value.shape is None:
         return None

@@ -24,10 +24,8 @@ import onnx_ir as ir
 
 from . import kernels
 from .graphutil import const_eval, initializer, producer, replace_value
-
-
-def _dims(value: ir.Value | None) -> list | None:
-    return list(value.shape) if value is not None and value.shape is not None else None
+from .graphutil import dims as _dims
+from .graphutil import same_dim as _same
 
 
 def _slice_range(node: ir.Node, width: int) -> tuple[int, int] | None:
@@ -103,12 +101,6 @@ def _rotation(concat: ir.Node):
                 continue
             return x, d, cos, sin
     return None
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, int) or isinstance(b, int):
-        return a == b
-    return a.value is not None and a.value == b.value
 
 
 def _table_batch(table: ir.Value, x: ir.Value, half: int) -> str | None:

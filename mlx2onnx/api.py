@@ -24,7 +24,8 @@ import mlx.core as mx
 
 from . import dtypes, passes, registry
 from .kernels import runs_bfloat16
-from .build import DYNAMIC_METADATA_KEY, PASSES_METADATA_KEY, POLICY_METADATA_KEY, build_model
+from .build import build_model
+from .metadata import DYNAMIC_METADATA_KEY, PASSES_METADATA_KEY, POLICY_METADATA_KEY
 from .capture import Trace, capture
 from .context import Context
 from .dynamic import capture_dynamic
@@ -152,7 +153,7 @@ class Exporter:
             policy[mx.bfloat16] = choices[bf16]
         if self.float16 == "float32":
             policy[mx.float16] = mx.float32
-            if policy.get(mx.bfloat16) == mx.float16:
+            if mx.bfloat16 in policy and policy[mx.bfloat16] == mx.float16:
                 policy[mx.bfloat16] = mx.float32
         return policy
 

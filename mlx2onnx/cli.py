@@ -171,8 +171,13 @@ def _names(text: str | None):
 def _tolerances(ns) -> dict | None:
     if ns.atol is None and ns.rtol is None:
         return None
-    from .verify import DEFAULT_TOLERANCES
+    from .compare import DEFAULT_TOLERANCES, check_tolerance
+    from .loading import UsageError
 
+    try:
+        check_tolerance(0.0 if ns.atol is None else ns.atol, 0.0 if ns.rtol is None else ns.rtol, "--atol/--rtol")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     return {
         dtype: (ns.atol if ns.atol is not None else atol, ns.rtol if ns.rtol is not None else rtol)
         for dtype, (atol, rtol) in DEFAULT_TOLERANCES.items()
@@ -267,7 +272,7 @@ def _verify(model, fun, args, kwargs, ns, progress: Progress):
     verifier = Verifier(seed=ns.seed, random_inputs=not ns.example_inputs, tolerances=_tolerances(ns),
                         sizes=parse_sizes(ns.sizes))
     with progress.stage("running onnxruntime and MLX"):
-        return _run_user(lambda: verifier.verify(model, fun, *args, **kwargs), "the function (during the check)")
+        return verifier.verify(model, fun, *args, **kwargs)
 
 
 # -- check ----------------------------------------------------------------------------------
@@ -290,10 +295,9 @@ def _check_interface(proto, fun, args, kwargs) -> None:
 
     from . import dtypes
     from .capture import normalize_inputs
-    from .localize import float_policy
-    from .verify import _io_metadata
+    from .metadata import float_policy, io as io_metadata
 
-    io = _io_metadata(proto)
+    io = io_metadata(proto)
     policy = float_policy(proto)
     signature = normalize_inputs(args, kwargs)
     positional, keywords = signature.arrays()
@@ -347,10 +351,8 @@ def cmd_check(ns, progress: Progress) -> int:
         return EXIT_MISMATCH
     report = _verify(ns.model, fun, args, kwargs, ns, progress)
     result = report.to_dict()
-    if len({o.name for o in report.outputs}) != len(proto.graph.output):
-        result["passed"] = False
     located = None
-    if ns.localize and not report.passed:
+    if ns.localize and not report.passed and not report.problems:
         from .localize import localize
 
         located = localize(
@@ -365,6 +367,8 @@ def cmd_check(ns, progress: Progress) -> int:
         print(report)
         if located is not None:
             print(located)
+        elif ns.localize and report.problems:
+            print("not localized: the problems above come before any primitive")
         elif ns.localize:
             print("every output matches; nothing to localize")
         elif not report.passed:
@@ -521,6 +525,26 @@ def _para(text: str) -> str:
     return textwrap.fill(text, width=88)
 
 
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative; seeds are integers >= 0")
+    return value
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value != value or value in (float("inf"), float("-inf")) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a tolerance is a finite number >= 0 (NaN or inf would pass anything)")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ._version import __version__
     from .loading import DYNAMIC_SPEC_HELP, INPUT_SPEC_HELP
@@ -541,15 +565,15 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--input", "-i", action="append", metavar="SPEC",
                         help=f"an example input with random values, repeatable: {INPUT_SPEC_HELP}. "
                              "Replaces the example inputs the callable returns")
-    target.add_argument("--seed", type=int, default=0,
+    target.add_argument("--seed", type=_seed, default=0,
                         help="seed of the random inputs: the --input values and the check's fresh inputs (default 0)")
-    target.add_argument("--model-seed", type=int, default=0,
+    target.add_argument("--model-seed", type=_seed, default=0,
                         help="passed as `seed` to a factory that takes one, e.g. the reference models' weights "
                              "(default 0; check with the seed the model was exported with)")
 
     checking = argparse.ArgumentParser(add_help=False)
-    checking.add_argument("--atol", type=float, help="absolute tolerance for every float dtype (default per dtype)")
-    checking.add_argument("--rtol", type=float, help="relative tolerance for every float dtype (default per dtype)")
+    checking.add_argument("--atol", type=_tolerance, help="absolute tolerance for every float dtype (default per dtype)")
+    checking.add_argument("--rtol", type=_tolerance, help="relative tolerance for every float dtype (default per dtype)")
     checking.add_argument("--sizes", action="append", metavar="SYMBOL=N,N",
                           help="for a model with dynamic dimensions, check it at these sizes of SYMBOL "
                                "(repeatable; every combination; default: the example sizes, the smallest, and "
@@ -650,7 +674,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(ns, "run", None) is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    from .errors import ExportOptionError, Mlx2OnnxError, VerificationError
+    from .errors import CheckOptionError, ExportOptionError, Mlx2OnnxError, UserFunctionError, VerificationError
     from .loading import UsageError, UserCodeError
 
     progress = Progress(quiet=ns.quiet)
@@ -660,11 +684,11 @@ def main(argv: list[str] | None = None) -> int:
         progress.close()
         _error(str(exc))
         return EXIT_USAGE
-    except ExportOptionError as exc:
+    except (ExportOptionError, CheckOptionError) as exc:
         progress.close()
         _error(str(exc))
         return EXIT_USAGE
-    except UserCodeError as exc:
+    except (UserCodeError, UserFunctionError) as exc:
         progress.close()
         sys.stderr.write(f"mlx2onnx: {exc.where} raised an exception:\n")
         sys.stderr.write(_user_traceback(exc.error))

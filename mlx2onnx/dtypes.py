@@ -78,6 +78,11 @@ def to_numpy(dtype: mx.Dtype) -> np.dtype:
     return _MX_TO_NP[carried(dtype)]
 
 
+def exact_numpy(dtype: mx.Dtype) -> np.dtype:
+    """The NumPy dtype of ``dtype`` itself, ignoring the export's float policy."""
+    return _MX_TO_NP[dtype]
+
+
 def from_numpy(dtype: np.dtype) -> mx.Dtype:
     return _NP_TO_MX[np.dtype(dtype)]
 

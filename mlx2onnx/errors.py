@@ -66,3 +66,16 @@ class DynamicShapeError(Mlx2OnnxError, ValueError):
 
 class DynamicSpecError(ExportOptionError, DynamicShapeError):
     """The ``dynamic`` option itself is malformed (unknown input, axis out of range, ...)."""
+
+
+class CheckOptionError(Mlx2OnnxError, ValueError):
+    """An option of the parity check (seed, tolerance, sizes) has a value that cannot work."""
+
+
+class UserFunctionError(Mlx2OnnxError):
+    """The user's function raised while the parity check ran it; ``error`` is its exception."""
+
+    def __init__(self, where: str, error: BaseException):
+        self.where = where
+        self.error = error
+        super().__init__(f"{where} raised {type(error).__name__}: {error}")

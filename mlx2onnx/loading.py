@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import math
 import os
 import re
 import sys
@@ -200,13 +201,16 @@ class InputSpec:
         if dtypes.is_integer(self.dtype):
             low = 0 if self.low is None else int(self.low)
             high = 10 if self.high is None else int(self.high)
-            return mx.array(rng.integers(low, high, size=self.shape).astype(np_dtype))
+            return mx.array(rng.integers(low, high, size=self.shape, dtype=np_dtype))
         if self.low is not None:
             sample = rng.uniform(self.low, self.high, size=self.shape)
         else:
             sample = rng.standard_normal(self.shape)
         return mx.array(sample.astype(np.float32)).astype(self.dtype)
 
+
+# The most elements one --input may have (2**28: 1 GiB of float32).
+MAX_INPUT_ELEMENTS = 1 << 28
 
 _DTYPE_NAMES = {dtypes.name(d): d for d in (
     mx.bool_, mx.uint8, mx.uint16, mx.uint32, mx.uint64, mx.int8, mx.int16, mx.int32, mx.int64,
@@ -249,8 +253,29 @@ def parse_input_spec(text: str) -> InputSpec:
             low, high = float(match.group(1)), float(match.group(2))
         except (AttributeError, ValueError):
             raise UsageError(f"--input {original!r}: the range must read LOW..HIGH, e.g. 0..128") from None
+        if not (math.isfinite(low) and math.isfinite(high)):
+            raise UsageError(f"--input {original!r}: the range {parts[2]} is not finite; give finite bounds")
         if not low < high:
             raise UsageError(f"--input {original!r}: the range {parts[2]} is empty; LOW must be below HIGH")
+        if dtypes.is_integer(dtype) or dtype == mx.bool_:
+            if dtype == mx.bool_:
+                raise UsageError(f"--input {original!r}: bool inputs take no range")
+            if low != int(low) or high != int(high):
+                raise UsageError(f"--input {original!r}: an integer input's range needs integer bounds, e.g. 0..128")
+            info = np.iinfo(dtypes.to_numpy(dtype))
+            if low < info.min or high - 1 > info.max:
+                raise UsageError(
+                    f"--input {original!r}: {dtypes.name(dtype)} holds {info.min}..{info.max + 1} (HIGH excluded); "
+                    f"the range {parts[2]} does not fit"
+                )
+        elif max(abs(low), abs(high)) > float(np.finfo(dtypes.to_numpy(dtype)).max):
+            raise UsageError(f"--input {original!r}: the range {parts[2]} exceeds what {dtypes.name(dtype)} holds")
+    count = math.prod(shape)
+    if count > MAX_INPUT_ELEMENTS:
+        raise UsageError(
+            f"--input {original!r}: shape {'x'.join(map(str, shape))} has {count} elements, more than "
+            f"{MAX_INPUT_ELEMENTS}; give a smaller example (dynamic dimensions can be checked at larger sizes)"
+        )
     return InputSpec(name, shape, dtype, low, high)
 
 
@@ -260,7 +285,7 @@ def _parse_shape(text: str, original: str) -> tuple[int, ...]:
         return ()
     body = body.strip("()[]")
     pieces = [p.strip() for p in re.split(r"[x,×]", body)]
-    if not pieces or any(not p.isdigit() for p in pieces):
+    if not pieces or any(re.fullmatch(r"[0-9]+", p) is None for p in pieces):
         raise UsageError(
             f"--input {original!r}: shape {text!r} must be non-negative integers joined by 'x' or ',' "
             "(4x32, 2,8) or () for a scalar"

@@ -23,18 +23,11 @@ import onnx
 
 from . import dtypes, interpret, records
 from .capture import Primitive, Trace, capture, normalize_inputs
-from .build import POLICY_METADATA_KEY
+from .metadata import float_policy, io as io_metadata
 from .errors import VerificationError
-from .verify import (
-    DEFAULT_TOLERANCES,
-    EXACT,
-    OutputReport,
-    _as_declared_types,
-    _io_metadata,
-    compare,
-    random_like,
-    run_session,
-)
+from .compare import DEFAULT_TOLERANCES, EXACT, OutputReport, compare
+from .session import as_declared_types, run_session
+from .verify import random_like
 
 # Records whose output order is implementation-defined: compare values sorted on the axis.
 ORDER_INSENSITIVE = {"Partition"}
@@ -155,7 +148,7 @@ def _random_inputs(args: tuple, kwargs: Mapping[str, Any], seed: int, random_inp
 def onnx_names(proto: onnx.ModelProto, trace: Trace) -> tuple[dict[str, str], str]:
     """MLX value name -> ONNX value name for every exposed record output, and a problem
     description when the model was evidently not exported from this trace."""
-    io = _io_metadata(proto)
+    io = io_metadata(proto)
     produced: dict[str, str] = {}  # ONNX value name -> the node's mlx.primitive tag
     for node in proto.graph.node:
         tag = next((p.value for p in node.metadata_props if p.key == "mlx.primitive"), "")
@@ -179,15 +172,6 @@ def onnx_names(proto: onnx.ModelProto, trace: Trace) -> tuple[dict[str, str], st
     for out, entry in zip(trace.outputs, io["outputs"]):
         mapping[out.spec.name] = entry["name"]
     return mapping, problem
-
-
-def float_policy(proto: onnx.ModelProto) -> dict:
-    """MLX dtype -> the dtype carrying it in this model (the export's float policy)."""
-    names = {dtypes.name(d): d for d in (mx.bfloat16, mx.float16, mx.float32)}
-    for prop in proto.metadata_props:
-        if prop.key == POLICY_METADATA_KEY:
-            return {names[k]: names[v] for k, v in json.loads(prop.value).items() if k in names and v in names}
-    return {}
 
 
 def _with_outputs(proto: onnx.ModelProto, names: list[str], specs: dict) -> onnx.ModelProto:
@@ -252,7 +236,7 @@ def localize(
     augmented = _with_outputs(proto, [mapping[n] for n in exposed], onnx_specs)
 
     call_args, call_kwargs = _random_inputs(args, kwargs, seed, random_inputs)
-    io = _io_metadata(proto)
+    io = io_metadata(proto)
     positional = [a for a in call_args if isinstance(a, mx.array)]
     feeds = {}
     for entry in io["inputs"]:
@@ -271,7 +255,7 @@ def localize(
     wanted = [mapping[n] for n in exposed]
     try:
         session = ort.InferenceSession(augmented.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        got = dict(zip(wanted, run_session(session, wanted, _as_declared_types(session, feeds))))
+        got = dict(zip(wanted, run_session(session, wanted, as_declared_types(session, feeds))))
     except Exception as exc:
         raise VerificationError(
             f"onnxruntime could not run the model with its {len(wanted)} intermediate values exposed: {exc}"

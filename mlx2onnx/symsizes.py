@@ -20,7 +20,7 @@ from fractions import Fraction
 import numpy as np
 import onnx_ir as ir
 
-from .build import DYNAMIC_METADATA_KEY
+from .metadata import DYNAMIC_METADATA_KEY
 from .graphutil import const_eval
 
 

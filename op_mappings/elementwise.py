@@ -337,7 +337,7 @@ def floor_divide_value(ctx, a, b, dtype):
     if dtypes.is_float(dtype):
         work = ctx.work_dtype("Div", dtype)
         quotient = ctx.op.Div(ctx.cast(a, work), ctx.cast(b, work))
-        if dtypes.carried(dtype) != dtype:  # MLX floors the quotient rounded to its own dtype
+        if dtypes.to_onnx(work) != dtypes.exact_onnx(dtype):  # MLX floors the quotient rounded to its own dtype
             quotient = ctx.op.Cast(ctx.op.Cast(quotient, to=dtypes.exact_onnx(dtype)), to=dtypes.to_onnx(work))
         return ctx.cast(ctx.op.Floor(quotient), dtype)
     quotient = ctx.run("Div", [a, b], dtype)

@@ -225,7 +225,9 @@ def _attention_composite(ctx, rec, q, k, v, mask, sinks, scale, causal, logsumex
     rank = 5 if repeats > 1 else 4
     perm = list(range(rank - 2)) + [rank - 1, rank - 2]
     scores = ctx.op.MatMul(q, ctx.op.Transpose(k, perm=perm))
-    lowest = ctx.scalar(float(np.finfo(dtypes.to_numpy(dtype)).min), F32)
+    # MLX fills masked scores with its own dtype's lowest value, also when the export carries
+    # that dtype as float32 (it shows in the logsumexp of a fully masked row)
+    lowest = ctx.scalar(float(np.finfo(dtypes.exact_numpy(dtype)).min), F32)
     if causal:
         scores = ctx.op.Where(ctx.const(_causal(q_len, k_len)), scores, lowest)
     elif mask is not None:

@@ -19,7 +19,8 @@ def matmul(ctx, rec):
 @handles("AddMM")
 def addmm(ctx, rec):
     """inputs (a, b, c) with the addend last, c broadcast to the output; arguments
-    [alpha, beta]: alpha * (a @ b) + beta * c."""
+    [alpha, beta]: alpha * (a @ b) + beta * c. With beta == 0 MLX never reads c (an inf or
+    NaN there does not reach the result), so neither does the export."""
     a, b, c = ctx.inputs(rec)
     alpha, beta = (float(v) for v in rec.arguments)
     dtype = rec.outputs[0].dtype
@@ -27,9 +28,11 @@ def addmm(ctx, rec):
         return [ctx.run("Gemm", [a, b, c], dtype, alpha=alpha, beta=beta)]
     work = ctx.work_dtype("MatMul", dtype)
     product = ctx.op.MatMul(ctx.cast(a, work), ctx.cast(b, work))
-    addend = ctx.cast(c, work)
     if alpha != 1.0:
         product = ctx.op.Mul(product, ctx.scalar(alpha, work))
+    if beta == 0.0:
+        return [ctx.cast(product, dtype)]
+    addend = ctx.cast(c, work)
     if beta != 1.0:
         addend = ctx.op.Mul(addend, ctx.scalar(beta, work))
     return [ctx.cast(ctx.op.Add(product, addend), dtype)]

@@ -155,7 +155,8 @@ def check(record: Record) -> Outcome:
 
     import mlx2onnx
     from mlx2onnx import dtypes
-    from mlx2onnx.verify import DEFAULT_TOLERANCES, EXACT, _as_declared_types, compare, run_session
+    from mlx2onnx.compare import DEFAULT_TOLERANCES, EXACT, compare
+    from mlx2onnx.session import as_declared_types, run_session
 
     prims = frozenset([record.name])
     trace, feeds = one_record_trace(record.name, record.arguments, record.inputs,
@@ -170,7 +171,7 @@ def check(record: Record) -> Outcome:
         return Outcome(record.seed, record.opset, "export-error", f"{type(exc).__name__}: {exc}", prims)
     try:
         session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
-        got = run_session(session, [o.name for o in session.get_outputs()], _as_declared_types(session, feeds))
+        got = run_session(session, [o.name for o in session.get_outputs()], as_declared_types(session, feeds))
     except Exception as exc:  # noqa: BLE001
         return Outcome(record.seed, record.opset, "mismatch", f"onnxruntime: {type(exc).__name__}: {exc}", prims)
     table = dict(DEFAULT_TOLERANCES, **record.tolerances)

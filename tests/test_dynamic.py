@@ -237,7 +237,7 @@ def test_dynamic_pools_are_fused_only_where_the_steps_prove_them():
     model's metadata claiming any h (step 1), the pass cannot prove the windows and
     leaves them; with the export's own step 32 it fuses them."""
     from mlx2onnx import passes
-    from mlx2onnx.build import DYNAMIC_METADATA_KEY
+    from mlx2onnx.metadata import DYNAMIC_METADATA_KEY
 
     net, x = pools(nn.MaxPool2d(3, stride=2, padding=1))
     exporter = Exporter(dynamic={"x": IMAGE}, optimize=False)

@@ -22,7 +22,8 @@ import pytest
 import mlx2onnx
 from mlx2onnx import dtypes, kernels
 from mlx2onnx.capture import Constant, GraphInput, GraphOutput, Primitive, TensorSpec, Trace
-from mlx2onnx.verify import DEFAULT_TOLERANCES, _as_declared_types, compare, run_session
+from mlx2onnx.compare import DEFAULT_TOLERANCES, compare
+from mlx2onnx.session import as_declared_types, run_session
 
 from harness import randn, rng_for, with_edges
 
@@ -79,7 +80,7 @@ def export_and_run(trace: Trace, feeds: dict, exporter: mlx2onnx.Exporter) -> tu
     proto = ir.serde.serialize_model(model)
     onnx.checker.check_model(proto, full_check=True)
     session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
-    feeds = _as_declared_types(session, feeds)  # the float policy may carry bfloat16 as float32
+    feeds = as_declared_types(session, feeds)  # the float policy may carry bfloat16 as float32
     return proto, run_session(session, [o.name for o in session.get_outputs()], feeds)
 
 
@@ -278,6 +279,8 @@ SDPA_CASES = [
     SdpaCase("sinks_gqa_bool_mask", q_heads=4, kv_heads=2, sinks=True, mask="bool", q_len=3, k_len=5),
     SdpaCase("logsumexp", logsumexp=True, mask="causal", q_len=3, k_len=5),
     SdpaCase("logsumexp_gqa_sinks_mask", logsumexp=True, q_heads=4, kv_heads=2, sinks=True, mask="additive"),
+    # a fully masked row's logsumexp is the record dtype's finfo.min + log(k_len), also when carried as float32
+    SdpaCase("logsumexp_fully_masked_bool", logsumexp=True, mask="bool", q_len=3, k_len=5),
 ]
 
 

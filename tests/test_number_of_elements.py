@@ -14,7 +14,8 @@ import mlx2onnx
 from mlx2onnx import dtypes
 from mlx2onnx.capture import _build_trace
 from mlx2onnx.opset import MIN_OPSET, default_opset
-from mlx2onnx.verify import compare, run_session
+from mlx2onnx.compare import compare
+from mlx2onnx.session import run_session
 
 from harness import rand, rng_for
 

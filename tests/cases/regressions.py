@@ -149,6 +149,34 @@ def transposed_weight_returned(x):
     return x * 2, mx.transpose(_WEIGHT, [1, 0, 2])
 
 
+def reciprocal_of_fft_dc_imaginary_part(x):
+    """``1 / fft(x).imag`` at the DC bin: MLX's pocketfft gives exactly +0.0 there (so
+    +inf), onnxruntime's DFT ~1e-7 * scale (so 1e7). Fixed in op_mappings/fft.py: the DC
+    bin's imaginary part is the sum of the input's imaginary parts."""
+    return 1.0 / mx.fft.fft(x).imag[:, :1], 1.0 / mx.fft.ifft(x, axis=0).imag[:1]
+
+
+def addmm_without_its_addend(c, a, b):
+    """``addmm(c, a, b, beta=0)`` of rank 3: MLX never reads c, but the export computed
+    ``0 * c``, so an inf or NaN in c made the result NaN (the 2-D Gemm path was right).
+    Fixed in op_mappings/matmul.py: beta 0 drops the addend."""
+    return mx.addmm(c, a, b, alpha=0.75, beta=0.0)
+
+
+def addmm_inputs(rng, dt):
+    c = np.asarray(rand(rng, (2, 3, 5), mx.float32))
+    c[0, 1, 2], c[1, 0, 0], c[1, 2, 4] = np.inf, -np.inf, np.nan
+    return mx.array(c).astype(dt), rand(rng, (2, 3, 4), dt), rand(rng, (2, 4, 5), dt)
+
+
+def floor_divide_float16(x):
+    """float16 ``x // 0.28``: onnxruntime has no float16 Div here, so the quotient was
+    computed in float32 and floored unrounded: -23.25 // 0.28 is -83 in MLX (the float16
+    quotient rounds to -83.0), -84 exported. Fixed in op_mappings/elementwise.py: the
+    quotient is rounded to the MLX dtype whenever the work dtype is wider."""
+    return x // 0.28, mx.divmod(x, 0.28)[0], mx.array([-23.25], x.dtype) // 0.28
+
+
 CASES = [
     Case("regressions.cummax_length_two_opset17", cummax_of_two_split_by_onnxscript,
          lambda rng, dt: rand(rng, (2, 1, 1), dt), dtypes=(mx.int8, mx.float32), primitives=("Scan",)),
@@ -190,6 +218,13 @@ CASES = [
          lambda rng, dt: rand(rng, (), dt), dtypes=(mx.float32, mx.float16), primitives=("Maximum", "Minimum")),
     Case("regressions.transposed_weight_returned", transposed_weight_returned,
          lambda rng, dt: rand(rng, (2, 3), dt), primitives=("Transpose",)),
+    Case("regressions.addmm_beta_zero_ignores_its_addend", addmm_without_its_addend, addmm_inputs,
+         dtypes=(mx.float32, mx.float16), primitives=("AddMM",)),
+    Case("regressions.floor_divide_rounds_the_float16_quotient", floor_divide_float16,
+         lambda rng, dt: rand(rng, (512,), dt, -30.0, 30.0), dtypes=(mx.float16,),
+         primitives=("FloorDivide", "DivMod"), tolerances={"float16": (0.0, 0.0)}),
+    Case("regressions.fft_of_real_input_has_a_zero_dc_imaginary_part", reciprocal_of_fft_dc_imaginary_part,
+         lambda rng, dt: rand(rng, (6, 5), dt), primitives=("FFT", "Imag", "Divide")),
     Case("regressions.rfft_real_bins_have_zero_imaginary_parts", reciprocal_of_rfft_imaginary_parts,
          lambda rng, dt: rand(rng, (6, 5), dt), primitives=("FFT", "Imag", "Divide")),
 ]

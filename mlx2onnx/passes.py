@@ -434,7 +434,7 @@ def _onnxscript_optimize(model: ir.Model, parameters: frozenset[int] = frozenset
         from onnxscript.optimizer._constant_folding import FoldConstantsPass
         from onnxscript.rewriter.rules.common import slice_split_rule
 
-        rules = [_cast_guarded(_clip_guarded(_rank_guarded(rule))) for rule in rewriter._DEFAULT_REWRITE_RULES
+        rules = [_cast_guarded(_clip_guarded(_matmul_collapse_guarded(rule))) for rule in rewriter._DEFAULT_REWRITE_RULES
                  if rule is not slice_split_rule and id(rule) not in _inexact_rule_ids()]
     except (ImportError, AttributeError):  # another onnxscript layout: its own pipeline
         _stock_optimize(model)
@@ -468,12 +468,12 @@ def _onnxscript_optimize(model: ir.Model, parameters: frozenset[int] = frozenset
 
 
 def _stock_optimize(model: ir.Model) -> None:
-    """onnxscript's own ``optimize_ir``, its default rules guarded (:func:`_rank_guarded`,
+    """onnxscript's own ``optimize_ir``, its default rules guarded (:func:`_matmul_collapse_guarded`,
     :func:`_clip_guarded`)."""
     from onnxscript import optimizer, rewriter
 
     defaults = rewriter._DEFAULT_REWRITE_RULES  # optimize_ir reads the rules from here
-    rewriter._DEFAULT_REWRITE_RULES = tuple(_cast_guarded(_clip_guarded(_rank_guarded(rule))) for rule in defaults
+    rewriter._DEFAULT_REWRITE_RULES = tuple(_cast_guarded(_clip_guarded(_matmul_collapse_guarded(rule))) for rule in defaults
                                             if id(rule) not in _inexact_rule_ids())
     try:
         optimizer.optimize_ir(model, num_iterations=2, onnx_shape_inference=False, should_fold=_should_fold)
@@ -482,11 +482,21 @@ def _stock_optimize(model: ir.Model) -> None:
 
 
 def _inexact_rule_ids() -> set[int]:
-    """onnxscript rules that would change results MLX computes: its no-op rules match their
-    constants within a tolerance (``x + 1e-12`` became ``x``: a LayerNorm with eps 1e-12 gave
-    NaN for a constant row) and take ``x + 0.0`` for ``x`` (-0.0 + 0.0 is +0.0); dropping an
-    all-zero bias keeps a -0.0 that MLX's ``+ 0`` makes +0.0. :func:`remove_exact_no_ops`
-    does the exact part of the first."""
+    """onnxscript rules that would change results MLX computes, audited rule by rule:
+
+    - its no-op rules match their constants within a tolerance (``x + 1e-12`` became
+      ``x``: a LayerNorm with eps 1e-12 gave NaN for a constant row) and take ``x + 0.0``
+      for ``x`` (-0.0 + 0.0 is +0.0); dropping an all-zero bias keeps a -0.0 that MLX's
+      ``+ 0`` makes +0.0. :func:`remove_exact_no_ops` does the exact part of the first.
+    - (guarded, not dropped) the Reshape-MatMul-Reshape collapses check only that the
+      plain MatMul has the final *shape*, not that the batch axes line up: see
+      :func:`_matmul_collapse_guarded`.
+
+    Every other default rule rewrites to the same values by construction (Min/Max/Clip/Relu
+    chains, Cast-Cast where :func:`_cast_guarded` holds, Transpose/Reshape/Unsqueeze
+    composition, no-op Expand/Transpose/Cast, Flatten as Reshape, ScatterND of a whole
+    tensor, constant Reshape shapes, Conv padding and BatchNorm folding of constants); the
+    parity cases and the fuzzer exercise them."""
     from onnxscript.rewriter.rules.common import _no_op, _remove_optional_bias
 
     return {id(rule) for rules in (_no_op.rules, _remove_optional_bias.rules) for rule in rules}
@@ -561,24 +571,77 @@ class _ExactNoOpsPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, bool(remove_exact_no_ops(model, self.parameters)))
 
 
-def _rank_guarded(rule):
-    """onnxscript's Reshape -> MatMul -> Reshape rules (``_broadcast_to_matmul``) read
-    ``shape[-1]`` of the Reshape's input, and a 0-d input (``reshape(scalar, [-1, 1, 1]) @ x``)
-    raised IndexError out of the whole optimizer: the same rule, not applied to 0-d inputs."""
+def _matmul_collapse_guarded(rule):
+    """onnxscript's Reshape -> MatMul -> Reshape rules (``_broadcast_to_matmul``), applied
+    only where dropping the Reshapes is exact.
+
+    The rule checks that the plain MatMul has the final *shape*, not that the batch axes
+    line up: in ``einsum("bhwc,hkc->bhwk")`` with b == h, MLX reshapes one operand so that
+    its batch axis meets the other's h axis, and the collapsed MatMul met b instead
+    (silently wrong, tests/test_passes.py::test_reshape_matmul_reshape_with_misaligned_batch_axes).
+    Kept only where that is exact: each Reshape leaves its operand's two matrix axes as
+    they are and only adds or removes leading size-1 batch axes (right-aligned
+    broadcasting then pairs the same axes with and without it), or the left operand alone
+    is reshaped, keeping its last axis, against a 2-D right operand (a Linear layer over
+    flattened rows: the same rows, in the same order, times the same matrix). It also read ``shape[-1]`` of a 0-d input and raised
+    IndexError out of the whole optimizer (``reshape(scalar, [-1, 1, 1]) @ x``)."""
     from onnxscript.rewriter.rules.common import _broadcast_to_matmul
 
     condition = getattr(rule, "_condition_function", None)
     if condition is not _broadcast_to_matmul.check_if_not_need_reshape:
         return rule
 
-    def matmul_inputs_have_a_rank(context, input_a, input_b, **bindings):
+    def batch_axes_line_up(context, input_a, input_b, shape_c, shape_a=None, shape_b=None, **bindings):
         if any(v.shape is not None and len(v.shape) == 0 for v in (input_a, input_b)):
             return False
-        return condition(context, input_a, input_b, **bindings)
+        rows = shape_b is None and input_b.shape is not None and len(input_b.shape) == 2 and _keeps_rows(input_a, shape_a)
+        if not rows and not all(t is None or _only_leading_ones_change(v, t) for v, t in ((input_a, shape_a), (input_b, shape_b))):
+            return False
+        extra = {k: v for k, v in (("shape_a", shape_a), ("shape_b", shape_b)) if v is not None}
+        return condition(context, input_a, input_b, shape_c, **extra, **bindings)
 
     guarded = copy.copy(rule)
-    guarded._condition_function = matmul_inputs_have_a_rank
+    guarded._condition_function = batch_axes_line_up
     return guarded
+
+
+def _reshape_dims(value: ir.Value, target: ir.Value | None) -> tuple[list[int], list[int]] | None:
+    """(input dims, output dims) of ``Reshape(value, target)`` when both are static (the
+    target's 0 and -1 resolved), else None."""
+    if target is None or value.shape is None or not value.shape.is_static() or target.const_value is None:
+        return None
+    source = [int(d) for d in value.shape]
+    wanted = [int(d) for d in target.const_value.numpy().reshape(-1)]
+    wanted = [source[i] if d == 0 and i < len(source) else d for i, d in enumerate(wanted)]
+    if wanted.count(-1) == 1:
+        known = int(np.prod([d for d in wanted if d != -1], dtype=np.int64))
+        wanted[wanted.index(-1)] = int(np.prod(source, dtype=np.int64)) // known if known else 0
+    return source, wanted
+
+
+def _keeps_rows(value: ir.Value, target: ir.Value | None) -> bool:
+    """Whether ``Reshape(value, target)`` only regroups whole rows (the last axis stays)."""
+    dims = _reshape_dims(value, target)
+    return dims is not None and len(dims[0]) >= 1 and len(dims[1]) >= 2 and dims[0][-1] == dims[1][-1]
+
+
+def _only_leading_ones_change(value: ir.Value, target: ir.Value) -> bool:
+    """Whether ``Reshape(value, target)`` keeps the last two axes and changes the batch
+    axes only by leading 1s."""
+    dims = _reshape_dims(value, target)
+    if dims is None:
+        return False
+    source, wanted = dims
+    if len(source) < 2 or len(wanted) < 2 or source[-2:] != wanted[-2:]:
+        return False
+
+    def batch(dims):
+        dims = list(dims[:-2])
+        while dims and dims[0] == 1:
+            dims.pop(0)
+        return dims
+
+    return batch(source) == batch(wanted)
 
 
 def split_slice_halves(model: ir.Model) -> int:

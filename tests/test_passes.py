@@ -766,3 +766,24 @@ def test_a_transpose_read_by_two_reshaped_outputs_stays_for_them():
     lean = _export_checked(fun, x)
     assert ops(lean)["Transpose"] == 3, ops(lean)
     assert mlx2onnx.verify(lean, fun, x)
+
+
+def test_reshape_matmul_reshape_with_misaligned_batch_axes():
+    """onnxscript's Reshape-MatMul-Reshape collapse is guarded: applied to a Linear over
+    flattened rows (the llama keeps its node count), refused where the batch axes would be
+    paired differently (einsum "bhwc,hkc->bhwk" with b == h, SAM's relative positions)."""
+    r_q, rel = mx.random.normal((3, 3, 4, 8)), mx.random.normal((3, 5, 8))
+
+    def fun(a, b):
+        return mx.einsum("bhwc,hkc->bhwk", a, b)
+
+    proto = mlx2onnx.export(fun, r_q, rel)
+    assert mlx2onnx.verify(proto, fun, r_q, rel)
+    x, w = mx.random.normal((2, 5, 16)), mx.random.normal((16, 8))
+
+    def rows(a, b):
+        return (a.reshape(-1, 16) @ b).reshape(2, 5, 8)
+
+    lean = mlx2onnx.export(rows, x, w)
+    assert [n.op_type for n in lean.graph.node] == ["MatMul"]
+    assert mlx2onnx.verify(lean, rows, x, w)

@@ -177,6 +177,14 @@ def floor_divide_float16(x):
     return x // 0.28, mx.divmod(x, 0.28)[0], mx.array([-23.25], x.dtype) // 0.28
 
 
+def relative_position_einsum(r_q, rel):
+    """SAM-style relative positions, ``einsum("bhwc,hkc->bhwk")`` with b == h: onnxscript's
+    Reshape-MatMul-Reshape collapse saw only that the plain MatMul had the final shape, and
+    paired the query's batch axis with the table's h axis. Fixed in mlx2onnx/passes.py
+    (_matmul_collapse_guarded): the collapse is applied only where the axes line up."""
+    return mx.einsum("bhwc,hkc->bhwk", r_q, rel)
+
+
 CASES = [
     Case("regressions.cummax_length_two_opset17", cummax_of_two_split_by_onnxscript,
          lambda rng, dt: rand(rng, (2, 1, 1), dt), dtypes=(mx.int8, mx.float32), primitives=("Scan",)),
@@ -218,6 +226,11 @@ CASES = [
          lambda rng, dt: rand(rng, (), dt), dtypes=(mx.float32, mx.float16), primitives=("Maximum", "Minimum")),
     Case("regressions.transposed_weight_returned", transposed_weight_returned,
          lambda rng, dt: rand(rng, (2, 3), dt), primitives=("Transpose",)),
+    Case("regressions.reshape_matmul_reshape_with_misaligned_batch_axes", relative_position_einsum,
+         lambda rng, dt: (rand(rng, (3, 3, 4, 8), dt), rand(rng, (3, 5, 8), dt)), dtypes=(mx.float32, mx.float16),
+         primitives=("Matmul",)),
+    Case("regressions.reshape_matmul_reshape_two_equal_batches", relative_position_einsum,
+         lambda rng, dt: (rand(rng, (2, 2, 6, 4), dt), rand(rng, (2, 7, 4), dt)), primitives=("Matmul",)),
     Case("regressions.addmm_beta_zero_ignores_its_addend", addmm_without_its_addend, addmm_inputs,
          dtypes=(mx.float32, mx.float16), primitives=("AddMM",)),
     Case("regressions.floor_divide_rounds_the_float16_quotient", floor_divide_float16,

@@ -12,6 +12,7 @@ import contextlib
 import inspect
 import math
 import os
+import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -226,16 +227,52 @@ def _data_key(array: mx.array) -> tuple | None:
     return pointer, tuple(array.shape), array.dtype
 
 
+def compile_enabled() -> bool:
+    """Whether ``mx.compile`` compiles now (MLX has no getter: a compiled function with a
+    Python side effect runs its body on every call only when compilation is off; MLX
+    0.32 traces it twice, then reuses the trace)."""
+    calls = []
+
+    def probe(x):
+        calls.append(None)
+        return x + 1
+
+    compiled = mx.compile(probe)
+    x = mx.array(0.0)
+    for _ in range(4):
+        mx.eval(compiled(x))
+    return len(calls) < 4
+
+
 @contextlib.contextmanager
 def _compile_disabled():
-    """Inline compiled helpers during export (MLX refuses ``Compiled`` nodes otherwise)."""
-    already_off = os.environ.get("MLX_DISABLE_COMPILE", "") not in ("", "0")
+    """Inline compiled helpers during export (MLX refuses ``Compiled`` nodes otherwise),
+    then leave compilation as the user had it (on, or off by ``mx.disable_compile()`` or
+    MLX_DISABLE_COMPILE)."""
+    was_on = compile_enabled()
     mx.disable_compile()
     try:
         yield
     finally:
-        if not already_off:
+        if was_on:
             mx.enable_compile()
+
+
+@contextlib.contextmanager
+def _contiguous_as_identity():
+    """``mx.contiguous`` returns its input's values in a row-major buffer: for export it is
+    the identity, but MLX cannot export its primitive (``Contiguous`` has no state to
+    record). While tracing, the function sees ``mx.contiguous`` as the identity."""
+    original = mx.contiguous
+
+    def contiguous(a, *args, **kwargs):
+        return a if isinstance(a, mx.array) else original(a, *args, **kwargs)
+
+    mx.contiguous = contiguous
+    try:
+        yield
+    finally:
+        mx.contiguous = original
 
 
 _EXPORT_ADVICE = {
@@ -322,15 +359,38 @@ def capture_signature(call: Callable, module, display: str, signature: Signature
 
     records: list[dict] = []
     try:
-        with _compile_disabled():
+        with _compile_disabled(), _contiguous_as_identity():
             mx.export_function(records.append, traced, *pos_arrays, shapeless=shapeless, **kw_arrays)
     except CaptureError:
         raise
     except Exception as exc:
+        if user_error and _evaluated_while_traced(user_error[0]):
+            raise CaptureError(_eval_advice(user_error[0])) from user_error[0]
         if user_error:
             raise user_error[0] from None
         raise CaptureError(_explain_mlx_error(exc)) from exc
     return _build_trace(records, pos_labels, output_labels, param_paths, display)
+
+
+def _evaluated_while_traced(error: BaseException) -> bool:
+    return "eval an array during function transformations" in str(error)
+
+
+def _eval_advice(error: BaseException) -> str:
+    """Which line of the user's code evaluated an array while traced, and what to do."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    mlx_dir = os.path.dirname(os.path.abspath(mx.__file__))
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if not os.path.abspath(f.filename).startswith((here, mlx_dir))]
+    where = f"{frames[-1].filename}:{frames[-1].lineno} ({frames[-1].line.strip() if frames[-1].line else frames[-1].name})" \
+        if frames else "the function"
+    return (
+        f"{where} evaluates an array while the function is traced (.item(), .tolist(), np.array(x), "
+        "or Python control flow such as `if x > 0` on an array's value). An export records one program "
+        "for every input, so a value cannot steer Python: compute both branches and choose with "
+        "mx.where, keep the value as an array instead of a Python number, or evaluate what does not "
+        "depend on the inputs before export. (MLX said: " + str(error) + ")"
+    )
 
 
 def flatten_outputs(result: Any) -> tuple[list[mx.array], list[str | None]]:

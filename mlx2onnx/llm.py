@@ -146,16 +146,21 @@ def export_decoder(
     name: str = "model",
     exporter: Exporter | None = None,
     dynamic: bool = False,
+    overwrite: bool = False,
 ) -> DecoderExport:
     """Export ``model`` as ``<name>.prefill.onnx`` and ``<name>.decode.onnx`` in
     ``directory``, sharing one weights file ``<name>.weights``. ``batch`` and
     ``prompt_length`` are the example sizes; with ``dynamic=True`` the graphs take any
-    batch and any prompt length up to ``max_length``."""
+    batch and any prompt length up to ``max_length``. Existing files are replaced only
+    with ``overwrite=True``. The decode graph refuses (onnxruntime raises) a ``position``
+    outside ``0..max_length-1``."""
     if not 0 < prompt_length <= max_length:
         raise ExportOptionError(f"prompt_length={prompt_length} must be in 1..max_length={max_length}")
     directory = Path(directory)
     for suffix in ("prefill", "decode"):
-        check_output_path(directory / f"{name}.{suffix}.onnx")
+        check_output_path(directory / f"{name}.{suffix}.onnx", overwrite)
+    if (directory / f"{name}.weights").exists() and not overwrite:
+        raise ExportOptionError(f"{str(directory / f'{name}.weights')!r} already exists; pass overwrite=True to replace it")
     exporter = exporter or Exporter()
     mx.eval(model.parameters())
     layout = cache_layout(model)
@@ -195,6 +200,7 @@ def export_decoder(
         input_names=["input_ids", "position"] + _names(n, "past_key_values"), output_names=outputs, path=None,
         dynamic=decode_dynamic,
     ).to_ir(types.MethodType(decode, model), one, mx.array(prompt_length, dtype=mx.int32), *past)
+    guard_position(decode_ir, max_length)
     meta = {"max_length": max_length, "prompt_length": prompt_length, "batch": batch, "layers": n,
             "dynamic": bool(dynamic)}
     for m in (prefill_ir, decode_ir):
@@ -209,6 +215,33 @@ def export_decoder(
         paths[f"{name}.prefill.onnx"], paths[f"{name}.decode.onnx"], directory / f"{name}.weights",
         max_length, prompt_length, batch, n, bool(dynamic),
     )
+
+
+def guard_position(model: ir.Model, max_length: int) -> None:
+    """Make the decode graph refuse a ``position`` outside ``0..max_length-1`` (it would
+    write the cache out of bounds, which MLX does not check): every use reads
+    ``Max(Gather(r, p), Gather(r, p - max_length))`` of ``r = 0..max_length-1``, which is p
+    itself where p is valid, while onnxruntime's Gather raises for an index outside
+    ``-max_length..max_length-1``: the first Gather refuses p >= max_length, the second p < 0."""
+    graph = model.graph
+    position = next(v for v in graph.inputs if v.name == "position")
+    uses = list(position.uses())
+    table = ir.Value(name="position_range", shape=ir.Shape([max_length]), type=ir.TensorType(ir.DataType.INT32),
+                     const_value=ir.Tensor(np.arange(max_length, dtype=np.int32), name="position_range"))
+    length = ir.Value(name="position_limit", shape=ir.Shape([]), type=ir.TensorType(ir.DataType.INT32),
+                      const_value=ir.Tensor(np.array(max_length, np.int32), name="position_limit"))
+    graph.register_initializer(table)
+    graph.register_initializer(length)
+    below = ir.Node("", "Gather", [table, position], name="position/below_max_length")
+    shifted = ir.Node("", "Sub", [position, length], name="position/shifted")
+    at_least_zero = ir.Node("", "Gather", [table, shifted.outputs[0]], name="position/not_negative")
+    checked = ir.Node("", "Max", [below.outputs[0], at_least_zero.outputs[0]], name="position/checked")
+    checked.outputs[0].name = "position_checked"
+    for node in (below, shifted, at_least_zero, checked):
+        graph.append(node)
+    for user, index in uses:
+        user.replace_input_with(index, checked.outputs[0])
+    graph.sort()
 
 
 def save_sharing_weights(
@@ -270,6 +303,12 @@ def generate(export: DecoderExport, prompt: np.ndarray, max_new_tokens: int, ses
         expected = "[batch, prompt length]" if export.dynamic else f"({export.batch}, {export.prompt_length})"
         raise ExportOptionError(f"prompt shape {prompt.shape} differs from the exported {expected}")
     prompt_length = prompt.shape[1]
+    vocabulary = _vocabulary(export)
+    if prompt.size and (prompt.min() < 0 or vocabulary is not None and prompt.max() >= vocabulary):
+        raise ExportOptionError(
+            f"prompt token ids must be in 0..{'vocabulary-1' if vocabulary is None else vocabulary - 1}; "
+            f"got {int(prompt.min())}..{int(prompt.max())}"
+        )
     if not 0 < prompt_length or prompt_length + max_new_tokens - 1 > export.max_length:
         raise ExportOptionError(
             f"{max_new_tokens} new tokens after a prompt of {prompt_length} do not fit max_length={export.max_length}"
@@ -290,6 +329,13 @@ def generate(export: DecoderExport, prompt: np.ndarray, max_new_tokens: int, ses
         logits, cache = outs[0], outs[1:]
         position += 1
     return np.stack(tokens, axis=1)
+
+
+def _vocabulary(export: DecoderExport) -> int | None:
+    """The size of the logits' last axis, from the decode graph's declared output."""
+    proto = onnx.load(str(export.decode), load_external_data=False)
+    dims = proto.graph.output[0].type.tensor_type.shape.dim
+    return dims[-1].dim_value if dims and dims[-1].HasField("dim_value") else None
 
 
 def mlx_generate(model: nn.Module, prompt: mx.array, max_new_tokens: int, cache=None) -> np.ndarray:

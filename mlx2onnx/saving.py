@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -183,20 +185,47 @@ def check_output_path(path: str | os.PathLike, overwrite: bool = True) -> Path:
         raise ExportOptionError(
             f"the directory {str(parent)!r} is not writable ({exc.strerror}); choose another output path"
         ) from exc
-    if path.exists() and not overwrite:
-        raise ExportOptionError(f"{str(path)!r} already exists; pass overwrite=True (CLI: --overwrite) to replace it")
+    if not overwrite:
+        for taken in (path, path.with_name(path.name + ".data")):
+            if taken.exists():
+                raise ExportOptionError(
+                    f"{str(taken)!r} already exists; pass overwrite=True (CLI: --overwrite) to replace it"
+                )
     return path
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived while a staging folder was open (raised so that it is removed)."""
+
+
+def _raise_terminated(signum, frame):
+    raise _Terminated()
 
 
 @contextlib.contextmanager
 def staging_folder(directory: Path, prefix: str):
     """A temporary folder beside the final files, removed whatever happens: writers fill
-    and check it, then publish with ``os.replace`` (atomic on one file system)."""
+    and check it, then publish with ``os.replace`` (atomic on one file system).
+
+    Removed on an exception, on Ctrl-C (SIGINT) and on SIGTERM: while it is open, a SIGTERM
+    that would end the process with Python's default action is turned into an exception,
+    the folder is removed, and the process then ends by the same signal. SIGKILL cannot be
+    caught: what it leaves is a hidden ``.NAME.XXXXXXXX.tmp`` folder beside the output."""
     staging = Path(tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=directory or "."))
+    catch = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    if catch:
+        signal.signal(signal.SIGTERM, _raise_terminated)
+    terminated = False
     try:
         yield staging
+    except _Terminated:
+        terminated = True
     finally:
+        if catch:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
         shutil.rmtree(staging, ignore_errors=True)
+    if terminated:  # end as SIGTERM would have, now that nothing is left behind
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def save_model(

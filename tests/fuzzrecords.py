@@ -18,6 +18,8 @@ import numpy as np
 
 from fuzzgen import Outcome
 
+from mlx2onnx import dtypes
+
 KINDS = ("RMSNorm", "LayerNorm", "RoPE", "ScaledDotProductAttention", "Copy", "StopGradient")
 FLOATS = (mx.float32, mx.float16, mx.bfloat16)
 
@@ -37,7 +39,7 @@ class Record:
     tolerances: dict = field(default_factory=dict)
 
     def describe(self) -> str:
-        ins = ", ".join(f"{a.label}{list(a.array.shape)}:{str(a.array.dtype)[10:]}{' const' if a.constant else ''}"
+        ins = ", ".join(f"{a.label}{list(a.array.shape)}:{dtypes.name(a.array.dtype)}{' const' if a.constant else ''}"
                         for a in self.inputs)
         return (f"{self.name} arguments={self.arguments!r} inputs=[{ins}] opset={self.opset} "
                 f"bfloat16={self.bfloat16}")

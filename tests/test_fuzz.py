@@ -149,3 +149,15 @@ def test_block_masked_mm_with_a_broadcast_operand():
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     got = session.run(None, {i.name: v for i, v in zip(session.get_inputs(), (a, b))})[0]
     assert np.allclose(got, want, atol=1e-4)
+
+
+def test_record_reproducers_name_the_right_dtypes():
+    """``Record.describe`` used to print bfloat16 as "float16" and bool as "ool"."""
+    from test_fast_records import Arg
+
+    from fuzzrecords import Record
+
+    inputs = [Arg("q", mx.zeros((2,), mx.bfloat16) + 1), Arg("m", mx.array([True, False])),
+              Arg("x", mx.ones((1,), mx.float16)), Arg("i", mx.array([3], mx.uint32))]
+    text = Record(0, "RMSNorm", [], inputs, [], [], 17).describe()
+    assert "q[2]:bfloat16" in text and "m[2]:bool" in text and "x[1]:float16" in text and "i[1]:uint32" in text, text

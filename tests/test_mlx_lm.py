@@ -153,3 +153,31 @@ def test_model_directory_with_config_and_safetensors(tmp_path):
     proto = mlx2onnx.export(loaded, ids)
     assert mlx2onnx.verify(proto, loaded, ids)
     np.testing.assert_array_equal(np.array(loaded(ids)), np.array(model(ids)))
+
+
+def test_decoder_refuses_overwriting_bad_positions_and_token_ids(tmp_path):
+    """export_decoder keeps existing files unless overwrite=True; the decode graph raises
+    for a position outside 0..max_length-1 (MLX would write its cache out of bounds);
+    generate refuses token ids outside the vocabulary."""
+    model = build("llama")
+    exported = llm.export_decoder(model, tmp_path, prompt_length=4, max_length=12)
+    before = {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
+    with pytest.raises(ExportOptionError, match="already exists"):
+        llm.export_decoder(model, tmp_path, prompt_length=4, max_length=12)
+    assert {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()} == before
+    exported = llm.export_decoder(model, tmp_path, prompt_length=4, max_length=12, overwrite=True)
+    _, decode = exported.sessions()
+    feeds = {i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape], np.float32)
+             for i in decode.get_inputs() if i.name.startswith("past")}
+    feeds["input_ids"] = np.array([[3]], np.int32)
+    for position in (0, 11):
+        decode.run(None, {**feeds, "position": np.array(position, np.int32)})
+    for position in (-1, 12, 40):
+        with pytest.raises(Exception, match="out of bounds|out of range|indices"):
+            decode.run(None, {**feeds, "position": np.array(position, np.int32)})
+    with pytest.raises(ExportOptionError, match="token ids"):
+        llm.generate(exported, np.array([[1, -1, 2, 3]], np.int32), max_new_tokens=2)
+    with pytest.raises(ExportOptionError, match="token ids"):
+        llm.generate(exported, np.array([[1, 10**6, 2, 3]], np.int32), max_new_tokens=2)
+    ours = llm.generate(exported, np.array(tokens((1, 4), seed=5)), max_new_tokens=5)
+    np.testing.assert_array_equal(ours, llm.mlx_generate(model, tokens((1, 4), seed=5), max_new_tokens=5))

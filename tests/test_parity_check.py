@@ -334,3 +334,46 @@ def test_bad_input_specs_are_usage_errors(work, capsys, spec):
     rc, _, err = run("export", "targets:one", "-i", spec, "-o", "never.onnx", cwd=work, capsys=capsys)
     assert rc == 2 and "internal error" not in err and "--input" in err, err
     assert not (work / "never.onnx").exists()
+
+
+# -- capture and saving corners ------------------------------------------------------------
+def test_export_leaves_compilation_as_the_user_had_it():
+    from mlx2onnx.capture import compile_enabled
+
+    assert compile_enabled()
+    mx.disable_compile()
+    try:
+        mlx2onnx.export(lambda a: a * 2.0, x84())
+        assert not compile_enabled()
+    finally:
+        mx.enable_compile()
+    mlx2onnx.export(lambda a: a * 2.0, x84())
+    assert compile_enabled()
+
+
+def test_evaluating_while_traced_names_the_users_line():
+    def router(x):
+        if x.sum().item() > 0:  # the offending line
+            return x * 2.0
+        return x
+
+    with pytest.raises(mlx2onnx.CaptureError, match=r"test_parity_check.py:\d+ \(if x.sum\(\).item\(\) > 0.*mx.where"):
+        mlx2onnx.export(router, x84())
+
+
+def test_contiguous_is_the_identity_for_export():
+    def fun(a):
+        return mx.contiguous(mx.transpose(a)) * 2.0
+
+    x, original = x84(), mx.contiguous
+    proto = mlx2onnx.export(fun, x)
+    assert mlx2onnx.verify(proto, fun, x)
+    assert mx.contiguous is original  # restored after the trace
+
+
+def test_overwrite_false_keeps_an_existing_weights_file(work):
+    path = work / "keep.onnx"
+    (work / "keep.onnx.data").write_bytes(b"someone else's weights")
+    with pytest.raises(mlx2onnx.ExportOptionError, match="keep.onnx.data.*already exists"):
+        mlx2onnx.Exporter(path=str(path), overwrite=False).export(lambda a: a * 2.0, x84())
+    assert not path.exists() and (work / "keep.onnx.data").read_bytes() == b"someone else's weights"

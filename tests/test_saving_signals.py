@@ -1,0 +1,36 @@
+"""An export killed by SIGTERM while it writes leaves nothing behind (no hidden staging
+folder, no partial model), as Ctrl-C does; run in a subprocess that is really signalled."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+WRITER = """
+import mlx.core as mx, mlx2onnx, sys
+w = mx.random.normal((4096, 16384))  # 256 MiB of weights: the write takes a while
+mx.eval(w)
+print("ready", flush=True)
+mlx2onnx.Exporter(path=sys.argv[1], external_data=True).export(lambda x: x @ w, mx.ones((2, 4096)))
+print("finished", flush=True)
+"""
+
+
+def test_sigterm_while_writing_removes_the_staging_folder(tmp_path):
+    script = tmp_path / "writer.py"
+    script.write_text(textwrap.dedent(WRITER))
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.Popen([sys.executable, str(script), str(out / "big.onnx")], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    deadline = time.monotonic() + 120
+    while not any(p.name.endswith(".tmp") for p in out.iterdir()):  # the staging folder exists: writing
+        assert proc.poll() is None and time.monotonic() < deadline, "the export ended before it was signalled"
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=120)
+    assert proc.returncode == -signal.SIGTERM
+    assert list(out.iterdir()) == []

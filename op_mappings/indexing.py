@@ -29,7 +29,7 @@ import numpy as np
 import onnx_ir as ir
 
 from mlx2onnx import dtypes
-from mlx2onnx.symbolic import any_dynamic
+from mlx2onnx.symbolic import any_dynamic, is_dynamic
 from mlx2onnx.registry import handles
 
 # Scatter / SliceUpdate reduce codes -> ONNX reduction names.
@@ -42,9 +42,14 @@ SLICE_UPDATE_OPS = {0: "Max", 1: "Min", 2: "Add", 3: "Mul"}
 def index_int64(ctx, value, spec, dim=None):
     """Indices as int64; with ``dim``, signed negative indices wrap (+dim) as on MLX's CPU."""
     idx = ctx.cast(value, mx.int64)
-    if dim is None or spec is None or spec.dtype not in dtypes.SIGNED or dim == 0:
+    if dim is None or spec is None or spec.dtype not in dtypes.SIGNED or (not is_dynamic(dim) and dim == 0):
         return idx
-    return ctx.op.Mod(idx, ctx.scalar(dim, mx.int64))  # in-range values unchanged
+    return ctx.op.Mod(idx, _int64(ctx, dim))  # in-range values unchanged
+
+
+def _int64(ctx, value):
+    """A 0-d int64 of ``value``, a number or a dynamic size (computed from ``Shape``)."""
+    return ctx.ints(value) if is_dynamic(value) else ctx.scalar(value, mx.int64)
 
 
 def expand_to(ctx, value, spec_shape, shape):
@@ -77,24 +82,27 @@ def index_grid(ctx, src_shape, sizes, batch, indexed):
     return parts[0] if n == 1 else ctx.op.Concat(*parts, axis=-1)
 
 
-def reverse(ctx, flat, length):
-    return ctx.slice(flat, [length - 1], [-length - 1], [0], [-1])
+def reverse(ctx, flat):
+    """A 1-D value back to front (any length: the end is clamped to before the start)."""
+    return ctx.slice(flat, [-1], [-(2**63)], [0], [-1])
 
 
 def last_writer(ctx, keys, count):
     """For each of ``count`` flattened write keys, the position of the last write with the
     same key (MLX's 'last write wins' order)."""
-    flipped = reverse(ctx, ctx.reshape(keys, [count]), count)
+    flipped = reverse(ctx, ctx.reshape(keys, [count]))
     _, first, inverse, _ = ctx.op.Unique(flipped, sorted=0, _outputs=4)
     winner_flipped = ctx.op.Gather(first, inverse)
-    return ctx.op.Sub(ctx.scalar(count - 1, mx.int64), reverse(ctx, winner_flipped, count))
+    return ctx.op.Sub(_int64(ctx, count - 1), reverse(ctx, winner_flipped))
 
 
 def last_write_wins(ctx, keys, values, lead, rest):
     """``values`` (shape lead + rest, one write per lead position, targets ``keys`` of shape
     lead) with every duplicate write replaced by the last one to the same target."""
-    count = int(np.prod(lead, dtype=np.int64))
-    if count <= 1:
+    count = 1
+    for d in lead:
+        count = count * d
+    if not is_dynamic(count) and count <= 1:
         return values
     winner = last_writer(ctx, keys, count)
     flat = ctx.reshape(values, [count] + list(rest))
@@ -103,10 +111,12 @@ def last_write_wins(ctx, keys, values, lead, rest):
 
 def linear_keys(ctx, nd, dims):
     """Row-major linear index of the (non-negative) coordinates on ``nd``'s last axis."""
-    strides = np.cumprod([1] + list(dims[::-1])[:-1])[::-1].astype(np.int64)
     if len(dims) == 1:
         return ctx.squeeze(nd, [-1])
-    return ctx.reduce("ReduceSum", ctx.op.Mul(nd, ctx.const(strides)), [-1], keepdims=False)
+    strides = [1]
+    for d in reversed(list(dims)[1:]):
+        strides.insert(0, strides[0] * d)
+    return ctx.reduce("ReduceSum", ctx.op.Mul(nd, ctx.ints(strides)), [-1], keepdims=False)
 
 
 def reduction_dtype(reduction, dtype):

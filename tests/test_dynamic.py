@@ -493,3 +493,27 @@ def test_dynamic_dims_are_read_before_the_layout_transposes():
     kinds = [n.op_type for n in proto.graph.node]
     assert kinds.count("Transpose") == 1 and "Shape" in kinds, kinds
     assert_passes(Verifier(sizes=[{"batch": 1, "h": 5, "w": 9}, {"batch": 3, "h": 16, "w": 7}]).verify(proto, net, x))
+
+
+def test_dynamic_scatter_of_fixed_columns():
+    """``logits[..., banned] = -inf`` (mlx-lm's phi3small) at any batch and sequence: the
+    Scatter's index grid, its wrap of negative indices and its last-write-wins keys are
+    computed from Shape; duplicate targets still take the last write."""
+    banned = mx.array([5, 2, 7, -1, 2])
+    table = mx.arange(5, dtype=mx.float32) * 10.0
+
+    def mask_logits(x):
+        x = x * 2.0
+        x[..., banned] = -float("inf")
+        return x
+
+    def last_write(x):
+        x = x + 0.0
+        x[..., banned] = table
+        return x
+
+    x = mx.random.normal((2, 8, 11))
+    for fun in (mask_logits, last_write):
+        proto = mlx2onnx.Exporter(dynamic={"x": {0: "batch", 1: "seq"}}).export(fun, x)
+        assert "Scatter" in {p.name for p in mlx2onnx.capture(fun, (x,), {}).primitives}
+        assert_passes(Verifier(sizes=[{"batch": 1, "seq": 1}, {"batch": 3, "seq": 13}]).verify(proto, fun, x))

@@ -181,3 +181,22 @@ def test_decoder_refuses_overwriting_bad_positions_and_token_ids(tmp_path):
         llm.generate(exported, np.array([[1, 10**6, 2, 3]], np.int32), max_new_tokens=2)
     ours = llm.generate(exported, np.array(tokens((1, 4), seed=5)), max_new_tokens=5)
     np.testing.assert_array_equal(ours, llm.mlx_generate(model, tokens((1, 4), seed=5), max_new_tokens=5))
+
+
+def test_dynamic_phi3small_masks_its_logits_with_a_dynamic_scatter():
+    """phi3small writes -inf into 91 fixed logit columns (``out[..., ids] = -inf``): the
+    Scatter is exported with batch and sequence dynamic, and matches at 1 x 1 and 3 x 13."""
+    module = importlib.import_module("mlx_lm.models.phi3small")
+    args = module.ModelArgs.from_dict(dict(
+        model_type="phi3small", hidden_size=64, dense_attention_every_n_layers=2, ff_intermediate_size=128,
+        gegelu_limit=20.0, num_hidden_layers=2, num_attention_heads=4, layer_norm_epsilon=1e-5, vocab_size=100400,
+        num_key_value_heads=2, mup_attn_multiplier=1.0, mup_use_scaling=True, mup_embedding_multiplier=10.0,
+        mup_width_multiplier=8.0, rope_embedding_base=1e6, rope_position_scale=1.0, blocksparse_block_size=64,
+        blocksparse_num_local_blocks=16, blocksparse_vert_stride=8))
+    mx.random.seed(0)
+    model = module.Model(args)
+    mx.eval(model.parameters())
+    ids = mx.array(np.random.default_rng(0).integers(0, 1000, (2, 8)).astype(np.int32))
+    proto = mlx2onnx.Exporter(dynamic={"inputs": {0: "batch", 1: "seq"}}).export(model, ids)
+    report = mlx2onnx.Verifier(sizes=[{"batch": 1, "seq": 1}, {"batch": 3, "seq": 13}]).verify(proto, model, ids)
+    assert report.passed, str(report)

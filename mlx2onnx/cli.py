@@ -501,6 +501,40 @@ def cmd_primitives(ns, progress: Progress) -> int:
     return EXIT_OK
 
 
+# -- check-suite ---------------------------------------------------------------------------
+def cmd_check_suite(ns, progress: Progress) -> int:
+    from .loading import UsageError
+    from .report import write_html, write_json, write_junit
+    from .suite import load_suite, run_suite, summary
+
+    suite = Path(ns.suite)
+    if not suite.is_file():
+        raise UsageError(f"no such suite file: {ns.suite}")
+    out = Path(ns.output)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--output {ns.output!r} is a file; give a folder for the reports")
+    total = len(load_suite(suite))  # every error in the file, before anything runs
+    print(f"{suite}: {total} target(s)")
+
+    def report_progress(k, n, item, rows):
+        for row in rows:
+            verdict = "PASS" if row.passed else "FAIL"
+            reason = f"  {row.reason.splitlines()[0]}" if row.reason and not row.passed else ""
+            print(f"[{k}/{n}] {row.name} [{row.runtime}] {verdict} ({row.seconds:.1f} s){reason}", flush=True)
+
+    with progress.stage(f"checking {total} target(s)"):
+        rows = run_suite(suite, progress=report_progress)
+    result = summary(rows)
+    out.mkdir(parents=True, exist_ok=True)
+    name = suite.stem
+    write_json(rows, result, out / "report.json", name)
+    write_junit(rows, result, out / "junit.xml", name)
+    write_html(rows, result, out / "report.html", name)
+    print(f"{result['passed']} passed, {result['failed']} failed")
+    print(f"reports: {out / 'report.json'}, {out / 'junit.xml'}, {out / 'report.html'}")
+    return EXIT_OK if not result["failed"] else EXIT_MISMATCH
+
+
 # -- parser -----------------------------------------------------------------------------------
 _EPILOG = """exit codes:
   0  success
@@ -662,6 +696,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the complete docs/primitives.md page, with the ONNX ops each handler emits and the "
                         "tested dtypes (exports every parity case: slow, needs a source checkout's tests/)")
     p.set_defaults(run=cmd_primitives)
+
+    p = sub.add_parser(
+        "check-suite", parents=[common], formatter_class=fmt,
+        help="export and check every target of a suite file; JSON, JUnit XML and HTML reports",
+        description=_para("Read SUITE.toml (a list of targets with their inputs, dynamic dimensions, sizes, "
+                          "runtimes and tolerances; see docs/check-suite.md), export and check each one (a "
+                          "failing target does not stop the others), and write report.json, junit.xml and "
+                          "report.html into the output folder. Exit 1 when any check fails, 2 for a bad suite file."),
+        epilog="example:\n  mlx2onnx check-suite models.toml -o reports/\n",
+    )
+    p.add_argument("suite", metavar="SUITE.toml")
+    p.add_argument("-o", "--output", default="check-suite-report", metavar="DIR",
+                   help="folder for report.json, junit.xml and report.html (default: check-suite-report)")
+    p.set_defaults(run=cmd_check_suite)
     return parser
 
 

@@ -22,6 +22,10 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
 }
 EXACT = (0.0, 0.0)
 
+# Bin edges of the error histograms: each element's error over its allowance
+# (atol + rtol * |MLX|), so 1 is the tolerance; a mismatch lands at or above 1.
+HISTOGRAM_EDGES = (0.0, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, float("inf"))
+
 
 def check_tolerance(atol: float, rtol: float, what: str = "tolerance") -> tuple[float, float]:
     """``(atol, rtol)`` as floats, or ValueError: a NaN, infinite or negative tolerance
@@ -54,6 +58,7 @@ class OutputReport:
     at: str = ""  # the dynamic sizes of this run ("batch=3 seq=7"), empty for a static model
     worst: str = ""  # the worst element: "[2, 5]: got 1.5, MLX 1.25"
     order_free_axis: int | None = None  # compared as a set along this axis (partition, topk)
+    error_histogram: tuple[int, ...] = ()  # element counts per HISTOGRAM_EDGES bin
 
     def line(self, at_width: int = 0) -> str:
         verdict = "PASS" if self.passed else "FAIL"
@@ -73,6 +78,7 @@ class OutputReport:
             "max_abs_error": self.max_abs_error, "max_rel_error": self.max_rel_error,
             "atol": self.atol, "rtol": self.rtol, "mismatches": self.mismatches, "passed": self.passed,
             "problem": self.problem, "at": self.at, "worst": self.worst, "order_free_axis": self.order_free_axis,
+            "error_histogram": list(self.error_histogram),
         }
 
 
@@ -127,10 +133,16 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, dtype: str, tolerance:
     if np.any(~same_special & ~finite):
         max_abs = max_rel = float("inf")
     mismatches = int(bad.sum())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(same_special, 0.0, np.where(finite, diff / (atol + rtol * np.abs(b)), np.inf))
+    ratio = np.where(np.isnan(ratio), 0.0, ratio)  # 0 / 0: an exact match under an exact tolerance
+    ratio = np.where(bad, np.maximum(ratio, 1.0), np.minimum(ratio, 1.0))  # what the verdict says, not float noise
+    histogram = tuple(int(c) for c in np.histogram(np.minimum(ratio, 1e300), bins=np.array(HISTOGRAM_EDGES[:-1] + (1e301,)))[0])
     worst = ""
     if mismatches:
         excess = np.where(bad, np.where(finite, diff - (atol + rtol * np.abs(b)), np.inf), -np.inf)
         index = np.unravel_index(int(np.argmax(excess)), bad.shape) if bad.ndim else ()
         worst = f"{[int(i) for i in index]}: got {_scalar(got[index])}, MLX {_scalar(want[index])}"
     return OutputReport(name, dtype, tuple(want.shape), max_abs, max_rel, atol, rtol, mismatches, mismatches == 0,
-                        nan_in_reference=int(nan_b.sum()), worst=worst, order_free_axis=order_free_axis)
+                        nan_in_reference=int(nan_b.sum()), worst=worst, order_free_axis=order_free_axis,
+                        error_histogram=histogram)

@@ -120,8 +120,8 @@ def test_same_array_returned_twice(tmp_path, x):
     assert mlx2onnx.verify(tmp_path / "m.onnx", fn, x)
 
 
-def test_numpy_conversion_inside_the_function_propagates_mlx_error(tmp_path, x):
-    assert_refused(tmp_path, ValueError, "eval", lambda a: np.array(a), x)
+def test_numpy_conversion_inside_the_function_names_the_line(tmp_path, x):
+    assert_refused(tmp_path, mlx2onnx.CaptureError, "evaluates an array while the function is traced", lambda a: np.array(a), x)
 
 
 # -- functions MLX refuses to export ---------------------------------------------------------

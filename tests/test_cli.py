@@ -110,7 +110,7 @@ def test_version_and_help(workdir):
     parser = cli_module.build_parser()
     actions = {a.dest: a for a in parser._subparsers._group_actions}  # noqa: SLF001
     commands = actions["command"].choices
-    assert set(commands) == {"export", "check", "inspect", "primitives"}
+    assert set(commands) == {"export", "check", "inspect", "primitives", "check-suite"}
     text = commands["export"].format_help()
     for piece in ("--opset", "--input", "--check", "--overwrite", "exit codes", "parity mismatch", "MODULE:CALLABLE"):
         assert piece in text

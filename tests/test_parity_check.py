@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import textwrap
 
 import mlx.core as mx
@@ -15,8 +14,9 @@ import numpy as np
 import onnx
 import pytest
 
+from test_cli import inprocess as run
+
 import mlx2onnx
-from mlx2onnx import cli as cli_module
 from mlx2onnx.errors import CheckOptionError, UserFunctionError, VerificationError
 
 TARGETS = """
@@ -82,17 +82,6 @@ def work(tmp_path_factory):
     path = tmp_path_factory.mktemp("check")
     (path / "targets.py").write_text(textwrap.dedent(TARGETS))
     return path
-
-
-def run(*args, cwd, capsys):
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        rc = cli_module.main([str(a) for a in args])
-    finally:
-        os.chdir(old)
-    out = capsys.readouterr()
-    return rc, out.out, out.err
 
 
 def export_file(fun, args, path, **options):

@@ -30,16 +30,11 @@ import onnx_ir as ir
 
 from . import kernels
 from .graphutil import const_eval, initializer, producer, replace_value
+from .markers import BOOL_MASK_BIAS
 from .graphutil import dims as _dims
 from .graphutil import same_dim as _same
 
 _LOWEST = float(np.finfo(np.float32).min)
-# A bool mask becomes an additive bias of this value for onnxruntime's Attention: far
-# below any real score (so a partly masked row gives its masked keys weight 0) but above
-# float32's lowest value, so a fully masked row stays a uniform softmax as in MLX
-# (which replaces masked scores by finfo.min), instead of the zero row onnxruntime
-# writes when a row's maximum is -inf or finfo.min.
-BOOL_MASK_BIAS = _LOWEST / 2
 
 
 def _all_same(a: list, b: list) -> bool:

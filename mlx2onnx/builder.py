@@ -7,7 +7,7 @@ ops (axes as attribute or as input, ...) live in :class:`OpsetHelpers`, nowhere 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import mlx.core as mx
 import numpy as np
@@ -16,8 +16,6 @@ import onnx_ir as ir
 from . import dtypes, kernels
 from .symbolic import NeedsStatic, is_dynamic, onnx_dim
 
-if TYPE_CHECKING:
-    from .context import Context
 
 _BOOL_OUT = frozenset(
     "Equal Less Greater LessOrEqual GreaterOrEqual And Or Xor Not IsNaN IsInf".split()
@@ -33,7 +31,7 @@ _SAME_AS_INPUTS = frozenset(
 )
 
 
-def _infer_dtype(op_type: str, inputs: Sequence[ir.Value | None], attrs: dict) -> ir.DataType | None:
+def infer_dtype(op_type: str, inputs: Sequence[ir.Value | None], attrs: dict) -> ir.DataType | None:
     """A conservative guess of output 0's element type (None when unsure)."""
     if op_type == "Cast":
         return ir.DataType(attrs["to"])
@@ -55,7 +53,7 @@ class OpBuilder:
     :class:`onnx_ir.Value` or ``None`` (an omitted optional input).
     """
 
-    def __init__(self, ctx: "Context"):
+    def __init__(self, ctx):  # the export's Context (mlx2onnx.context), which owns the nodes
         self._ctx = ctx
 
     def __getattr__(self, op_type: str):

@@ -16,7 +16,7 @@ import numpy as np
 import onnx_ir as ir
 
 from . import dtypes
-from .builder import OpBuilder, OpsetHelpers, _infer_dtype
+from .builder import OpBuilder, OpsetHelpers, infer_dtype
 from .capture import Constant, Primitive, TensorSpec, Trace
 from .symbolic import onnx_dim
 from .shapes import DimBuilder
@@ -192,7 +192,7 @@ class Context(DimBuilder, OpsetHelpers):
             self.domains.setdefault(domain, 1)
         for k, out in enumerate(node.outputs):
             out.name = self.fresh(f"{prefix}/{op_type}_{self._counter}" + (f":{k}" if k else ""))
-        guess = _infer_dtype(op_type, inputs, attributes)
+        guess = infer_dtype(op_type, inputs, attributes)
         if guess is not None:
             node.outputs[0].type = ir.TensorType(guess)
         self.nodes.append(node)

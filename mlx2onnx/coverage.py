@@ -32,7 +32,7 @@ from .api import Exporter
 
 # The keys of PrimitiveFactory in MLX's mlx/export.cpp (0.32.2 source), plus FloorDivide
 # (added in 0.32.4): every name the export callback can report.
-MLX_PRIMITIVES = (
+CALLBACK_PRIMITIVES = (
     "Abs", "Add", "AddMM", "Arange", "ArcCos", "ArcCosh", "ArcSin", "ArcSinh", "ArcTan", "ArcTan2",
     "ArcTanh", "ArgPartition", "ArgReduce", "ArgSort", "AsStrided", "AsType", "BitwiseBinary",
     "BlockMaskedMM", "Broadcast", "BroadcastAxes", "Ceil", "Cholesky", "Concatenate", "Conjugate",
@@ -150,7 +150,7 @@ def restriction(name: str) -> str:
 def rows(seen: dict[str, Observed], covers: dict[str, str]) -> list[list[str]]:
     handlers, refusals = registry.handlers(), registry.refusals()
     complex_ok = set(registry.complex_primitives())
-    names = sorted(set(MLX_PRIMITIVES) | set(handlers) | set(refusals))
+    names = sorted(set(CALLBACK_PRIMITIVES) | set(handlers) | set(refusals))
     table = []
     for name in names:
         obs = seen.get(name, Observed())

@@ -1,6 +1,6 @@
 """Dynamic dimensions: trace at several sizes and find which numbers follow which size.
 
-MLX's export callback only ever reports concrete shapes (``MLX_PRIMITIVES.md`` section 5),
+MLX's export callback only ever reports concrete shapes (``docs/records.md``),
 even under ``shapeless=True``. So an export with dynamic dimensions traces the function
 several times, ``shapeless=True`` each time (then Broadcast names the operands it follows
 and ``mean`` counts its elements with ``NumberOfElements`` instead of baking ``1/N``):

@@ -1,7 +1,7 @@
 """Re-fuse the normalisation chains MLX decomposes on the CPU into the fused ONNX ops.
 
 On Metal and CUDA, ``mx.fast.rms_norm`` and ``layer_norm`` reach the exporter as single
-primitives; on the CPU they arrive decomposed (MLX_PRIMITIVES.md §4). After the
+primitives; on the CPU they arrive decomposed (docs/records.md). After the
 exporter's own translation these chains read::
 
     RMSNorm:   y = x * (1 / sqrt(ReduceSum(x * x, [-1]) * (1/N) + eps))  [* w]

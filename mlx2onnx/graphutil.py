@@ -130,3 +130,20 @@ def remove_dead(graph: ir.Graph, nodes) -> None:
         for v in inputs:
             if v.is_initializer() and not v.uses() and not v.is_graph_output() and v.name in graph.initializers:
                 graph.initializers.pop(v.name)
+
+
+def slice_bounds(node: ir.Node, rank: int) -> tuple[int, int] | None:
+    """(start, end) of a Slice along the last axis only (constant inputs), else None."""
+    if len(node.inputs) not in (4, 5) or any(v is None for v in node.inputs[1:4]):
+        return None
+    starts, ends, axes = (v.const_value for v in node.inputs[1:4])
+    if starts is None or ends is None or axes is None:
+        return None
+    if len(node.inputs) == 5 and node.inputs[4] is not None:
+        steps = node.inputs[4].const_value
+        if steps is None or steps.numpy().reshape(-1).tolist() != [1]:
+            return None
+    axes = axes.numpy().reshape(-1).tolist()
+    if len(axes) != 1 or axes[0] not in (-1, rank - 1):
+        return None
+    return int(starts.numpy().reshape(-1)[0]), int(ends.numpy().reshape(-1)[0])

@@ -33,7 +33,8 @@ from typing import Callable, Iterable
 import numpy as np
 import onnx_ir as ir
 
-from .graphutil import const_eval, initializer, int_attr, producer, remove_dead, replace_value
+from .graphutil import const_eval, initializer, int_attr, producer, remove_dead, replace_value, slice_bounds
+from .markers import KEEP_PACKED, ZERO_SIGN_REPAIR
 
 BROADCASTING = frozenset(
     "Add Sub Mul Div Pow Max Min Mod Equal Less Greater LessOrEqual GreaterOrEqual And Or Xor Where "
@@ -250,7 +251,6 @@ def fold_weight_transposes(model: ir.Model) -> int:
 
 Pass = Callable[[ir.Model], int]
 
-ZERO_SIGN_REPAIR = "mlx2onnx.zero_sign_repair"  # node metadata: the Mul of select_value's sign repair
 # ops whose result is the same for -0.0 and +0.0 in any input
 SIGN_BLIND = frozenset("Softmax LogSoftmax Exp Cos Cosh Abs Sigmoid Equal Less Greater LessOrEqual "
                        "GreaterOrEqual IsNaN IsInf".split())
@@ -658,14 +658,14 @@ def split_slice_halves(model: ir.Model) -> int:
         if shape is None or not shape or not isinstance(shape[-1], int) or shape[-1] % 2:
             continue
         n = shape[-1]
-        bounds = _slice_bounds(node, len(shape))
+        bounds = slice_bounds(node, len(shape))
         if bounds != (0, n // 2):
             continue
         for use in x.uses():
             other = use.node
             if other is node or use.idx != 0 or other.op_type != "Slice" or other.domain != "":
                 continue
-            if _slice_bounds(other, len(shape)) != (n // 2, n):
+            if slice_bounds(other, len(shape)) != (n // 2, n):
                 continue
             if node.outputs[0].is_graph_output() or other.outputs[0].is_graph_output():
                 break
@@ -684,23 +684,6 @@ def split_slice_halves(model: ir.Model) -> int:
             changed += 1
             break
     return changed
-
-
-def _slice_bounds(node: ir.Node, rank: int) -> tuple[int, int] | None:
-    """(start, end) of a Slice along the last axis only (constant inputs), else None."""
-    if len(node.inputs) not in (4, 5) or any(v is None for v in node.inputs[1:4]):
-        return None
-    starts, ends, axes = (v.const_value for v in node.inputs[1:4])
-    if starts is None or ends is None or axes is None:
-        return None
-    if len(node.inputs) == 5 and node.inputs[4] is not None:
-        steps = node.inputs[4].const_value
-        if steps is None or steps.numpy().reshape(-1).tolist() != [1]:
-            return None
-    axes = axes.numpy().reshape(-1).tolist()
-    if len(axes) != 1 or axes[0] not in (-1, rank - 1):
-        return None
-    return int(starts.numpy().reshape(-1)[0]), int(ends.numpy().reshape(-1)[0])
 
 
 class _SplitSliceHalvesPass(ir.passes.InPlacePass):
@@ -782,7 +765,7 @@ _SHARED_FOLD_BYTES = 1 << 20
 def _should_fold(node: ir.Node) -> bool | None:
     """Do not fold ops that only make a constant bigger: a folded Expand of a weight would
     store the broadcast copy (and lose the parameter's name)."""
-    if node.metadata_props.get("mlx2onnx.keep_packed"):  # quantized weight unpacking (op_mappings/quantized.py)
+    if node.metadata_props.get(KEEP_PACKED):  # quantized weight unpacking (op_mappings/quantized.py)
         return False
     if node.op_type == "Transpose" and node.inputs[0] is not None and node.inputs[0].is_initializer():
         return False  # a weight: Gemm(transB) or a lazy view under its own name, later

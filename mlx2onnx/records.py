@@ -2,7 +2,7 @@
 
 MLX's export callback reports each primitive's state as a bare list (``Reduce
 [2, [1]]``). :data:`FIELDS` names every position for each primitive of
-``MLX_PRIMITIVES.md`` §2-3, and :data:`ENUMS` turns enum codes into their names, so
+MLX reports (``docs/records.md`` is generated from it), and :data:`ENUMS` turns enum codes into their names, so
 ``describe("Reduce", (2, (1,)))`` reads ``type=Sum axes=[1]``. The interpreter and the
 command line's ``inspect --records`` both decode through :func:`decode`.
 """
@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import mlx.core as mx
 
-# Enum codes (MLX_PRIMITIVES.md §2).
+# Enum codes, as MLX 0.32 writes them.
 REDUCE_TYPES = {0: "And", 1: "Or", 2: "Sum", 3: "Prod", 4: "Min", 5: "Max"}
 SCAN_TYPES = {0: "Max", 1: "Min", 2: "Sum", 3: "Prod", 4: "LogAddExp"}
 SCATTER_TYPES = {0: "Max", 1: "Min", 2: "Sum", 3: "Prod", 4: "None"}
@@ -57,7 +57,7 @@ _NO_ARGUMENTS = (
     "LUF", "Load", "BitwiseInvert", "Contiguous", "SegmentedMM", "QQMatmul",
 )
 
-# Field names, in the order MLX reports them (MLX_PRIMITIVES.md §3).
+# Field names, in the order MLX reports them.
 FIELDS: dict[str, tuple[str, ...]] = {name: () for name in _NO_ARGUMENTS}
 FIELDS.update({
     # 3.1 / 3.2 elementwise
@@ -204,3 +204,65 @@ def describe(name: str, arguments: tuple | list) -> str:
 
 def known_primitives() -> list[str]:
     return sorted(FIELDS)
+
+
+# -- the reference page: docs/records.md ------------------------------------------------
+REFERENCE_HEAD = """# MLX primitive records: argument layouts and enum codes
+
+Generated from `mlx2onnx/records.py` (`python -m mlx2onnx.records --write docs/records.md`;
+a test fails while it is stale). Verified against MLX {mlx}. What each handler does with
+a record is in [primitives.md](primitives.md).
+
+## What reaches the export callback
+
+- `mx.export_function(callback, fun, *args)` calls the callback with records of type
+  `inputs`, `keyword_inputs`, `outputs`, `constants`, then one `primitive` record per node
+  in topological order: `name`, `arguments` (the primitive's state as a bare list, laid
+  out below), `inputs` and `outputs` as `(name, shape, dtype)`.
+- Shapes are concrete numbers, even with `shapeless=True`: a dynamic export compares
+  several traces to find which numbers follow a size (`mlx2onnx/dynamic.py`).
+- MLX simplifies the graph first: equal expressions are merged, and no-op `Copy` and
+  `StopGradient` nodes are dropped (an output can lose its producer that way).
+- The device decides the decomposition: on the CPU the `mx.fast` ops (RMSNorm, LayerNorm,
+  RoPE, ScaledDotProductAttention) and dequantisation reach the callback as plain
+  primitives; on Metal and CUDA as single fused records (`RMSNorm`, `LayerNorm`, `RoPE`,
+  `ScaledDotProductAttention`, `QuantizedMatmul`, ...), whose layouts are listed too.
+- Some primitives abort the export inside MLX itself (`Compiled`, `CustomTransforms`,
+  `Contiguous`, `Load`, `BitwiseInvert`, `LUF`, `SegmentedMM`, `QQMatmul`); mlx2onnx
+  disables compilation and makes `mx.contiguous` the identity while tracing, and explains
+  the others.
+
+## Layouts
+
+| primitive | arguments, in order | enum codes |
+|---|---|---|
+"""
+
+
+def reference_markdown() -> str:
+    """docs/records.md: every known primitive's argument fields and enum codes."""
+    lines = [REFERENCE_HEAD.format(mlx=mx.__version__)]
+    for name in known_primitives():
+        fields = FIELDS[name]
+        optional = OPTIONAL_TAIL.get(name, 0)
+        shown = [f"`{f}`" + (" (optional)" if i >= len(fields) - optional else "") for i, f in enumerate(fields)]
+        enums = "; ".join(
+            f"`{field}`: " + ", ".join(f"{code} {label}" for code, label in sorted(ENUMS[(name, field)].items()))
+            for field in fields if (name, field) in ENUMS
+        )
+        lines.append(f"| `{name}` | {', '.join(shown) if shown else 'none'} | {enums} |\n")
+    return "".join(lines)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="print or write docs/records.md")
+    parser.add_argument("--write", metavar="PATH")
+    ns = parser.parse_args()
+    text = reference_markdown()
+    if ns.write:
+        with open(ns.write, "w") as f:
+            f.write(text)
+    else:
+        print(text, end="")

@@ -23,15 +23,13 @@ import numpy as np
 import onnx_ir as ir
 
 from . import kernels
-from .graphutil import const_eval, initializer, producer, replace_value
+from .graphutil import const_eval, initializer, producer, replace_value, slice_bounds
 from .graphutil import dims as _dims
 from .graphutil import same_dim as _same
 
 
 def _slice_range(node: ir.Node, width: int) -> tuple[int, int] | None:
-    from .passes import _slice_bounds
-
-    bounds = _slice_bounds(node, 4)
+    bounds = slice_bounds(node, 4)
     if bounds is None:
         return None
     start, end = bounds

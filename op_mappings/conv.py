@@ -17,6 +17,7 @@ import numpy as np
 
 from mlx2onnx import dtypes
 from mlx2onnx.symbolic import any_dynamic, is_dynamic
+from mlx2onnx.markers import KEEP_PACKED
 from mlx2onnx.registry import handles
 
 INT64_MIN = -(2**63)
@@ -282,5 +283,5 @@ def as_strided(ctx, rec):
             index = ctx.op.Add(index, ctx.const(part))
             # Keep it computed at runtime: the optimiser would otherwise fold it into the
             # full table (the flag the quantized handlers use for the same reason).
-            index.producer().metadata_props["mlx2onnx.keep_packed"] = "1"
+            index.producer().metadata_props[KEEP_PACKED] = "1"
     return [ctx.op.Gather(x, index, axis=0)]

@@ -12,7 +12,7 @@ import mlx.core as mx
 import numpy as np
 
 from mlx2onnx import dtypes
-from mlx2onnx.passes import ZERO_SIGN_REPAIR
+from mlx2onnx.markers import ZERO_SIGN_REPAIR
 from mlx2onnx.registry import handles, register
 
 # MLX name -> ONNX op; inputs and output share one dtype.

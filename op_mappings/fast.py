@@ -17,7 +17,7 @@ import mlx.core as mx
 import numpy as np
 
 from mlx2onnx import dtypes, kernels
-from mlx2onnx.attention import BOOL_MASK_BIAS
+from mlx2onnx.markers import BOOL_MASK_BIAS
 from mlx2onnx.registry import handles
 
 F32 = mx.float32

@@ -1,7 +1,7 @@
 """Indexing primitives: Slice, Gather, GatherAxis, Scatter, ScatterAxis, SliceUpdate,
 DynamicSlice, DynamicSliceUpdate, MaskedScatter.
 
-Conventions shared by the handlers below (MLX_PRIMITIVES.md §3.7):
+Conventions shared by the handlers below (layouts: docs/records.md):
 
 * Index arrays arrive in any integer dtype (uint32 from ``x[-1]`` and Arange, int8 ...).
   They are cast to int64; signed ones are wrapped (``i < 0 -> i + dim``) exactly like

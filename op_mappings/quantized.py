@@ -37,6 +37,7 @@ import onnx_ir as ir
 
 from mlx2onnx import dtypes
 from mlx2onnx.dtypes import array_to_numpy, numpy_to_array, to_numpy
+from mlx2onnx.markers import KEEP_PACKED
 from mlx2onnx.registry import handles
 
 from .matmul import flat_indices
@@ -111,7 +112,6 @@ def _period(bits: int) -> tuple[int, int]:
     return codes, codes * bits // 32
 
 
-KEEP_PACKED = "mlx2onnx.keep_packed"  # node metadata: graph optimisers must not fold it
 
 
 def unpack_codes(ctx, packed, shape, bits: int):

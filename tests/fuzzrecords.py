@@ -2,7 +2,7 @@
 
 The fused ``mx.fast`` primitives (RMSNorm, LayerNorm, RoPE, ScaledDotProductAttention) are
 only recorded on a GPU stream, and MLX's simplify pass drops Copy and StopGradient before
-the callback sees them (``MLX_PRIMITIVES.md`` section 1.1). So, as in
+the callback sees them (``docs/records.md``). So, as in
 ``tests/test_fast_records.py``, ``generate(seed)`` builds the one-primitive trace a GPU
 would report (random shapes, dtypes, eps, rotary dims, scales, masks, sinks), and
 ``check(record)`` translates it at the record's opset, runs ``onnx.checker`` (full) and

@@ -230,7 +230,7 @@ def _record(name, arguments, inputs, outputs):
 
 # Records the CPU never traces (fused mx.fast primitives appear only on a GPU stream,
 # NumberOfElements and BroadcastAxes only in shapeless exports): built by hand from
-# MLX_PRIMITIVES.md §3 and checked against the op MLX itself runs.
+# docs/records.md and checked against the op MLX itself runs.
 def test_fast_primitive_records():
     x, w, b = randn(2, 3, 8), randn(8), randn(8)
     cases = [
@@ -273,7 +273,7 @@ def test_unknown_records_are_refused_with_a_reason():
 def test_decoding_tables_cover_the_registry_and_the_interpreter():
     from mlx2onnx import coverage, registry
 
-    names = set(coverage.MLX_PRIMITIVES) | set(registry.handlers()) | set(registry.refusals()) | set(interpret.EVALUATORS) | set(interpret.SKIPPED)
+    names = set(coverage.CALLBACK_PRIMITIVES) | set(registry.handlers()) | set(registry.refusals()) | set(interpret.EVALUATORS) | set(interpret.SKIPPED)
     assert not sorted(names - set(records.FIELDS))
 
 

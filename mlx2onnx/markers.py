@@ -1,0 +1,25 @@
+"""What handlers leave in the graph for the passes that run after them.
+
+Handlers (``op_mappings/``) write these node metadata keys and constants; the passes
+(``mlx2onnx/passes.py``, ``attention.py``) read them. They live here, in the translate
+stage, so that nothing in a handler imports a later stage.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Node metadata: the Mul of select_value's zero-sign repair (op_mappings/elementwise.py);
+# passes.drop_unseen_zero_sign_repairs removes it where no consumer can see the sign.
+ZERO_SIGN_REPAIR = "mlx2onnx.zero_sign_repair"
+
+# Node metadata: quantized weight unpacking (op_mappings/quantized.py, conv.py); constant
+# folding must not fold it, or the weights would be stored unpacked.
+KEEP_PACKED = "mlx2onnx.keep_packed"
+
+# A bool attention mask becomes an additive bias of this value for onnxruntime's
+# Attention: far below any real score (so a partly masked row gives its masked keys
+# weight 0) but above float32's lowest value, so a fully masked row stays a uniform
+# softmax as in MLX (which replaces masked scores by finfo.min), instead of the zero row
+# onnxruntime writes when a row's maximum is -inf or finfo.min.
+BOOL_MASK_BIAS = float(np.finfo(np.float32).min) / 2

@@ -547,6 +547,7 @@ targets:
   mlp | encoder | llama          a bundled reference model
   package.module:callable        importable from the current directory
   path/to/file.py:callable       loaded from that file
+  path/to/model_folder           an mlx-lm model folder (config.json + safetensors)
 The callable is a factory returning a function or mlx.nn.Module, or a (function, args)
 or (function, args, kwargs) tuple; a factory that takes `seed` gets --model-seed. A callable
 with required parameters (or an nn.Module object) is itself the function to export.

@@ -4,7 +4,8 @@ A target is one of
 
 * a reference model's short name (``mlp``, ``encoder``, ``llama``);
 * ``package.module:callable``, a dotted module importable from the current directory;
-* ``path/to/file.py:callable``, a file loaded from exactly that path.
+* ``path/to/file.py:callable``, a file loaded from exactly that path;
+* ``path/to/model_folder``, an mlx-lm model folder (``config.json`` and weights).
 
 User code is imported only from the module the user names; nothing is evaluated from
 strings. The callable is either a factory (no required parameters; it may take ``seed``)
@@ -18,6 +19,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import json
 import math
 import os
 import re
@@ -63,6 +65,8 @@ def load_target(spec: str, seed: int = 0) -> Target:
 
     if spec in REFERENCE_MODELS:
         return _from_result(_call_factory(REFERENCE_MODELS[spec], spec, seed), spec)
+    if os.path.isdir(spec):
+        return load_model_folder(spec, seed)
     if ":" not in spec:
         raise UsageError(
             f"{spec!r} is neither a reference model ({', '.join(sorted(REFERENCE_MODELS))}) nor "
@@ -78,6 +82,42 @@ def load_target(spec: str, seed: int = 0) -> Target:
     if not callable(obj):
         raise UsageError(f"{spec} is a {type(obj).__name__}, not a callable or an mlx.nn.Module")
     return _from_result(_call_factory(obj, spec, seed), spec)
+
+
+# The example a model folder is traced at: a batch of token ids of this many.
+FOLDER_EXAMPLE_TOKENS = (1, 8)
+
+
+def load_model_folder(folder: str, seed: int = 0) -> Target:
+    """An mlx-lm model folder (``config.json`` and ``*.safetensors``, float, bf16 or
+    quantized): the model loaded with mlx-lm's own loader, traced on random token ids
+    ``[1, 8]`` (``--input`` gives others); the export is the logits of the whole sequence."""
+    path = Path(folder)
+    config = path / "config.json"
+    if not config.is_file():
+        raise UsageError(f"{folder} is a folder but not a model folder: it has no config.json "
+                         "(an mlx-lm model folder holds config.json and *.safetensors)")
+    try:
+        settings = json.loads(config.read_text())
+    except ValueError as exc:
+        raise UsageError(f"{config} is not valid JSON: {exc}") from None
+    if not isinstance(settings, dict) or "model_type" not in settings:
+        raise UsageError(f"{config} has no model_type; mlx-lm needs it to choose the architecture")
+    if not any(path.glob("*.safetensors")):
+        raise UsageError(f"{folder} has no *.safetensors weights")
+    try:
+        from mlx_lm.utils import load_model
+    except ImportError:
+        raise UsageError(f"{folder} is an mlx-lm model folder: install mlx-lm to load it (pip install mlx-lm)") from None
+    try:
+        model, loaded = load_model(path)
+    except ValueError as exc:
+        raise UsageError(f"mlx-lm cannot load {folder}: {exc}") from None
+    except Exception as exc:
+        raise UserCodeError(f"loading the model folder {folder}", exc) from exc
+    vocab = int(loaded.get("vocab_size") or settings.get("vocab_size") or 2)
+    ids = np.random.default_rng(seed).integers(0, vocab, FOLDER_EXAMPLE_TOKENS).astype(np.int32)
+    return Target(model, (mx.array(ids),), {}, folder)
 
 
 def _import(module_part: str):

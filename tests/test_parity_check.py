@@ -205,7 +205,7 @@ def test_transposed_and_fused_weights_are_not_reported(work):
 
 
 # -- what is right must pass, and never crash MLX ----------------------------------------------
-@pytest.mark.parametrize("target", ["cache_write", "embed", "big_unsigned"])
+@pytest.mark.parametrize("target", ["cache_write", "embed", "big_unsigned", "topk"])
 def test_integer_inputs_stay_valid(work, capsys, target):
     import targets
 

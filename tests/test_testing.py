@@ -177,3 +177,35 @@ def test_check_suite_refuses_a_bad_suite_file_before_running(tmp_path, text, wan
     err = capsys.readouterr().err
     assert rc == 2 and wanted in err, err
     assert not (tmp_path / "reports").exists()
+
+
+def write_model_folder(folder, seed=0):
+    """A tiny mlx-lm llama folder (config.json, model.safetensors), random weights."""
+    from mlx.utils import tree_flatten
+    from mlx_lm.models import llama
+
+    config = dict(model_type="llama", hidden_size=32, num_hidden_layers=1, intermediate_size=64,
+                  num_attention_heads=4, num_key_value_heads=2, vocab_size=97, rms_norm_eps=1e-5)
+    mx.random.seed(seed)
+    model = llama.Model(llama.ModelArgs.from_dict(config))
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())))
+    return folder
+
+
+def test_model_folders_as_targets(tmp_path, capsys):
+    pytest.importorskip("mlx_lm")
+    from mlx2onnx import cli
+
+    folder = write_model_folder(tmp_path / "tiny-llama")
+    rc = cli.main(["export", str(folder), "-o", str(tmp_path / "m.onnx"), "--check", "-q"])
+    out = capsys.readouterr()
+    assert rc == 0 and "parity PASSED" in out.out, out.out + out.err
+    (tmp_path / "suite.toml").write_text('[[targets]]\ntarget = "tiny-llama"\n'
+                                         '[[targets]]\nname = "longer"\ntarget = "tiny-llama"\ninputs = ["inputs=2x5:int32:0..97"]\n')
+    rc = cli.main(["check-suite", str(tmp_path / "suite.toml"), "-o", str(tmp_path / "reports")])
+    assert rc == 0, capsys.readouterr().out
+    (tmp_path / "empty").mkdir()
+    rc = cli.main(["export", str(tmp_path / "empty"), "-o", str(tmp_path / "e.onnx")])
+    assert rc == 2 and "no config.json" in capsys.readouterr().err and not (tmp_path / "e.onnx").exists()

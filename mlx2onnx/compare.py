@@ -140,7 +140,8 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, dtype: str, tolerance:
     histogram = tuple(int(c) for c in np.histogram(np.minimum(ratio, 1e300), bins=np.array(HISTOGRAM_EDGES[:-1] + (1e301,)))[0])
     worst = ""
     if mismatches:
-        excess = np.where(bad, np.where(finite, diff - (atol + rtol * np.abs(b)), np.inf), -np.inf)
+        with np.errstate(invalid="ignore", over="ignore"):
+            excess = np.where(bad, np.where(finite, diff - (atol + rtol * np.abs(b)), np.inf), -np.inf)
         index = np.unravel_index(int(np.argmax(excess)), bad.shape) if bad.ndim else ()
         worst = f"{[int(i) for i in index]}: got {_scalar(got[index])}, MLX {_scalar(want[index])}"
     return OutputReport(name, dtype, tuple(want.shape), max_abs, max_rel, atol, rtol, mismatches, mismatches == 0,

@@ -169,19 +169,9 @@ def _names(text: str | None):
 
 
 def _tolerances(ns) -> dict | None:
-    if ns.atol is None and ns.rtol is None:
-        return None
-    from .compare import DEFAULT_TOLERANCES, check_tolerance
-    from .loading import UsageError
+    from .compare import uniform_tolerances
 
-    try:
-        check_tolerance(0.0 if ns.atol is None else ns.atol, 0.0 if ns.rtol is None else ns.rtol, "--atol/--rtol")
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    return {
-        dtype: (ns.atol if ns.atol is not None else atol, ns.rtol if ns.rtol is not None else rtol)
-        for dtype, (atol, rtol) in DEFAULT_TOLERANCES.items()
-    }
+    return uniform_tolerances(ns.atol, ns.rtol)  # argparse's _tolerance checked them
 
 
 def _capture(fun, args, kwargs, progress: Progress):

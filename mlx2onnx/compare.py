@@ -27,6 +27,15 @@ EXACT = (0.0, 0.0)
 HISTOGRAM_EDGES = (0.0, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, float("inf"))
 
 
+def uniform_tolerances(atol: float | None = None, rtol: float | None = None) -> dict[str, tuple[float, float]] | None:
+    """The tolerance table with ``atol`` and/or ``rtol`` set for every float dtype (the
+    others keep their defaults); None when neither is given."""
+    if atol is None and rtol is None:
+        return None
+    return {dtype: (float(a if atol is None else atol), float(r if rtol is None else rtol))
+            for dtype, (a, r) in DEFAULT_TOLERANCES.items()}
+
+
 def check_tolerance(atol: float, rtol: float, what: str = "tolerance") -> tuple[float, float]:
     """``(atol, rtol)`` as floats, or ValueError: a NaN, infinite or negative tolerance
     would make every comparison pass (or none)."""

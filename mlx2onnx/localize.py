@@ -26,7 +26,7 @@ from .capture import Primitive, Trace, capture, normalize_inputs
 from .metadata import float_policy, io as io_metadata
 from .errors import VerificationError
 from .compare import DEFAULT_TOLERANCES, EXACT, OutputReport, compare
-from .session import as_declared_types, run_session
+from .session import as_declared_types, open_session, run_session
 from .verify import random_like
 
 # Records whose output order is implementation-defined: compare values sorted on the axis.
@@ -220,7 +220,6 @@ def localize(
     example inputs ``args``/``kwargs``; the inputs compared are those
     :func:`mlx2onnx.verify` uses for the same ``seed``.
     """
-    import onnxruntime as ort
 
     proto = onnx.load(str(model), load_external_data=False) if not isinstance(model, onnx.ModelProto) else model
     base_dir = None if isinstance(model, onnx.ModelProto) else str(Path(model).parent)
@@ -245,16 +244,11 @@ def localize(
 
     if progress is not None:
         progress.update(f"localizing: running onnxruntime with {len(exposed)} exposed values")
-    options = ort.SessionOptions()
-    options.graph_optimization_level = {
-        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-        "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-    }[graph_optimization_level]
     if base_dir is not None and any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer):
         onnx.load_external_data_for_model(augmented, base_dir)
     wanted = [mapping[n] for n in exposed]
     try:
-        session = ort.InferenceSession(augmented.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        session = open_session(augmented.SerializeToString(), graph_optimization_level)
         got = dict(zip(wanted, run_session(session, wanted, as_declared_types(session, feeds))))
     except Exception as exc:
         raise VerificationError(

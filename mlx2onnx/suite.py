@@ -145,7 +145,7 @@ def _in_folder(folder: Path):
 def run_target(item: SuiteTarget) -> list[Row]:
     """Load, export and check one target in each of its runtimes; failures become rows."""
     from .api import Exporter
-    from .compare import DEFAULT_TOLERANCES
+    from .compare import uniform_tolerances
     from .loading import bind_inputs, load_target, parse_dynamic_specs, parse_input_spec, parse_sizes
     from .testing import RUNTIMES, Check
     from .verify import Verifier
@@ -172,9 +172,7 @@ def run_target(item: SuiteTarget) -> list[Row]:
             args, kwargs = loaded.args, loaded.kwargs
         else:
             return rows(False, f"{item.target} gives a function without example inputs: add inputs = [\"x=4x32:float32\"]")
-        tolerances = None
-        if "atol" in opts or "rtol" in opts:
-            tolerances = {d: (float(opts.get("atol", a)), float(opts.get("rtol", r))) for d, (a, r) in DEFAULT_TOLERANCES.items()}
+        tolerances = uniform_tolerances(opts.get("atol"), opts.get("rtol"))
         check = Check(
             exporter=Exporter(opset=opts.get("opset"), dynamic=parse_dynamic_specs(opts.get("dynamic", []))),
             verifier=Verifier(seed=opts.get("seed", 0), tolerances=tolerances, sizes=parse_sizes(opts.get("sizes", []))),

@@ -84,7 +84,6 @@ def ours(name: str, folder: str, opset: int | None = None) -> dict:
 
 def mlx_onnx_worker(name: str, repeats: int) -> None:
     """Runs inside the mlx-onnx venv: export with mlx-onnx, time it in onnxruntime."""
-    import mlx.core as mx
     import mlx_onnx  # type: ignore
     import numpy as np
 

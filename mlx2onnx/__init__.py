@@ -6,9 +6,8 @@
 """
 
 from ._version import __version__
-from .api import Exporter, export, save, supported_primitives
-from .capture import Trace, capture
-from .dynamic import Dim
+from .exporter import Exporter, export, save, supported_primitives
+from .capture import Dim, Trace, capture
 from .errors import (
     CaptureError,
     ConversionError,
@@ -19,7 +18,7 @@ from .errors import (
     UnsupportedPrimitiveError,
     VerificationError,
 )
-from .verify import Verifier, VerifyReport, verify
+from .verify.parity import Verifier, VerifyReport, verify
 
 __all__ = [
     "__version__",

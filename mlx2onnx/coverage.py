@@ -27,8 +27,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import dtypes, registry
-from .api import Exporter
+from . import dtypes
+from .translate import registry
+from .exporter import Exporter
 
 # The keys of PrimitiveFactory in MLX's mlx/export.cpp (0.32.2 source), plus FloorDivide
 # (added in 0.32.4): every name the export callback can report.

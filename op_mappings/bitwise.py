@@ -30,7 +30,7 @@ import mlx.core as mx
 import numpy as np
 
 from mlx2onnx import dtypes
-from mlx2onnx.registry import handles
+from mlx2onnx.translate.registry import handles
 
 # BitwiseBinary::Op
 AND, OR, XOR, LEFT_SHIFT, RIGHT_SHIFT = range(5)

@@ -16,9 +16,9 @@ import mlx.core as mx
 import numpy as np
 
 from mlx2onnx import dtypes
-from mlx2onnx.symbolic import any_dynamic, is_dynamic
-from mlx2onnx.markers import KEEP_PACKED
-from mlx2onnx.registry import handles
+from mlx2onnx.capture.symbolic import any_dynamic, is_dynamic
+from mlx2onnx.translate.markers import KEEP_PACKED
+from mlx2onnx.translate.registry import handles
 
 INT64_MIN = -(2**63)
 TABLE_LIMIT = 4096  # AsStrided index tables above this many entries are built at runtime (small model)

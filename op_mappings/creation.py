@@ -6,8 +6,8 @@ import mlx.core as mx
 import numpy as np
 
 from mlx2onnx import dtypes
-from mlx2onnx.symbolic import is_dynamic
-from mlx2onnx.registry import handles
+from mlx2onnx.capture.symbolic import is_dynamic
+from mlx2onnx.translate.registry import handles
 
 from .bitwise import XOR, bitwise_via_planes
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 
-from mlx2onnx import dtypes, kernels
-from mlx2onnx.markers import BOOL_MASK_BIAS
-from mlx2onnx.registry import handles
+from mlx2onnx import dtypes
+from mlx2onnx.translate import kernels
+from mlx2onnx.translate.markers import BOOL_MASK_BIAS
+from mlx2onnx.translate.registry import handles
 
 F32 = mx.float32
 

@@ -21,7 +21,7 @@ import numpy as np
 import mlx.core as mx
 
 from mlx2onnx import dtypes
-from mlx2onnx.registry import handles, handles_complex
+from mlx2onnx.translate.registry import handles, handles_complex
 
 F32 = mx.float32
 

@@ -6,7 +6,7 @@ import mlx.core as mx
 import numpy as np
 
 from mlx2onnx.dtypes import to_numpy
-from mlx2onnx.registry import handles
+from mlx2onnx.translate.registry import handles
 
 
 @handles("Matmul")

@@ -37,8 +37,8 @@ import onnx_ir as ir
 
 from mlx2onnx import dtypes
 from mlx2onnx.dtypes import array_to_numpy, numpy_to_array, to_numpy
-from mlx2onnx.markers import KEEP_PACKED
-from mlx2onnx.registry import handles
+from mlx2onnx.translate.markers import KEEP_PACKED
+from mlx2onnx.translate.registry import handles
 
 from .matmul import flat_indices
 

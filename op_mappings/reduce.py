@@ -25,8 +25,9 @@ import mlx.core as mx
 import numpy as np
 import onnx_ir as ir
 
-from mlx2onnx import dtypes, kernels
-from mlx2onnx.registry import handles
+from mlx2onnx import dtypes
+from mlx2onnx.translate import kernels
+from mlx2onnx.translate.registry import handles
 
 # Reduce::ReduceType
 AND, OR, SUM, PROD, MIN, MAX = range(6)

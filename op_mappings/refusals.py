@@ -8,7 +8,7 @@ starts emitting them gets the same explanation instead of "no handler".
 
 from __future__ import annotations
 
-from mlx2onnx.registry import refuses
+from mlx2onnx.translate.registry import refuses
 
 _CONSTANT = (
     "If the matrix does not depend on the function's inputs, compute the result with "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlx2onnx.registry import handles
+from mlx2onnx.translate.registry import handles
 
 from .indexing import empty
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import mlx.core as mx
 
 from mlx2onnx import dtypes
-from mlx2onnx.registry import handles
+from mlx2onnx.translate.registry import handles
 
 from .reduce import from_key, ordered_key
 

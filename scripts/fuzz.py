@@ -40,7 +40,7 @@ import fuzzgen  # noqa: E402
 import fuzzrecords  # noqa: E402
 
 import mlx2onnx  # noqa: E402
-from mlx2onnx.opset import MIN_OPSET, default_opset  # noqa: E402
+from mlx2onnx.translate.opset import MIN_OPSET, default_opset  # noqa: E402
 
 
 def program_seed(seed: int, k: int) -> int:

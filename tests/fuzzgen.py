@@ -605,7 +605,7 @@ def _spread_is_resolvable(x: mx.array, axis, op: str) -> bool:
         return True
     axes = tuple(range(a.ndim)) if axis is None else tuple(int(i) % a.ndim for i in np.atleast_1d(axis))
     n = int(np.prod([a.shape[i] for i in axes]))
-    from mlx2onnx.compare import DEFAULT_TOLERANCES
+    from mlx2onnx.verify.compare import DEFAULT_TOLERANCES
 
     name = dname(x.dtype)
     atol, rtol = DEFAULT_TOLERANCES[name]
@@ -1139,7 +1139,7 @@ def generate(seed: int, max_steps: int = 5) -> Program:
     loosest = next((d for d in ("bfloat16", "float16") if d in inexact), None)
     tolerances = {}
     if loosest:  # a half-precision result cast to float32 keeps its half-precision error
-        from mlx2onnx.compare import DEFAULT_TOLERANCES
+        from mlx2onnx.verify.compare import DEFAULT_TOLERANCES
 
         tolerances = {d: DEFAULT_TOLERANCES[loosest] for d in FLOAT}
     summed = next((d for d in ("bfloat16", "float16") if d in b.half_sums), None)
@@ -1207,7 +1207,7 @@ def _export_trace(exporter, trace):
     import onnx
     import onnx_ir as ir
 
-    from mlx2onnx.saving import stream_strided
+    from mlx2onnx.io.saving import stream_strided
 
     model = exporter.trace_to_ir(trace)
     stream_strided(model)

@@ -57,7 +57,7 @@ def generate(seed: int) -> Record:
     """A random record, fully determined by ``seed``."""
     from test_fast_records import Arg
 
-    from mlx2onnx.opset import default_opset
+    from mlx2onnx.translate.opset import default_opset
 
     rng = np.random.default_rng(seed)
     kind = KINDS[int(rng.integers(len(KINDS)))]
@@ -157,8 +157,8 @@ def check(record: Record) -> Outcome:
 
     import mlx2onnx
     from mlx2onnx import dtypes
-    from mlx2onnx.compare import DEFAULT_TOLERANCES, EXACT, compare
-    from mlx2onnx.session import as_declared_types, run_session
+    from mlx2onnx.verify.compare import DEFAULT_TOLERANCES, EXACT, compare
+    from mlx2onnx.verify.session import as_declared_types, run_session
 
     prims = frozenset([record.name])
     trace, feeds = one_record_trace(record.name, record.arguments, record.inputs,

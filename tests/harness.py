@@ -22,7 +22,7 @@ import onnx
 
 import mlx2onnx
 from mlx2onnx import dtypes
-from mlx2onnx.opset import MIN_OPSET, default_opset
+from mlx2onnx.translate.opset import MIN_OPSET, default_opset
 
 F32 = (mx.float32,)
 FLOATS = (mx.float32, mx.float16, mx.bfloat16)

@@ -12,8 +12,10 @@ import onnxruntime as ort
 import pytest
 
 import mlx2onnx
-from mlx2onnx import registry, saving as save_module
-from mlx2onnx.opset import MIN_OPSET, default_opset
+import mlx2onnx.exporter
+from mlx2onnx.translate import registry
+from mlx2onnx.io import saving as save_module
+from mlx2onnx.translate.opset import MIN_OPSET, default_opset
 
 from harness import rand, rng_for
 
@@ -245,7 +247,7 @@ def test_bad_output_paths_fail_before_tracing(tmp_path):
 
 def test_external_data_above_the_protobuf_limit(tmp_path, monkeypatch):
     monkeypatch.setattr(save_module, "EXTERNAL_DATA_THRESHOLD", 1024)
-    monkeypatch.setattr(mlx2onnx.api, "needs_external_data", save_module.needs_external_data)
+    monkeypatch.setattr(mlx2onnx.exporter, "needs_external_data", save_module.needs_external_data)
     w = mx.array(np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32))
 
     def fun(x):

@@ -19,8 +19,8 @@ import onnx
 import pytest
 
 import mlx2onnx
-import mlx2onnx.registry
-from mlx2onnx import cli as cli_module
+import mlx2onnx.translate.registry
+from mlx2onnx.cli import app as cli_module
 
 _SCRIPT = shutil.which("mlx2onnx", path=os.path.dirname(sys.executable))
 COMMAND = [_SCRIPT] if _SCRIPT else [sys.executable, "-m", "mlx2onnx"]
@@ -175,7 +175,7 @@ def test_unsupported_primitive(workdir, capsys):
 
 
 def test_inspect_names_primitives_without_a_handler(workdir, capsys, monkeypatch):
-    monkeypatch.delitem(mlx2onnx.registry._HANDLERS, "Sin")
+    monkeypatch.delitem(mlx2onnx.translate.registry._HANDLERS, "Sin")
     rc, stdout, _ = inprocess("inspect", "usermod:other", "-i", "x=3", cwd=workdir, capsys=capsys)
     assert rc == 3 and "no handler: Sin (x1)" in stdout
     rc, _, err = inprocess("export", "usermod:other", "-i", "x=3", "-o", "sin.onnx", cwd=workdir, capsys=capsys)
@@ -235,16 +235,16 @@ def test_primitives_table(workdir, capsys):
     rows = json.loads(out.stdout)
     handled = {r["primitive"] for r in rows if r["status"].startswith("handled")}
     assert handled == set(mlx2onnx.supported_primitives())
-    assert {r["primitive"] for r in rows if r["status"] == "refused"} == set(mlx2onnx.registry.refusals())
+    assert {r["primitive"] for r in rows if r["status"] == "refused"} == set(mlx2onnx.translate.registry.refusals())
     assert all(r["note"] for r in rows if r["status"] != "missing")
     rc, stdout, _ = inprocess("primitives", "--status", "refused", cwd=workdir, capsys=capsys)
-    assert rc == 0 and all(name in stdout for name in mlx2onnx.registry.refusals())
+    assert rc == 0 and all(name in stdout for name in mlx2onnx.translate.registry.refusals())
     assert "Add " not in stdout
 
 
 def test_input_specs_and_record_decoding():
-    from mlx2onnx import records
-    from mlx2onnx.loading import UsageError, parse_input_spec
+    from mlx2onnx.capture import records
+    from mlx2onnx.targets import UsageError, parse_input_spec
 
     spec = parse_input_spec("ids=2,8:int32:0..128")
     assert (spec.name, spec.shape, str(spec.dtype), spec.low, spec.high) == ("ids", (2, 8), "mlx.core.int32", 0, 128)

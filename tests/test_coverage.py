@@ -4,7 +4,7 @@ is a defect), and every refusal is explained."""
 from __future__ import annotations
 
 import mlx2onnx
-from mlx2onnx import registry
+from mlx2onnx.translate import registry
 
 from harness import traced_primitives
 from test_parity import CASES, all_case_modules

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlx2onnx import coverage, registry
+from mlx2onnx import coverage
+from mlx2onnx.translate import registry
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "primitives.md"
 
@@ -37,7 +38,7 @@ def test_committed_records_reference_is_current():
     """docs/records.md is generated from mlx2onnx/records.py (argument layouts, enum codes)."""
     from pathlib import Path
 
-    from mlx2onnx import records
+    from mlx2onnx.capture import records
 
     path = Path(__file__).resolve().parent.parent / "docs" / "records.md"
     assert path.read_text() == records.reference_markdown(), (

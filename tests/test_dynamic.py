@@ -236,8 +236,8 @@ def test_dynamic_pools_are_fused_only_where_the_steps_prove_them():
     """The pool's output size is h/2 in the graph (Div, exact for even h): with the
     model's metadata claiming any h (step 1), the pass cannot prove the windows and
     leaves them; with the export's own step 32 it fuses them."""
-    from mlx2onnx import passes
-    from mlx2onnx.metadata import DYNAMIC_METADATA_KEY
+    from mlx2onnx.passes import pipeline as passes
+    from mlx2onnx.io.metadata import DYNAMIC_METADATA_KEY
 
     net, x = pools(nn.MaxPool2d(3, stride=2, padding=1))
     exporter = Exporter(dynamic={"x": IMAGE}, optimize=False)
@@ -300,8 +300,8 @@ def test_a_dynamic_pool_is_fused_only_where_every_admitted_size_has_a_window():
 def test_dimension_names_read_back_as_the_sizes_they_name():
     """What the pooling pass reads (mlx2onnx.symsizes) is what the export writes
     (Plan.dim_name): every name, read as a polynomial, gives its size in every trace."""
-    from mlx2onnx.symbolic import Plan
-    from mlx2onnx.symsizes import Sizes
+    from mlx2onnx.capture.symbolic import Plan
+    from mlx2onnx.passes.sizes import Sizes
 
     h, w = (32, 64, 32, 96, 224), (32, 32, 64, 96, 256)
     plan = Plan(sizes={"h": h, "w": w}, where={"h": ("x", 1), "w": ("x", 2)}, spec={"x": {1: "h", 2: "w"}})

@@ -20,10 +20,11 @@ import onnxruntime as ort
 import pytest
 
 import mlx2onnx
-from mlx2onnx import dtypes, kernels
-from mlx2onnx.capture import Constant, GraphInput, GraphOutput, Primitive, TensorSpec, Trace
-from mlx2onnx.compare import DEFAULT_TOLERANCES, compare
-from mlx2onnx.session import as_declared_types, run_session
+from mlx2onnx import dtypes
+from mlx2onnx.translate import kernels
+from mlx2onnx.capture.tracing import Constant, GraphInput, GraphOutput, Primitive, TensorSpec, Trace
+from mlx2onnx.verify.compare import DEFAULT_TOLERANCES, compare
+from mlx2onnx.verify.session import as_declared_types, run_session
 
 from harness import randn, rng_for, with_edges
 

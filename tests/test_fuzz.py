@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fuzzgen
-from mlx2onnx.opset import MIN_OPSET, default_opset
+from mlx2onnx.translate.opset import MIN_OPSET, default_opset
 
 
 @settings(max_examples=40, derandomize=True, deadline=None, database=None,

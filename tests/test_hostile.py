@@ -15,11 +15,11 @@ import onnx
 import pytest
 
 import mlx2onnx
-from mlx2onnx import saving as save_module
+from mlx2onnx.io import saving as save_module
 
 from harness import rand, rng_for
 
-capture_module = importlib.import_module("mlx2onnx.capture")  # (mlx2onnx.capture is also a function)
+capture_module = importlib.import_module("mlx2onnx.capture.tracing")
 
 
 @pytest.fixture

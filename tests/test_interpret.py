@@ -13,8 +13,10 @@ import mlx.nn as nn
 import numpy as np
 import pytest
 
-from mlx2onnx import capture, interpret, records
-from mlx2onnx.capture import Primitive, TensorSpec
+from mlx2onnx import capture
+from mlx2onnx.capture import records
+from mlx2onnx.verify import interpret
+from mlx2onnx.capture.tracing import Primitive, TensorSpec
 from mlx2onnx.models import REFERENCE_MODELS
 
 rng = np.random.default_rng(0)
@@ -271,7 +273,8 @@ def test_unknown_records_are_refused_with_a_reason():
 
 
 def test_decoding_tables_cover_the_registry_and_the_interpreter():
-    from mlx2onnx import coverage, registry
+    from mlx2onnx import coverage
+    from mlx2onnx.translate import registry
 
     names = set(coverage.CALLBACK_PRIMITIVES) | set(registry.handlers()) | set(registry.refusals()) | set(interpret.EVALUATORS) | set(interpret.SKIPPED)
     assert not sorted(names - set(records.FIELDS))

@@ -12,7 +12,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from mlx2onnx import kernels
+from mlx2onnx.translate import kernels
 
 
 def kernels_run(node, inputs: dict[str, np.ndarray], opset: int, folder) -> collections.Counter | None:

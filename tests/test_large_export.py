@@ -16,7 +16,7 @@ import onnxruntime as ort
 import pytest
 
 import mlx2onnx
-from mlx2onnx import saving
+from mlx2onnx.io import saving
 
 
 class Stack(nn.Module):

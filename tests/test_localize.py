@@ -18,15 +18,16 @@ import mlx.core as mx
 import pytest
 
 import mlx2onnx
-from mlx2onnx import interpret, registry
-from mlx2onnx.localize import localize
+from mlx2onnx.verify import interpret
+from mlx2onnx.translate import registry
+from mlx2onnx.verify.localize import localize
 from mlx2onnx.models import REFERENCE_MODELS
 
 _SCRIPT = shutil.which("mlx2onnx", path=os.path.dirname(sys.executable))
 COMMAND = [_SCRIPT] if _SCRIPT else [sys.executable, "-m", "mlx2onnx"]
 
 BREAK = """
-import mlx2onnx.registry as registry
+import mlx2onnx.translate.registry as registry
 from mlx2onnx.models import {model}
 
 _original = registry.lookup("{primitive}")

@@ -16,7 +16,7 @@ import pytest
 from mlx.utils import tree_flatten
 
 import mlx2onnx
-from mlx2onnx import llm
+from mlx2onnx.llm import decoder as llm
 from mlx2onnx.errors import ExportOptionError
 
 pytest.importorskip("mlx_lm")

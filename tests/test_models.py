@@ -8,7 +8,7 @@ import pytest
 
 import mlx2onnx
 from mlx2onnx.models import REFERENCE_MODELS, example
-from mlx2onnx.opset import MIN_OPSET, default_opset
+from mlx2onnx.translate.opset import MIN_OPSET, default_opset
 
 OPSETS = sorted({default_opset(), MIN_OPSET}, reverse=True)
 

@@ -12,10 +12,10 @@ import pytest
 
 import mlx2onnx
 from mlx2onnx import dtypes
-from mlx2onnx.capture import _build_trace
-from mlx2onnx.opset import MIN_OPSET, default_opset
-from mlx2onnx.compare import compare
-from mlx2onnx.session import run_session
+from mlx2onnx.capture.tracing import _build_trace
+from mlx2onnx.translate.opset import MIN_OPSET, default_opset
+from mlx2onnx.verify.compare import compare
+from mlx2onnx.verify.session import run_session
 
 from harness import rand, rng_for
 

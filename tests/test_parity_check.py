@@ -10,7 +10,6 @@ import textwrap
 
 import mlx.core as mx
 import mlx.nn as nn
-import numpy as np
 import onnx
 import pytest
 
@@ -245,7 +244,7 @@ def test_topk_and_argpartition_compare_as_sets(work, n):
 
 
 def test_order_free_axis_recorded_only_for_whole_runs():
-    from mlx2onnx.build import order_free_axis
+    from mlx2onnx.translate.assemble import order_free_axis
 
     x = mx.random.normal((2, 12))
     for fun, axis in ((lambda a: mx.topk(a, 4), 1), (lambda a: mx.partition(a, 3, axis=1), 1),
@@ -327,7 +326,7 @@ def test_bad_input_specs_are_usage_errors(work, capsys, spec):
 
 # -- capture and saving corners ------------------------------------------------------------
 def test_export_leaves_compilation_as_the_user_had_it():
-    from mlx2onnx.capture import compile_enabled
+    from mlx2onnx.capture.tracing import compile_enabled
 
     assert compile_enabled()
     mx.disable_compile()

@@ -16,8 +16,8 @@ from mlx.utils import tree_flatten
 
 import mlx2onnx
 from mlx2onnx.models import example
-from mlx2onnx import kernels
-from mlx2onnx.opset import MIN_OPSET, default_opset
+from mlx2onnx.translate import kernels
+from mlx2onnx.translate.opset import MIN_OPSET, default_opset
 
 from harness import rand, rng_for, run_onnx, with_edges
 
@@ -705,7 +705,7 @@ def test_products_with_a_row_and_channel_input_keep_their_transpose():
 def test_reshapes_moved_before_a_transpose_are_exact():
     """Every Reshape of transpose(x, perm) the pass would move (random shapes with size-1
     axes, splits, merges, inserted and dropped size-1 axes) equals the moved form on x."""
-    from mlx2onnx.layout import _reshape_before
+    from mlx2onnx.passes.layout import _reshape_before
 
     rng = rng_for("passes.reshape_before")
     moved = 0

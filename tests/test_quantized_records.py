@@ -15,11 +15,11 @@ import onnxruntime as ort
 import pytest
 
 import mlx2onnx
-from mlx2onnx.capture import GraphInput, GraphOutput, Primitive, TensorSpec, Trace
-from mlx2onnx.context import Context
+from mlx2onnx.capture.tracing import GraphInput, GraphOutput, Primitive, TensorSpec, Trace
+from mlx2onnx.translate.context import Context
 from mlx2onnx.errors import ConversionError
 from mlx2onnx.op_mappings import quantized
-from mlx2onnx.opset import MIN_OPSET, default_opset
+from mlx2onnx.translate.opset import MIN_OPSET, default_opset
 
 from harness import rng_for
 

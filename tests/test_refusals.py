@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import mlx2onnx
-from mlx2onnx import registry
+from mlx2onnx.translate import registry
 from mlx2onnx.errors import ConversionError, UnsupportedPrimitiveError
 
 
@@ -68,7 +68,7 @@ def test_complex_value_in_an_unsupported_primitive_is_refused():
 
 
 def test_random_bits_of_other_widths_are_refused():
-    from mlx2onnx.capture import GraphInput, GraphOutput, Primitive, TensorSpec, Trace
+    from mlx2onnx.capture.tracing import GraphInput, GraphOutput, Primitive, TensorSpec, Trace
 
     key = TensorSpec("K", (2,), mx.uint32)
     out = TensorSpec("OUT", (5,), mx.uint8)

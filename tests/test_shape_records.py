@@ -11,8 +11,8 @@ import pytest
 
 import mlx.core as mx
 import mlx2onnx
-from mlx2onnx.capture import GraphInput, GraphOutput, Primitive, TensorSpec, Trace
-from mlx2onnx.opset import MIN_OPSET, default_opset
+from mlx2onnx.capture.tracing import GraphInput, GraphOutput, Primitive, TensorSpec, Trace
+from mlx2onnx.translate.opset import MIN_OPSET, default_opset
 
 OPSETS = sorted({default_opset(), MIN_OPSET})
 

@@ -15,12 +15,12 @@ import mlx.core as mx
 import pytest
 
 import mlx2onnx
-from mlx2onnx.testing import Check, assert_exports
+from mlx2onnx.testing.check import Check, assert_exports
 
 PROJECT_TESTS = '''
 import mlx.core as mx
 import mlx.nn as nn
-from mlx2onnx.testing import assert_exports
+from mlx2onnx.testing.check import assert_exports
 
 
 def scaled_tanh(x):
@@ -170,7 +170,7 @@ def test_check_suite_reports_every_target(tmp_path):
     ("[[targets]]\ntarget = 'mlp'\n[[targets]]\ntarget = 'mlp'\n", "used twice"),
 ])
 def test_check_suite_refuses_a_bad_suite_file_before_running(tmp_path, text, wanted, capsys):
-    from mlx2onnx import cli
+    from mlx2onnx.cli import app as cli
 
     (tmp_path / "bad.toml").write_text(text)
     rc = cli.main(["check-suite", str(tmp_path / "bad.toml"), "-o", str(tmp_path / "reports")])
@@ -196,7 +196,7 @@ def write_model_folder(folder, seed=0):
 
 def test_model_folders_as_targets(tmp_path, capsys):
     pytest.importorskip("mlx_lm")
-    from mlx2onnx import cli
+    from mlx2onnx.cli import app as cli
 
     folder = write_model_folder(tmp_path / "tiny-llama")
     rc = cli.main(["export", str(folder), "-o", str(tmp_path / "m.onnx"), "--check", "-q"])

@@ -18,9 +18,9 @@ import pytest
 
 import mlx2onnx
 from mlx2onnx import dtypes
-from mlx2onnx import saving as save_module
+from mlx2onnx.io import saving as save_module
 from mlx2onnx.models import REFERENCE_MODELS, example
-from mlx2onnx.opset import MIN_OPSET, default_opset
+from mlx2onnx.translate.opset import MIN_OPSET, default_opset
 
 from harness import make_inputs, rand, rng_for
 

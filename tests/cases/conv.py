@@ -10,7 +10,7 @@ import mlx.nn as nn
 import numpy as np
 
 from harness import FLOATS, INTS, Case, rand, randn
-from mlx2onnx import registry
+from mlx2onnx.translate import registry
 
 # float64: MLX computes it in float32 too, so only float32's summation-order error is allowed.
 CONV_TOL = {"float32": (1e-4, 1e-4), "float16": (2e-2, 1e-2), "bfloat16": (1e-1, 5e-2), "float64": (1e-4, 1e-4)}

@@ -7,7 +7,7 @@ import mlx.core as mx
 import numpy as np
 
 from harness import FLOATS, INTS, Case, rand
-from mlx2onnx import registry
+from mlx2onnx.translate import registry
 
 ARANGE_DTYPES = FLOATS + INTS  # MLX refuses bool arange
 DATA = FLOATS + (mx.int32, mx.int8, mx.uint8, mx.int64, mx.uint32, mx.bool_)

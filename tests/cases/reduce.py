@@ -6,7 +6,7 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 
-from harness import FLOATS, INTS, SIGNED, UNSIGNED, Case, positive, rand
+from harness import FLOATS, INTS, Case, positive, rand
 
 S = (2, 3, 4)
 BOOL = (mx.bool_,)

@@ -1,0 +1,260 @@
+"""The ``mlx2onnx`` command line: export, check, inspect, primitives.
+
+Exit codes (also in ``docs/cli.md``):
+
+    0  success (and, for check, every output within tolerance)
+    1  parity mismatch: an output differs, or the model does not fit the callable
+    2  usage error: bad arguments, bad --input spec, unknown module or callable
+    3  cannot export: unsupported or refused primitive, conversion or verification error
+    4  the user's code raised (importing the module, the factory, or the traced function)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+
+from .check import cmd_check
+from .common import EXIT_EXPORT, EXIT_OK, EXIT_USAGE, EXIT_USER, error, user_traceback
+from .export import cmd_export
+from .inspect import cmd_inspect
+from .primitives import cmd_primitives
+from .progress import Progress
+from .suite import cmd_check_suite
+
+
+# -- parser -----------------------------------------------------------------------------------
+_EPILOG = """exit codes:
+  0  success
+  1  parity mismatch (or the model does not fit the callable)
+  2  usage error: bad arguments, bad --input spec, unknown module or callable
+  3  cannot export: unsupported/refused primitive, conversion or verification error
+  4  the user's code raised (its traceback is shown)
+
+targets:
+  mlp | encoder | llama          a bundled reference model
+  package.module:callable        importable from the current directory
+  path/to/file.py:callable       loaded from that file
+  path/to/model_folder           an mlx-lm model folder (config.json + safetensors)
+The callable is a factory returning a function or mlx.nn.Module, or a (function, args)
+or (function, args, kwargs) tuple; a factory that takes `seed` gets --model-seed. A callable
+with required parameters (or an nn.Module object) is itself the function to export.
+"""
+
+
+def _para(text: str) -> str:
+    import textwrap
+
+    return textwrap.fill(text, width=88)
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative; seeds are integers >= 0")
+    return value
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value != value or value in (float("inf"), float("-inf")) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a tolerance is a finite number >= 0 (NaN or inf would pass anything)")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .._version import __version__
+    from ..targets import DYNAMIC_SPEC_HELP, INPUT_SPEC_HELP
+
+    parser = argparse.ArgumentParser(
+        prog="mlx2onnx",
+        description="Export Apple MLX functions and models to ONNX, and check the result against MLX.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"mlx2onnx {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-q", "--quiet", action="store_true", help="no progress display on stderr")
+
+    target = argparse.ArgumentParser(add_help=False)
+    target.add_argument("--input", "-i", action="append", metavar="SPEC",
+                        help=f"an example input with random values, repeatable: {INPUT_SPEC_HELP}. "
+                             "Replaces the example inputs the callable returns")
+    target.add_argument("--seed", type=_seed, default=0,
+                        help="seed of the random inputs: the --input values and the check's fresh inputs (default 0)")
+    target.add_argument("--model-seed", type=_seed, default=0,
+                        help="passed as `seed` to a factory that takes one, e.g. the reference models' weights "
+                             "(default 0; check with the seed the model was exported with)")
+
+    checking = argparse.ArgumentParser(add_help=False)
+    checking.add_argument("--atol", type=_tolerance, help="absolute tolerance for every float dtype (default per dtype)")
+    checking.add_argument("--rtol", type=_tolerance, help="relative tolerance for every float dtype (default per dtype)")
+    checking.add_argument("--sizes", action="append", metavar="SYMBOL=N,N",
+                          help="for a model with dynamic dimensions, check it at these sizes of SYMBOL "
+                               "(repeatable; every combination; default: the example sizes, the smallest, and "
+                               "one beyond the traced sizes)")
+    checking.add_argument("--example-inputs", action="store_true",
+                          help="compare on the example inputs themselves instead of fresh random ones")
+
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = sub.add_parser(
+        "export", parents=[common, target, checking], formatter_class=fmt,
+        help="export a function or model to an ONNX file",
+        description=_para("Trace TARGET with MLX on its example inputs, translate every primitive to ONNX, "
+                    "run onnx.checker and write the model atomically (nothing is written on failure)."),
+        epilog="example:\n  mlx2onnx export mlp -o mlp.onnx --check\n"
+               "  mlx2onnx export mymodel.py:build -i x=1x16:float32 -o m.onnx --opset 18\n\n" + _EPILOG,
+    )
+    p.add_argument("target", metavar="TARGET", help="mlp | encoder | llama | MODULE:CALLABLE | path.py:CALLABLE")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.onnx", help="where to write the model")
+    p.add_argument("--opset", type=int, help="target ONNX opset, 17 to 28 (default: the newest onnxruntime runs)")
+    p.add_argument("--input-names", metavar="NAMES",
+                   help="graph input names: a,b in input order, or old=new pairs (default: parameter names)")
+    p.add_argument("--output-names", metavar="NAMES", help="graph output names a,b in output order")
+    p.add_argument("--overwrite", action="store_true", help="replace FILE.onnx if it exists")
+    p.add_argument("--external-data", choices=("auto", "always", "never"), default="auto",
+                   help="weights in FILE.onnx.data: above 2 GB (auto, default), always or never")
+    p.add_argument("--bfloat16", choices=("auto", "keep", "float16", "float32"), default="auto",
+                   help="dtype policy: how bfloat16 values are carried in the graph (default auto: keep when "
+                        "onnxruntime has bfloat16 kernels, else float32)")
+    p.add_argument("--float16", choices=("keep", "float32"), default="keep",
+                   help="dtype policy: carry float16 values as float16 (default) or float32")
+    p.add_argument("--quantized-weights", choices=("packed", "dequantize", "matmulnbits"), default="packed",
+                   help="quantized weights: MLX's packed codes unpacked in the graph (default), dequantized "
+                        "at export time, or onnxruntime's com.microsoft.MatMulNBits where it fits")
+    p.add_argument("--dynamic", action="append", metavar="SPEC",
+                   help=f"dimensions that may change size, repeatable: {DYNAMIC_SPEC_HELP.replace('%', '%%')}. The function is "
+                        "traced at several sizes; a dimension it fixes is refused with the primitive that fixes it")
+    p.add_argument("--no-optimize", action="store_true",
+                   help="skip the optimisation passes (broadcast dropping, constant folding, fusions, CSE); "
+                        "keeps every MLX intermediate as a named ONNX value, which helps check --localize")
+    p.add_argument("--check", action="store_true",
+                   help="after writing, compare onnxruntime with MLX on random inputs (exit 1 on mismatch)")
+    p.set_defaults(run=cmd_export)
+
+    p = sub.add_parser(
+        "check", parents=[common, target, checking], formatter_class=fmt,
+        help="compare an ONNX model with the MLX function it came from",
+        description=_para("Run MODEL in onnxruntime and TARGET in MLX on the same seeded random inputs "
+                    "(shaped like the example inputs) and report, per output, the max absolute and "
+                    "relative error against the tolerance. Exit 1 when any output differs."),
+        epilog="example:\n  mlx2onnx check mlp.onnx mlp\n  mlx2onnx check m.onnx mymodel.py:build --localize\n\n"
+               + _EPILOG,
+    )
+    p.add_argument("model", metavar="MODEL.onnx")
+    p.add_argument("target", metavar="TARGET", help="the callable MODEL was exported from")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--localize", action="store_true",
+                   help="on a mismatch, expose intermediate values and name the first MLX primitive "
+                        "whose ONNX translation diverges (each primitive is evaluated in MLX on the "
+                        "ONNX side's own inputs)")
+    p.set_defaults(run=cmd_check)
+
+    p = sub.add_parser(
+        "inspect", parents=[common, target], formatter_class=fmt,
+        help="show what an export would contain, without exporting",
+        description=_para("Trace TARGET and show its inputs, outputs, constants, a histogram of MLX "
+                    "primitives and which have no handler. Exit 3 when some primitive cannot be exported."),
+        epilog="example:\n  mlx2onnx inspect llama --records\n\n" + _EPILOG,
+    )
+    p.add_argument("target", metavar="TARGET")
+    p.add_argument("--records", action="store_true",
+                   help="list every primitive record with its arguments decoded (type=Sum axes=[1])")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(run=cmd_inspect)
+
+    p = sub.add_parser(
+        "primitives", parents=[common], formatter_class=fmt,
+        help="the table of MLX primitives mlx2onnx supports or refuses",
+        description=_para("List every MLX primitive the export callback can report: handled (with the "
+                    "handler's restrictions), refused (with the reason and what to do instead), not emitted "
+                    "(MLX removes it before export) or missing."),
+    )
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.add_argument("--status", choices=("handled", "refused", "missing", "not emitted"),
+                   help="only the primitives with this status")
+    p.add_argument("--full", action="store_true",
+                   help="the complete docs/primitives.md page, with the ONNX ops each handler emits and the "
+                        "tested dtypes (exports every parity case: slow, needs a source checkout's tests/)")
+    p.set_defaults(run=cmd_primitives)
+
+    p = sub.add_parser(
+        "check-suite", parents=[common], formatter_class=fmt,
+        help="export and check every target of a suite file; JSON, JUnit XML and HTML reports",
+        description=_para("Read SUITE.toml (a list of targets with their inputs, dynamic dimensions, sizes, "
+                          "runtimes and tolerances; see docs/check-suite.md), export and check each one (a "
+                          "failing target does not stop the others), and write report.json, junit.xml and "
+                          "report.html into the output folder. Exit 1 when any check fails, 2 for a bad suite file."),
+        epilog="example:\n  mlx2onnx check-suite models.toml -o reports/\n",
+    )
+    p.add_argument("suite", metavar="SUITE.toml")
+    p.add_argument("-o", "--output", default="check-suite-report", metavar="DIR",
+                   help="folder for report.json, junit.xml and report.html (default: check-suite-report)")
+    p.set_defaults(run=cmd_check_suite)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        ns = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: 0 for --help/--version, 2 for bad arguments
+        return int(exc.code or 0)
+    if getattr(ns, "run", None) is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    from ..errors import CheckOptionError, ExportOptionError, Mlx2OnnxError, UserFunctionError, VerificationError
+    from ..targets import UsageError, UserCodeError
+
+    progress = Progress(quiet=ns.quiet)
+    try:
+        return ns.run(ns, progress)
+    except UsageError as exc:
+        progress.close()
+        error(str(exc))
+        return EXIT_USAGE
+    except (ExportOptionError, CheckOptionError) as exc:
+        progress.close()
+        error(str(exc))
+        return EXIT_USAGE
+    except (UserCodeError, UserFunctionError) as exc:
+        progress.close()
+        sys.stderr.write(f"mlx2onnx: {exc.where} raised an exception:\n")
+        sys.stderr.write(user_traceback(exc.error))
+        return EXIT_USER
+    except VerificationError as exc:
+        progress.close()
+        error(f"verification failed: {exc}")
+        return EXIT_EXPORT
+    except Mlx2OnnxError as exc:
+        progress.close()
+        error(str(exc))
+        return EXIT_EXPORT
+    except KeyboardInterrupt:
+        progress.close()
+        sys.stderr.write("mlx2onnx: interrupted\n")
+        return 130
+    except BrokenPipeError:  # e.g. `mlx2onnx primitives | head`
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    except Exception:  # a bug in mlx2onnx itself: show our traceback, exit as a failed export
+        progress.close()
+        sys.stderr.write("mlx2onnx: internal error (please report it):\n" + traceback.format_exc())
+        return EXIT_EXPORT
+    finally:
+        progress.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""``mlx2onnx check MODEL.onnx TARGET``: parity of a written model with its callable."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from .common import EXIT_MISMATCH, EXIT_OK, Mismatch, error, target_and_inputs, tolerances, verify_against
+from .progress import Progress
+
+# -- check ----------------------------------------------------------------------------------
+def _load_model(path: str):
+    import onnx
+
+    from ..targets import UsageError
+
+    if not os.path.isfile(path):
+        raise UsageError(f"no such model file: {path}")
+    try:
+        return onnx.load(path, load_external_data=False)
+    except Exception as exc:
+        raise UsageError(f"{path} is not a readable ONNX model: {exc}") from None
+
+
+def _check_interface(proto, fun, args, kwargs) -> None:
+    """Raise Mismatch when the model's inputs cannot be fed from the callable's inputs."""
+    import onnx_ir as ir
+
+    from .. import dtypes
+    from ..capture.tracing import normalize_inputs
+    from ..io.metadata import float_policy, io as io_metadata
+
+    io = io_metadata(proto)
+    policy = float_policy(proto)
+    signature = normalize_inputs(args, kwargs)
+    positional, keywords = signature.arrays()
+    graph_inputs = {i.name: i for i in proto.graph.input}
+    problems = []
+    for entry in io["inputs"]:
+        if entry["keyword"] is None:
+            if entry["position"] >= len(positional):
+                problems.append(f"the model's input {entry['name']!r} is positional array {entry['position']}, "
+                                f"but the callable has {len(positional)} positional array(s)")
+                continue
+            array = positional[entry["position"]]
+        else:
+            if entry["keyword"] not in keywords:
+                problems.append(f"the model's input {entry['name']!r} is keyword {entry['keyword']!r}, "
+                                f"which the callable's inputs do not have")
+                continue
+            array = keywords[entry["keyword"]]
+        value = graph_inputs.get(entry["name"])
+        if value is None:
+            continue
+        tensor = value.type.tensor_type
+        want_shape = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+        got_shape = list(array.shape)
+        want_dtype = dtypes.from_onnx(ir.DataType(tensor.elem_type))
+        fixed = all(d is not None for d in want_shape)
+        if want_dtype != policy.get(array.dtype, array.dtype) or (fixed and want_shape != got_shape) or len(want_shape) != len(got_shape):
+            problems.append(
+                f"input {entry['name']!r}: the model takes {dtypes.name(want_dtype)}{want_shape}, "
+                f"the callable gives {dtypes.name(array.dtype)}{got_shape}"
+            )
+    used = {e["position"] for e in io["inputs"] if e["keyword"] is None}
+    extra = [f"positional array {i}" for i in range(len(positional)) if i not in used]
+    extra += [f"keyword {k!r}" for k in keywords if k not in {e["keyword"] for e in io["inputs"]}]
+    if extra:
+        problems.append(f"the callable has inputs the model does not take: {', '.join(extra)}")
+    if problems:
+        raise Mismatch("the model does not match the callable: " + "; ".join(problems))
+
+
+def cmd_check(ns, progress: Progress) -> int:
+    proto = _load_model(ns.model)
+    fun, args, kwargs, label = target_and_inputs(ns)
+    try:
+        _check_interface(proto, fun, args, kwargs)
+    except Mismatch as exc:
+        if ns.json:
+            print(json.dumps({"passed": False, "problem": str(exc)}, indent=2))
+        else:
+            error(str(exc))
+        return EXIT_MISMATCH
+    report = verify_against(ns.model, fun, args, kwargs, ns, progress)
+    result = report.to_dict()
+    located = None
+    if ns.localize and not report.passed and not report.problems:
+        from ..verify.localize import localize
+
+        located = localize(
+            ns.model, fun, args, kwargs, seed=ns.seed, random_inputs=not ns.example_inputs,
+            tolerances=tolerances(ns), progress=progress,
+        )
+        result["localize"] = located.to_dict()
+    if ns.json:
+        print(json.dumps(result, indent=2, default=str))
+    else:
+        print(f"{ns.model} vs {label}")
+        print(report)
+        if located is not None:
+            print(located)
+        elif ns.localize and report.problems:
+            print("not localized: the problems above come before any primitive")
+        elif ns.localize:
+            print("every output matches; nothing to localize")
+        elif not report.passed:
+            print("run again with --localize to find the first MLX primitive whose ONNX translation diverges")
+    return EXIT_OK if report.passed else EXIT_MISMATCH

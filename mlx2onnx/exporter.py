@@ -1,0 +1,266 @@
+"""The Python API: ``export``, ``Exporter`` and ``supported_primitives``.
+
+Example inputs follow ``mx.export_function``'s calling convention exactly, so every
+keyword argument of :func:`export` is a keyword input of the *function*. Export options
+live on an :class:`Exporter` instead and can never collide with them::
+
+    model = mlx2onnx.export(fun, x, mask=m)                 # default options
+    model = mlx2onnx.Exporter(opset=18, path="f.onnx").export(fun, x, mask=m)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import onnx
+import onnx_ir as ir
+
+import json
+
+import mlx.core as mx
+
+from . import dtypes
+from .passes import pipeline as passes
+from .translate import registry
+from .translate.kernels import runs_bfloat16
+from .translate.assemble import build_model
+from .io.metadata import DYNAMIC_METADATA_KEY, PASSES_METADATA_KEY, POLICY_METADATA_KEY
+from .capture.tracing import Trace, capture
+from .translate.context import Context
+from .capture.dynamic import capture_dynamic
+from .capture.symbolic import Plan
+from .errors import ExportOptionError
+from .translate.opset import MIN_OPSET, default_opset
+from .io.saving import check_output_path, needs_external_data, save_model, stream_strided
+from .translate.dispatch import translate
+
+
+QUANTIZED_WEIGHT_CHOICES = ("packed", "dequantize", "matmulnbits")
+
+
+@dataclass(frozen=True)
+class Exporter:
+    """Export options; call :meth:`export` with the function and its example inputs.
+
+    Attributes:
+        opset: target ONNX opset (default: the newest the installed onnxruntime fully runs).
+        input_names: graph input names, a list in MLX input order or a mapping from the
+            default name (parameter name or keyword) to the new one.
+        output_names: graph output names, in output order (default ``output_N``, or the
+            keys when the function returns a dict).
+        path: when set, the model is also written there atomically (``.onnx``).
+        check: run ``onnx.checker.check_model(full_check=True)`` on the result.
+        external_data: ``None`` stores weights beside the model only above 2 GB; ``True``
+            always; ``False`` never.
+        overwrite: replace an existing file at ``path``.
+        bfloat16: how bfloat16 values are carried in the graph: ``"auto"`` (default:
+            ``"keep"`` when onnxruntime's CPU provider has bfloat16 kernels for the core
+            ops, else ``"float32"``), ``"keep"``, ``"float16"`` or ``"float32"``.
+        float16: ``"keep"`` (default) or ``"float32"``.
+        quantized_weights: how quantized weights are stored: ``"packed"`` (the default: MLX's
+            packed codes, unpacked exactly in the graph, so a 4-bit model stays ~4-bit),
+            ``"dequantize"`` (dequantized by MLX at export time, stored in the activation
+            dtype) or ``"matmulnbits"`` (onnxruntime's com.microsoft.MatMulNBits where it
+            fits, about 2e-7 relative off MLX's float bias; packed elsewhere).
+        dynamic: dimensions that may change size, per input (parameter name or keyword):
+            ``{"input_ids": {0: "batch", 1: "seq"}}``; equal symbol names are one size. The
+            function is traced at several sizes to find which numbers follow them (see
+            :mod:`mlx2onnx.dynamic`); a dimension the function fixes raises
+            :class:`~mlx2onnx.errors.DynamicShapeError` naming the primitive that fixes it.
+        optimize: run the optimisation passes of :mod:`mlx2onnx.passes` (drop redundant
+            broadcasts, fold constants and weight transposes, fuse normalisations, CSE).
+    """
+
+    opset: int | None = None
+    input_names: Sequence[str] | Mapping[str, str] | None = None
+    output_names: Sequence[str] | None = None
+    path: str | os.PathLike | None = None
+    check: bool = True
+    external_data: bool | None = None
+    overwrite: bool = True
+    bfloat16: str = "auto"
+    float16: str = "keep"
+    optimize: bool = True
+    quantized_weights: str | None = None
+    dynamic: Mapping[str, Mapping[int, str]] | None = None
+
+    def with_options(self, **changes: Any) -> "Exporter":
+        return replace(self, **changes)
+
+    # -- pipeline stages ----------------------------------------------------------------
+    def trace(self, fun: Any, /, *args: Any, **kwargs: Any) -> Trace:
+        if self.dynamic:
+            return capture_dynamic(fun, args, kwargs, self.dynamic)[0]
+        return capture(fun, args, kwargs)
+
+    def to_ir(self, fun: Any, /, *args: Any, **kwargs: Any) -> ir.Model:
+        self._validate()
+        if not self.dynamic:
+            return self.trace_to_ir(capture(fun, args, kwargs))
+        return self.trace_to_ir(*capture_dynamic(fun, args, kwargs, self.dynamic))
+
+    def trace_to_ir(self, trace: Trace, plan: Plan | None = None) -> ir.Model:
+        """The model of ``trace`` (merged over several sizes, with its ``plan``, when dynamic)."""
+        return self._translate(trace, plan)
+
+    @staticmethod
+    def _dynamic_metadata(trace: Trace, plan: Plan, input_names: list[str]) -> str:
+        """The ``mlx2onnx.dynamic`` metadata: symbols, steps, ranges, which input axes."""
+        names = dict(zip((i.label for i in trace.inputs), input_names))
+        return json.dumps({
+            "symbols": {s: v[0] for s, v in plan.sizes.items()},
+            "multiple_of": dict(plan.multiple_of),
+            "range": {sym: list(b) for sym, b in plan.bounds.items()},
+            "inputs": {names[label]: {str(a): s for a, s in axes.items()} for label, axes in plan.spec.items()},
+        }, sort_keys=True)
+
+    def _translate(self, trace: Trace, plan: Plan | None = None) -> ir.Model:
+        opset = self.resolved_opset()
+        input_names = self._input_names(trace)
+        output_names = self._output_names(trace)
+        policy = self.float_policy()
+        with dtypes.carrying(policy):
+            ctx = Context(trace, opset)
+            if self.quantized_weights is not None:  # None: op_mappings.quantized's default ("packed")
+                ctx.quantized_weights = self.quantized_weights
+            translate(trace, ctx, input_names)
+            model = build_model(ctx, trace, input_names, output_names)
+            if plan is not None:  # before the passes: pooling reads the symbols' steps
+                model.metadata_props[DYNAMIC_METADATA_KEY] = self._dynamic_metadata(trace, plan, input_names)
+            if self.optimize:
+                report = passes.optimize(model, opset, parameters=frozenset(ctx.parameters))
+                model.metadata_props[PASSES_METADATA_KEY] = json.dumps(report, sort_keys=True)
+        model.metadata_props[POLICY_METADATA_KEY] = json.dumps(
+            {dtypes.name(k): dtypes.name(v) for k, v in policy.items()}, sort_keys=True
+        )
+        return model
+
+    def float_policy(self) -> dict:
+        """MLX dtype -> the dtype that carries it in the graph, from ``bfloat16``/``float16``."""
+        choices = {"keep": None, "float16": mx.float16, "float32": mx.float32}
+        if self.bfloat16 not in ("auto", *choices):
+            raise ExportOptionError(
+                f"bfloat16={self.bfloat16!r} is not a policy: use 'auto', 'keep', 'float16' or 'float32'"
+            )
+        if self.float16 not in ("keep", "float32"):
+            raise ExportOptionError(f"float16={self.float16!r} is not a policy: use 'keep' or 'float32'")
+        policy = {}
+        bf16 = self.bfloat16
+        if bf16 == "auto":
+            bf16 = "keep" if runs_bfloat16(self.resolved_opset()) else "float32"
+        if choices[bf16] is not None:
+            policy[mx.bfloat16] = choices[bf16]
+        if self.float16 == "float32":
+            policy[mx.float16] = mx.float32
+            if mx.bfloat16 in policy and policy[mx.bfloat16] == mx.float16:
+                policy[mx.bfloat16] = mx.float32
+        return policy
+
+    def export(self, fun: Any, /, *args: Any, **kwargs: Any) -> onnx.ModelProto:
+        """Trace ``fun(*args, **kwargs)`` and return the ONNX model (also saved to ``path``)."""
+        model = self.to_ir(fun, *args, **kwargs)
+        stream_strided(model)  # folded transposes are copied tile by tile, once
+        external = self.external_data if self.external_data is not None else needs_external_data(model)
+        if self.path is not None:  # weights stream to the file(s); no message holds them while writing
+            save_model(model, self.path, external_data=external, check=self.check, overwrite=self.overwrite)
+            if external:
+                return onnx.load(str(self.path), load_external_data=False)
+            return ir.serde.serialize_model(model)  # not onnx.load: that reads the file into bytes first
+        proto = ir.serde.serialize_model(model)
+        if self.check:
+            onnx.checker.check_model(proto, full_check=True)
+        return proto
+
+    __call__ = export
+
+    # -- option handling ----------------------------------------------------------------
+    def resolved_opset(self) -> int:
+        return default_opset() if self.opset is None else int(self.opset)
+
+    def _validate(self) -> None:
+        self.float_policy()
+        if self.quantized_weights is not None and self.quantized_weights not in QUANTIZED_WEIGHT_CHOICES:
+            raise ExportOptionError(
+                f"quantized_weights={self.quantized_weights!r} is not a choice: use one of "
+                f"{', '.join(repr(c) for c in QUANTIZED_WEIGHT_CHOICES)}"
+            )
+        newest = onnx.defs.onnx_opset_version()
+        if self.opset is not None and not (MIN_OPSET <= int(self.opset) <= newest):
+            raise ExportOptionError(
+                f"opset={self.opset} is not supported: choose an opset from {MIN_OPSET} to {newest} "
+                f"(default {default_opset()}, the newest the installed onnxruntime runs)"
+            )
+        if self.path is not None:
+            check_output_path(self.path, self.overwrite)
+
+    def _input_names(self, trace: Trace) -> list[str]:
+        defaults = [i.label for i in trace.inputs]
+        names = self.input_names
+        if names is None:
+            result = defaults
+        elif isinstance(names, Mapping):
+            unknown = set(names) - set(defaults)
+            if unknown:
+                raise ExportOptionError(
+                    f"input_names refers to unknown inputs {sorted(unknown)}; the inputs are {defaults}"
+                )
+            result = [names.get(d, d) for d in defaults]
+        else:
+            names = list(names)
+            if len(names) != len(defaults):
+                raise ExportOptionError(
+                    f"input_names has {len(names)} names but the function has {len(defaults)} array inputs "
+                    f"({defaults})"
+                )
+            result = names
+        return _unique(result, "input_names")
+
+    def _output_names(self, trace: Trace) -> list[str]:
+        defaults = [o.label or f"output_{k}" for k, o in enumerate(trace.outputs)]
+        if self.output_names is None:
+            result = defaults
+        else:
+            result = list(self.output_names)
+            if len(result) != len(defaults):
+                raise ExportOptionError(
+                    f"output_names has {len(result)} names but the function returns {len(defaults)} arrays"
+                )
+        taken = set(self._input_names(trace))
+        clash = [n for n in result if n in taken]
+        if clash:
+            raise ExportOptionError(f"output names {clash} are also input names; ONNX names must be unique")
+        return _unique(result, "output_names")
+
+
+def _unique(names: list[str], what: str) -> list[str]:
+    seen = set()
+    for n in names:
+        if not isinstance(n, str) or not n:
+            raise ExportOptionError(f"{what} must be non-empty strings, got {n!r}")
+        if n in seen:
+            raise ExportOptionError(f"{what} contains {n!r} twice; names must be unique")
+        seen.add(n)
+    return names
+
+
+def export(fun: Any, /, *args: Any, **kwargs: Any) -> onnx.ModelProto:
+    """Export ``fun`` traced on the example inputs to an ONNX model, with default options.
+
+    ``args`` and ``kwargs`` follow ``mx.export_function``: arrays (positional and keyword),
+    or one tuple and/or one dict of arrays. Every keyword argument here is a keyword input
+    of ``fun``; use :class:`Exporter` for options.
+    """
+    return Exporter().export(fun, *args, **kwargs)
+
+
+def save(model: onnx.ModelProto | ir.Model, path: str | os.PathLike, **options: Any) -> Path:
+    """Write a model atomically (external data above 2 GB). See :func:`mlx2onnx.saving.save_model`."""
+    return save_model(model, path, **options)
+
+
+def supported_primitives() -> list[str]:
+    """The sorted names of every MLX primitive mlx2onnx can translate."""
+    return registry.supported_primitives()

@@ -1,0 +1,135 @@
+"""The metadata an export writes into its model: one key each, and one validating reader.
+
+A model file is input the checker does not control: every reader here checks the shape
+of what it reads (types, ranges, sizes) and raises :class:`~mlx2onnx.errors.VerificationError`
+naming the key and what is wrong, so a hostile or hand-edited file cannot make the
+parity check allocate terabytes, divide by zero or fail with a raw ``KeyError``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import mlx.core as mx
+import onnx
+
+from .. import dtypes
+from ..errors import VerificationError
+
+IO_METADATA_KEY = "mlx2onnx.io"
+POLICY_METADATA_KEY = "mlx2onnx.dtype_policy"
+PASSES_METADATA_KEY = "mlx2onnx.passes"
+DYNAMIC_METADATA_KEY = "mlx2onnx.dynamic"
+
+# The largest size a dynamic symbol may take in a check (the model may admit more; the
+# check draws inputs of this size at most), and the most elements one fed input may have.
+MAX_CHECK_SIZE = 1 << 20
+MAX_CHECK_ELEMENTS = 1 << 28
+
+
+def raw(proto: onnx.ModelProto, key: str) -> str | None:
+    for prop in proto.metadata_props:
+        if prop.key == key:
+            return prop.value
+    return None
+
+
+def _json(proto: onnx.ModelProto, key: str) -> Any:
+    text = raw(proto, key)
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise VerificationError(f"the model's {key} metadata is not valid JSON ({exc}); re-export the model") from None
+
+
+def _bad(key: str, what: str) -> VerificationError:
+    return VerificationError(f"the model's {key} metadata is malformed: {what}; re-export the model with mlx2onnx")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def io(proto: onnx.ModelProto) -> dict:
+    """``{"inputs": [{name, position, keyword}], "outputs": [{name, key[, order_free_axis]}]}``."""
+    data = _json(proto, IO_METADATA_KEY)
+    if data is None:
+        raise VerificationError(
+            "the model has no mlx2onnx input/output metadata; verify only models exported by mlx2onnx"
+        )
+    key = IO_METADATA_KEY
+    if not isinstance(data, dict) or not isinstance(data.get("inputs"), list) or not isinstance(data.get("outputs"), list):
+        raise _bad(key, "it must be an object with 'inputs' and 'outputs' lists")
+    positions = []
+    for entry in data["inputs"]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise _bad(key, f"input entry {entry!r} has no name")
+        position, keyword = entry.get("position"), entry.get("keyword")
+        if (position is None) == (keyword is None):
+            raise _bad(key, f"input {entry['name']!r} must have either a position or a keyword")
+        if position is not None and not (_is_int(position) and position >= 0):
+            raise _bad(key, f"input {entry['name']!r} has position {position!r}, not a non-negative integer")
+        if keyword is not None and not isinstance(keyword, str):
+            raise _bad(key, f"input {entry['name']!r} has keyword {keyword!r}, not a string")
+        if position is not None:
+            positions.append(position)
+    if sorted(positions) != list(range(len(positions))):
+        raise _bad(key, f"the positional inputs have positions {sorted(positions)}, not 0..{len(positions) - 1}")
+    for entry in data["outputs"]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise _bad(key, f"output entry {entry!r} has no name")
+        axis = entry.get("order_free_axis")
+        if axis is not None and not _is_int(axis):
+            raise _bad(key, f"output {entry['name']!r} has order_free_axis {axis!r}, not an integer")
+    names = [e["name"] for e in data["inputs"] + data["outputs"]]
+    graph = {v.name for v in proto.graph.input} | {v.name for v in proto.graph.output}
+    missing = [n for n in names if n not in graph]
+    if missing:
+        raise _bad(key, f"it names {missing} that are not graph inputs or outputs")
+    return data
+
+
+def dynamic(proto: onnx.ModelProto) -> dict | None:
+    """``{"symbols": {s: example}, "multiple_of": {s: n}, "range": {s: [lo, hi]}, "inputs": {...}}``."""
+    data = _json(proto, DYNAMIC_METADATA_KEY)
+    if data is None:
+        return None
+    key = DYNAMIC_METADATA_KEY
+    if not isinstance(data, dict) or not isinstance(data.get("symbols"), dict) or not data["symbols"]:
+        raise _bad(key, "it must be an object with a non-empty 'symbols' mapping")
+    for symbol, size in data["symbols"].items():
+        if not _is_int(size) or not 0 <= size <= MAX_CHECK_SIZE:
+            raise _bad(key, f"symbol {symbol!r} has example size {size!r}; sizes are integers from 0 to {MAX_CHECK_SIZE}")
+    steps = data.setdefault("multiple_of", {})
+    ranges = data.setdefault("range", {})
+    inputs = data.setdefault("inputs", {})
+    if not isinstance(steps, dict) or not isinstance(ranges, dict) or not isinstance(inputs, dict):
+        raise _bad(key, "'multiple_of', 'range' and 'inputs' must be objects")
+    for symbol, step in steps.items():
+        if symbol not in data["symbols"] or not _is_int(step) or not 1 <= step <= MAX_CHECK_SIZE:
+            raise _bad(key, f"multiple_of[{symbol!r}] = {step!r}; steps are integers from 1 to {MAX_CHECK_SIZE} of known symbols")
+    for symbol, bounds in ranges.items():
+        ok = isinstance(bounds, list) and len(bounds) == 2 and all(b is None or _is_int(b) for b in bounds)
+        if symbol not in data["symbols"] or not ok:
+            raise _bad(key, f"range[{symbol!r}] = {bounds!r}; a range is [MIN, MAX] (integers or null) of a known symbol")
+        low, high = bounds
+        if low is not None and not 0 <= low <= MAX_CHECK_SIZE:
+            raise _bad(key, f"range[{symbol!r}] starts at {low}; sizes are integers from 0 to {MAX_CHECK_SIZE}")
+        if high is not None and low is not None and high < low:
+            raise _bad(key, f"range[{symbol!r}] = {bounds} is empty")
+    for name, axes in inputs.items():
+        if not isinstance(axes, dict) or not all(str(a).lstrip("-").isdigit() and s in data["symbols"] for a, s in axes.items()):
+            raise _bad(key, f"inputs[{name!r}] = {axes!r}; write {{axis: symbol}} with known symbols")
+    return data
+
+
+def float_policy(proto: onnx.ModelProto) -> dict:
+    """MLX dtype -> the dtype carrying it in this model (the export's float policy)."""
+    names = {dtypes.name(d): d for d in (mx.bfloat16, mx.float16, mx.float32)}
+    data = _json(proto, POLICY_METADATA_KEY) or {}
+    if not isinstance(data, dict):
+        raise _bad(POLICY_METADATA_KEY, "it must be an object {mlx dtype: carried dtype}")
+    return {names[k]: names[v] for k, v in data.items() if k in names and v in names}

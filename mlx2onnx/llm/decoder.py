@@ -1,0 +1,359 @@
+"""Decoder LMs with a KV cache: a prefill graph and a decode-step graph sharing weights.
+
+The cache is explicit: the decode graph takes ``position`` (int32, the number of tokens
+already in the cache) and ``past_key_values.<i>.key`` / ``.value`` ([B, kv_heads,
+max_length, head_dim] buffers) and returns ``logits`` and ``present.<i>.key`` /
+``.value``, the buffers with the new token's keys and values written at ``position``.
+The prefill graph takes only ``input_ids`` and returns the logits and the filled
+buffers. Buffers have a fixed ``max_length``, so one decode graph serves every step. With
+``dynamic=True`` the batch size (both graphs) and the prompt length (prefill, 1 to
+``max_length``) are dynamic dimensions (:mod:`mlx2onnx.dynamic`), named ``batch`` and
+``prompt``; otherwise both are fixed to the values given.
+
+Any mlx-lm style model works: ``model(input_ids, cache=[per-layer cache])`` where each
+layer calls ``cache.update_and_fetch(keys, values)``, reads ``cache.offset`` for RoPE,
+and builds its mask with ``cache.make_mask(...)`` (mlx-lm's ``create_attention_mask``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from ..exporter import Exporter
+from ..capture.dynamic import Dim
+from ..errors import ExportOptionError
+from ..io.saving import check_output_path, staging_folder
+
+
+class StaticKVCache:
+    """A fixed-size KV cache for export: writes at a runtime ``offset`` (an int32 array)
+    with ``mx.slice_update`` and masks the positions not yet written."""
+
+    def __init__(self, keys: mx.array, values: mx.array, offset: mx.array):
+        self.keys, self.values, self._offset = keys, values, offset
+
+    @property
+    def offset(self) -> mx.array:
+        return self._offset
+
+    @property
+    def max_length(self) -> int:
+        return self.keys.shape[2]
+
+    def update_and_fetch(self, keys: mx.array, values: mx.array):
+        start = self._offset.reshape(1)
+        self.keys = mx.slice_update(self.keys, keys.astype(self.keys.dtype), start, axes=(2,))
+        self.values = mx.slice_update(self.values, values.astype(self.values.dtype), start, axes=(2,))
+        return self.keys, self.values
+
+    def make_mask(self, N: int, return_array: bool = False, window_size: int | None = None, **_: Any):
+        """Bool [N, max_length]: query i (at position offset + i) sees key j <= its position."""
+        query_pos = mx.arange(N, dtype=mx.int32)[:, None] + self._offset
+        key_pos = mx.arange(self.max_length, dtype=mx.int32)[None]
+        mask = key_pos <= query_pos
+        if window_size is not None:
+            mask = mask & (key_pos > query_pos - window_size)
+        return mask
+
+    @property
+    def state(self):
+        return self.keys, self.values
+
+    def empty(self) -> bool:
+        return False
+
+    def size(self):
+        return self._offset
+
+    def is_trimmable(self) -> bool:
+        return False
+
+
+class _ShapeProbe:
+    """Records the shapes of keys and values a layer writes (to size the buffers)."""
+
+    def __init__(self):
+        self.offset = 0
+        self.shapes = None
+
+    def update_and_fetch(self, keys, values):
+        self.shapes = (tuple(keys.shape), keys.dtype, tuple(values.shape), values.dtype)
+        return keys, values
+
+    def make_mask(self, N, return_array=False, window_size=None, **_):
+        return None if N == 1 else "causal"
+
+    def empty(self):
+        return True
+
+
+def cache_layout(model: nn.Module, layers: int | None = None) -> list[tuple]:
+    """Per layer: (kv_heads, key_dim, value_dim, dtype), found by running one token."""
+    count = layers if layers is not None else len(model.layers)
+    probes = [_ShapeProbe() for _ in range(count)]
+    mx.eval(model(mx.zeros((1, 1), dtype=mx.int32), cache=probes))
+    layout = []
+    for i, probe in enumerate(probes):
+        if probe.shapes is None:
+            raise ExportOptionError(f"layer {i} never wrote to its cache; only attention layers are supported")
+        (_, heads, _, kdim), kdt, (_, _, _, vdim), _ = probe.shapes
+        layout.append((heads, kdim, vdim, kdt))
+    return layout
+
+
+@dataclass(frozen=True)
+class DecoderExport:
+    prefill: Path
+    decode: Path
+    weights: Path
+    max_length: int
+    prompt_length: int
+    batch: int
+    layers: int
+    dynamic: bool = False
+
+    def sessions(self, providers: Sequence[str] = ("CPUExecutionProvider",)):
+        import onnxruntime as ort
+
+        return (
+            ort.InferenceSession(str(self.prefill), providers=list(providers)),
+            ort.InferenceSession(str(self.decode), providers=list(providers)),
+        )
+
+
+def _names(layers: int, prefix: str) -> list[str]:
+    return [f"{prefix}.{i}.{kind}" for i in range(layers) for kind in ("key", "value")]
+
+
+def export_decoder(
+    model: nn.Module,
+    directory: str | os.PathLike,
+    *,
+    prompt_length: int,
+    max_length: int,
+    batch: int = 1,
+    name: str = "model",
+    exporter: Exporter | None = None,
+    dynamic: bool = False,
+    overwrite: bool = False,
+) -> DecoderExport:
+    """Export ``model`` as ``<name>.prefill.onnx`` and ``<name>.decode.onnx`` in
+    ``directory``, sharing one weights file ``<name>.weights``. ``batch`` and
+    ``prompt_length`` are the example sizes; with ``dynamic=True`` the graphs take any
+    batch and any prompt length up to ``max_length``. Existing files are replaced only
+    with ``overwrite=True``. The decode graph refuses (onnxruntime raises) a ``position``
+    outside ``0..max_length-1``."""
+    if not 0 < prompt_length <= max_length:
+        raise ExportOptionError(f"prompt_length={prompt_length} must be in 1..max_length={max_length}")
+    directory = Path(directory)
+    for suffix in ("prefill", "decode"):
+        check_output_path(directory / f"{name}.{suffix}.onnx", overwrite)
+    if (directory / f"{name}.weights").exists() and not overwrite:
+        raise ExportOptionError(f"{str(directory / f'{name}.weights')!r} already exists; pass overwrite=True to replace it")
+    exporter = exporter or Exporter()
+    mx.eval(model.parameters())
+    layout = cache_layout(model)
+    n = len(layout)
+
+    def buffers(make, rows=batch):
+        out = []
+        for heads, kdim, vdim, dtype in layout:
+            out += [make((rows, heads, max_length, kdim), dtype), make((rows, heads, max_length, vdim), dtype)]
+        return out
+
+    def run(self, input_ids, position, past):
+        caches = [StaticKVCache(past[2 * i], past[2 * i + 1], position) for i in range(n)]
+        logits = self(input_ids, cache=caches)
+        present = [a for c in caches for a in (c.keys, c.values)]
+        return (logits, *present)
+
+    def prefill(self, input_ids):
+        zeros = buffers(lambda shape, dtype: mx.zeros(shape, dtype), input_ids.shape[0])
+        return run(self, input_ids, mx.array(0, dtype=mx.int32), zeros)
+
+    def decode(self, input_ids, position, *past):
+        return run(self, input_ids, position, list(past))
+
+    outputs = ["logits"] + _names(n, "present")
+    ids = mx.zeros((batch, prompt_length), dtype=mx.int32)
+    one = mx.zeros((batch, 1), dtype=mx.int32)
+    past = buffers(lambda shape, dtype: mx.zeros(shape, dtype))
+    prefill_dynamic = decode_dynamic = None
+    if dynamic:
+        prefill_dynamic = {"input_ids": {0: "batch", 1: Dim("prompt", max=max_length)}}
+        decode_dynamic = {"input_ids": {0: "batch"}, **{f"past_{k}": {0: "batch"} for k in range(2 * n)}}
+    prefill_ir = exporter.with_options(
+        input_names=["input_ids"], output_names=outputs, path=None, dynamic=prefill_dynamic
+    ).to_ir(types.MethodType(prefill, model), ids)
+    decode_ir = exporter.with_options(
+        input_names=["input_ids", "position"] + _names(n, "past_key_values"), output_names=outputs, path=None,
+        dynamic=decode_dynamic,
+    ).to_ir(types.MethodType(decode, model), one, mx.array(prompt_length, dtype=mx.int32), *past)
+    guard_position(decode_ir, max_length)
+    meta = {"max_length": max_length, "prompt_length": prompt_length, "batch": batch, "layers": n,
+            "dynamic": bool(dynamic)}
+    for m in (prefill_ir, decode_ir):
+        m.metadata_props["mlx2onnx.decoder"] = json.dumps(meta, sort_keys=True)
+    paths = save_sharing_weights(
+        {f"{name}.prefill.onnx": prefill_ir, f"{name}.decode.onnx": decode_ir},
+        directory,
+        f"{name}.weights",
+        check=exporter.check,
+    )
+    return DecoderExport(
+        paths[f"{name}.prefill.onnx"], paths[f"{name}.decode.onnx"], directory / f"{name}.weights",
+        max_length, prompt_length, batch, n, bool(dynamic),
+    )
+
+
+def guard_position(model: ir.Model, max_length: int) -> None:
+    """Make the decode graph refuse a ``position`` outside ``0..max_length-1`` (it would
+    write the cache out of bounds, which MLX does not check): every use reads
+    ``Max(Gather(r, p), Gather(r, p - max_length))`` of ``r = 0..max_length-1``, which is p
+    itself where p is valid, while onnxruntime's Gather raises for an index outside
+    ``-max_length..max_length-1``: the first Gather refuses p >= max_length, the second p < 0."""
+    graph = model.graph
+    position = next(v for v in graph.inputs if v.name == "position")
+    uses = list(position.uses())
+    table = ir.Value(name="position_range", shape=ir.Shape([max_length]), type=ir.TensorType(ir.DataType.INT32),
+                     const_value=ir.Tensor(np.arange(max_length, dtype=np.int32), name="position_range"))
+    length = ir.Value(name="position_limit", shape=ir.Shape([]), type=ir.TensorType(ir.DataType.INT32),
+                      const_value=ir.Tensor(np.array(max_length, np.int32), name="position_limit"))
+    graph.register_initializer(table)
+    graph.register_initializer(length)
+    below = ir.Node("", "Gather", [table, position], name="position/below_max_length")
+    shifted = ir.Node("", "Sub", [position, length], name="position/shifted")
+    at_least_zero = ir.Node("", "Gather", [table, shifted.outputs[0]], name="position/not_negative")
+    checked = ir.Node("", "Max", [below.outputs[0], at_least_zero.outputs[0]], name="position/checked")
+    checked.outputs[0].name = "position_checked"
+    for node in (below, shifted, at_least_zero, checked):
+        graph.append(node)
+    for user, index in uses:
+        user.replace_input_with(index, checked.outputs[0])
+    graph.sort()
+
+
+def save_sharing_weights(
+    models: dict[str, ir.Model], directory: Path, weights_name: str, *, check: bool = True, threshold: int = 1024
+) -> dict[str, Path]:
+    """Save several models whose large initializers live once in one external data file.
+
+    Initializers equal in name, type, shape and bytes are written once; each model's
+    copy becomes a reference to the same offset. Written atomically: everything goes to a
+    temporary folder, is checked, then renamed into place.
+    """
+    directory = Path(directory)
+    with staging_folder(directory, ".mlx2onnx.") as staging:
+        written: dict[tuple, tuple[int, int]] = {}
+        with open(staging / weights_name, "wb") as data:
+            for model in models.values():
+                for value in list(model.graph.initializers.values()):
+                    tensor = value.const_value
+                    if tensor is None or tensor.nbytes < threshold:
+                        continue
+                    raw = tensor.tobytes()
+                    key = (value.name, tensor.dtype, tuple(tensor.shape), len(raw), hash(raw))
+                    if key not in written:
+                        pad = (-data.tell()) % 64
+                        data.write(b"\0" * pad)
+                        written[key] = (data.tell(), len(raw))
+                        data.write(raw)
+                    offset, length = written[key]
+                    value.const_value = ir.ExternalTensor(
+                        weights_name, offset, length, tensor.dtype, shape=tensor.shape, name=value.name,
+                        base_dir=staging,
+                    )
+        paths = {}
+        for filename, model in models.items():
+            proto = ir.serde.serialize_model(model)
+            target = staging / filename
+            target.write_bytes(proto.SerializeToString())
+            if check:
+                onnx.checker.check_model(str(target), full_check=True)
+            paths[filename] = directory / filename
+        os.replace(staging / weights_name, directory / weights_name)
+        for filename in models:
+            os.replace(staging / filename, directory / filename)
+        for model in models.values():  # the tensors now live beside the saved models
+            for value in model.graph.initializers.values():
+                if isinstance(value.const_value, ir.ExternalTensor):
+                    value.const_value = ir.ExternalTensor(
+                        weights_name, value.const_value.offset, value.const_value.length, value.const_value.dtype,
+                        shape=value.const_value.shape, name=value.name, base_dir=directory,
+                    )
+        return paths
+
+
+def generate(export: DecoderExport, prompt: np.ndarray, max_new_tokens: int, sessions=None) -> np.ndarray:
+    """Greedy decoding with onnxruntime: ``prompt`` [batch, prompt_length] int -> the
+    ``max_new_tokens`` generated token ids [batch, max_new_tokens]."""
+    prompt = np.asarray(prompt, dtype=np.int32)
+    if prompt.ndim != 2 or not export.dynamic and prompt.shape != (export.batch, export.prompt_length):
+        expected = "[batch, prompt length]" if export.dynamic else f"({export.batch}, {export.prompt_length})"
+        raise ExportOptionError(f"prompt shape {prompt.shape} differs from the exported {expected}")
+    prompt_length = prompt.shape[1]
+    vocabulary = _vocabulary(export)
+    if prompt.size and (prompt.min() < 0 or vocabulary is not None and prompt.max() >= vocabulary):
+        raise ExportOptionError(
+            f"prompt token ids must be in 0..{'vocabulary-1' if vocabulary is None else vocabulary - 1}; "
+            f"got {int(prompt.min())}..{int(prompt.max())}"
+        )
+    if not 0 < prompt_length or prompt_length + max_new_tokens - 1 > export.max_length:
+        raise ExportOptionError(
+            f"{max_new_tokens} new tokens after a prompt of {prompt_length} do not fit max_length={export.max_length}"
+        )
+    prefill, decode = sessions or export.sessions()
+    outs = prefill.run(None, {"input_ids": prompt})
+    logits, cache = outs[0], outs[1:]
+    tokens = []
+    position = prompt_length
+    for step in range(max_new_tokens):
+        token = logits[:, -1, :].argmax(axis=-1).astype(np.int32)
+        tokens.append(token)
+        if step == max_new_tokens - 1:
+            break
+        feeds = {"input_ids": token[:, None], "position": np.array(position, dtype=np.int32)}
+        feeds.update(dict(zip(_names(export.layers, "past_key_values"), cache)))
+        outs = decode.run(None, feeds)
+        logits, cache = outs[0], outs[1:]
+        position += 1
+    return np.stack(tokens, axis=1)
+
+
+def _vocabulary(export: DecoderExport) -> int | None:
+    """The size of the logits' last axis, from the decode graph's declared output."""
+    proto = onnx.load(str(export.decode), load_external_data=False)
+    dims = proto.graph.output[0].type.tensor_type.shape.dim
+    return dims[-1].dim_value if dims and dims[-1].HasField("dim_value") else None
+
+
+def mlx_generate(model: nn.Module, prompt: mx.array, max_new_tokens: int, cache=None) -> np.ndarray:
+    """Greedy decoding in MLX with the model's own cache (mlx-lm ``make_cache`` when it
+    has one), the reference for :func:`generate`."""
+    if cache is None:
+        if hasattr(model, "make_cache"):
+            cache = model.make_cache()
+        else:
+            from mlx_lm.models.cache import KVCache
+
+            cache = [KVCache() for _ in model.layers]
+    logits = model(prompt, cache=cache)
+    tokens = []
+    for step in range(max_new_tokens):
+        token = mx.argmax(logits[:, -1, :], axis=-1).astype(mx.int32)
+        tokens.append(token)
+        if step == max_new_tokens - 1:
+            break
+        logits = model(token[:, None], cache=cache)
+    return np.array(mx.stack(tokens, axis=1))

@@ -1,0 +1,103 @@
+"""Translate: dispatch every primitive record of a :class:`Trace` to its handler."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from . import registry
+from ..capture.tracing import Trace
+from .context import Context, is_complex, refuse_complex_io
+from ..capture.symbolic import NeedsStatic, SymInt
+from ..errors import ConversionError, DynamicShapeError, Mlx2OnnxError, UnsupportedPrimitiveError
+
+
+def check_supported(trace: Trace) -> None:
+    """Raise one :class:`UnsupportedPrimitiveError` naming every primitive we cannot export."""
+    counts = Counter(p.name for p in trace.primitives)
+    missing = {n: c for n, c in counts.items() if registry.lookup(n) is None and registry.refusal(n) is None}
+    refused = {n: (c, str(registry.refusal(n))) for n, c in counts.items() if registry.refusal(n) is not None}
+    if missing or refused:
+        raise UnsupportedPrimitiveError(missing, refused)
+
+
+def translate(trace: Trace, ctx: Context, input_names: list[str]) -> None:
+    """Fill ``ctx`` with the ONNX nodes for every record of ``trace``."""
+    check_supported(trace)
+    for graph_input, name in zip(trace.inputs, input_names):
+        ctx.bind_input(graph_input.spec, name)
+    for graph_output in trace.outputs:
+        refuse_complex_io(graph_output.spec, "graph output")
+    for rec in trace.primitives:
+        handler = registry.lookup(rec.name)
+        if any(is_complex(s) for s in rec.inputs + rec.outputs):
+            handler = registry.lookup_complex(rec.name)
+            if handler is None:
+                raise ConversionError(
+                    rec.name,
+                    "complex64 values are not supported by this primitive's handler; the primitives "
+                    f"that handle complex64 are {', '.join(registry.complex_primitives())}",
+                    rec.index,
+                )
+        with ctx.primitive(rec):
+            try:
+                outputs = handler(ctx, rec)
+                ctx.bind_outputs(rec, outputs)
+            except NeedsStatic as exc:
+                raise fixed_by(rec, exc) from None
+            except Mlx2OnnxError:
+                raise
+            except Exception as exc:  # a handler bug: say where it happened
+                if carries_dynamic(rec):
+                    raise DynamicShapeError(
+                        f"primitive {rec.name} (record {rec.index}) has a size that changes with "
+                        f"{describe_dynamic(rec)}, and its handler cannot compute it in the graph "
+                        f"(arguments {list(rec.arguments)!r}, inputs {[list(s.shape) for s in rec.inputs]}: "
+                        f"{type(exc).__name__}: {exc}). Keep that dimension static"
+                    ) from exc
+                raise ConversionError(
+                    rec.name,
+                    f"handler {handler.__module__}.{handler.__name__} failed on arguments "
+                    f"{list(rec.arguments)!r} with inputs {[(s.shape, str(s.dtype)) for s in rec.inputs]}: "
+                    f"{type(exc).__name__}: {exc}",
+                    rec.index,
+                ) from exc
+
+
+def carries_dynamic(rec) -> bool:
+    return bool(_syms(rec))
+
+
+def describe_dynamic(rec) -> str:
+    syms = _syms(rec)
+    return syms[0].plan.describe(syms[0].values)
+
+
+def _syms(rec) -> list:
+    found = []
+
+    def walk(x):
+        if isinstance(x, SymInt):
+            found.append(x)
+        elif isinstance(x, tuple):
+            for y in x:
+                walk(y)
+
+    walk(rec.arguments)
+    for spec in rec.inputs + rec.outputs:
+        walk(tuple(spec.shape))
+    return found
+
+
+def fixed_by(rec, exc: NeedsStatic) -> DynamicShapeError:
+    """The error for a handler that needed a fixed number where a dynamic size flows."""
+    plan = exc.sym.plan
+    sizes = ", ".join(f"{s}={v[0]}" for s, v in plan.sizes.items())
+    symbol = (plan.symbols_of(exc.sym.values) or list(plan.sizes))[0]
+    return DynamicShapeError(
+        f"{plan.describe(exc.sym.values)} cannot be dynamic: primitive {rec.name} (record {rec.index}, "
+        f"arguments {list(rec.arguments)!r}, inputs {[list(s.shape) for s in rec.inputs]}) {exc.what} "
+        f"(it is {exc.sym.example} at {sizes}, and {list(exc.sym.values[1:])} at the other traced sizes). "
+        "Keep that dimension static, or compute the value with MLX ops instead of Python numbers; "
+        "if it floors the size (strided convolutions, pooling), declare the steps the model takes "
+        f"sizes in: mlx2onnx.Dim({symbol!r}, multiple_of=N)"
+    )

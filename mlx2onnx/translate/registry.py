@@ -1,0 +1,126 @@
+"""The handler registry: MLX callback primitive name -> the function that translates it.
+
+Handlers register with :func:`handles`; primitives that ONNX cannot express exactly
+register a documented reason with :func:`refuses`. A name can be registered once: a
+second registration is a bug and raises at import time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+Handler = Callable  # (ctx, rec) -> list of ONNX values, one per rec.outputs
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a primitive cannot be exported, and what the user can do instead."""
+
+    reason: str
+    advice: str
+
+    def __str__(self) -> str:
+        return f"{self.reason} {self.advice}"
+
+
+_HANDLERS: dict[str, Handler] = {}
+_REFUSALS: dict[str, Refusal] = {}
+
+
+class DuplicateRegistrationError(RuntimeError):
+    pass
+
+
+def _claim(name: str, what: str) -> None:
+    if name in _HANDLERS or name in _REFUSALS:
+        holder = _HANDLERS.get(name) or _REFUSALS.get(name)
+        where = getattr(holder, "__module__", "a refusal")
+        raise DuplicateRegistrationError(
+            f"MLX primitive {name!r} is already registered (by {where}); cannot register {what}"
+        )
+
+
+def handles(*names: str) -> Callable[[Handler], Handler]:
+    """Register the decorated function as the handler of each MLX primitive in ``names``."""
+    if not names:
+        raise ValueError("handles() needs at least one primitive name")
+
+    def register(fn: Handler) -> Handler:
+        for name in names:
+            _claim(name, f"{fn.__module__}.{fn.__name__}")
+            _HANDLERS[name] = fn
+        return fn
+
+    return register
+
+
+def register(name: str, fn: Handler) -> None:
+    """Register ``fn`` for ``name`` (for table-driven handlers)."""
+    _claim(name, f"{fn.__module__}.{getattr(fn, '__name__', fn)}")
+    _HANDLERS[name] = fn
+
+
+def refuses(name: str, reason: str, advice: str) -> None:
+    """Record that ``name`` cannot be exported exactly: ``reason``, and ``advice`` for the user."""
+    _claim(name, "a refusal")
+    _REFUSALS[name] = Refusal(reason, advice)
+
+
+_COMPLEX_HANDLERS: dict[str, Handler] = {}
+
+
+def handles_complex(*names: str) -> Callable[[Handler], Handler]:
+    """Register the decorated function for records of ``names`` that read or produce
+    complex64 values (carried as float32 pairs, see ``context.onnx_layout``). The
+    translator dispatches such records only to these handlers; without one it refuses."""
+
+    def register_complex(fn: Handler) -> Handler:
+        for name in names:
+            if name in _COMPLEX_HANDLERS:
+                raise DuplicateRegistrationError(f"complex handler of {name!r} is already registered")
+            _COMPLEX_HANDLERS[name] = fn
+        return fn
+
+    return register_complex
+
+
+def lookup_complex(name: str) -> Handler | None:
+    _load()
+    return _COMPLEX_HANDLERS.get(name)
+
+
+def complex_primitives() -> list[str]:
+    """Sorted names of the primitives that have a complex64 handler."""
+    _load()
+    return sorted(_COMPLEX_HANDLERS)
+
+
+def lookup(name: str) -> Handler | None:
+    _load()
+    return _HANDLERS.get(name)
+
+
+def refusal(name: str) -> Refusal | None:
+    _load()
+    return _REFUSALS.get(name)
+
+
+def handlers() -> dict[str, Handler]:
+    _load()
+    return dict(_HANDLERS)
+
+
+def refusals() -> dict[str, Refusal]:
+    _load()
+    return dict(_REFUSALS)
+
+
+def supported_primitives() -> list[str]:
+    """Sorted names of every MLX primitive that has a handler."""
+    _load()
+    return sorted(_HANDLERS)
+
+
+def _load() -> None:
+    from .. import op_mappings  # noqa: F401  (importing registers every handler

@@ -1,0 +1,343 @@
+"""Localize a parity mismatch: name the first MLX primitive whose ONNX translation diverges.
+
+The ONNX model is run with every MLX-bound intermediate exposed as an extra graph output
+(the exporter names the value of record ``i`` of primitive ``P`` ``p_i``, or ``p_i:k`` for
+its k-th output, and tags its nodes with ``mlx.primitive = "P:i"``). Each record is then
+evaluated in MLX by :mod:`mlx2onnx.interpret` **on the ONNX side's own input values**
+(a local check), so an error upstream does not blame the nodes downstream of it. The
+first record, in topological order, whose ONNX output differs from that local MLX value
+beyond the tolerance is the culprit. Records the interpreter cannot evaluate are skipped
+and listed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import mlx.core as mx
+import numpy as np
+import onnx
+
+from .. import dtypes
+from . import interpret
+from ..capture import records
+from ..capture.tracing import Primitive, Trace, capture, normalize_inputs
+from ..io.metadata import float_policy, io as io_metadata
+from ..errors import VerificationError
+from .compare import DEFAULT_TOLERANCES, EXACT, OutputReport, compare
+from .session import as_declared_types, open_session, run_session
+from .parity import random_like
+
+# Records whose output order is implementation-defined: compare values sorted on the axis.
+ORDER_INSENSITIVE = {"Partition"}
+# Records whose outputs may legitimately differ between runtimes: not judged.
+NOT_JUDGED = {"ArgPartition": "its index order is implementation-defined (any valid partition is correct)"}
+
+
+@dataclass(frozen=True)
+class RecordCheck:
+    """One record's ONNX output compared with MLX evaluated on the ONNX side's inputs."""
+
+    index: int
+    name: str
+    arguments: str
+    inputs: tuple[str, ...]
+    output: str  # the ONNX value name
+    local: OutputReport  # ONNX vs MLX on the same (ONNX-side) inputs
+    chained: OutputReport | None  # ONNX vs the all-MLX reference value (accumulated error)
+    reconstructed: tuple[str, ...] = ()  # inputs the model does not expose, recomputed in MLX
+
+    def to_dict(self) -> dict:
+        return {
+            "index": self.index,
+            "primitive": self.name,
+            "arguments": self.arguments,
+            "inputs": list(self.inputs),
+            "onnx_value": self.output,
+            "max_abs_error": self.local.max_abs_error,
+            "max_rel_error": self.local.max_rel_error,
+            "atol": self.local.atol,
+            "rtol": self.local.rtol,
+            "mismatches": self.local.mismatches,
+            "passed": self.local.passed,
+            "chained_max_abs_error": None if self.chained is None else self.chained.max_abs_error,
+            "reconstructed_inputs": list(self.reconstructed),
+        }
+
+
+@dataclass
+class LocalizeReport:
+    first: RecordCheck | None = None
+    divergent: list[RecordCheck] = field(default_factory=list)
+    checked: int = 0
+    records: int = 0
+    skipped: list[tuple[int, str, str]] = field(default_factory=list)  # (index, name, reason)
+    unexposed: list[tuple[int, str]] = field(default_factory=list)
+    problem: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "first_divergent": None if self.first is None else self.first.to_dict(),
+            "divergent": [c.to_dict() for c in self.divergent],
+            "records": self.records,
+            "checked": self.checked,
+            "skipped": [{"index": i, "primitive": n, "reason": r} for i, n, r in self.skipped],
+            "unexposed": [{"index": i, "primitive": n} for i, n in self.unexposed],
+            "problem": self.problem,
+        }
+
+    def __str__(self) -> str:
+        lines = ["localize:"]
+        if self.problem:
+            lines.append(f"  {self.problem}")
+        lines.append(
+            f"  {self.checked} of {self.records} records checked locally (each evaluated in MLX on the "
+            f"ONNX side's inputs); {len(self.skipped)} skipped, {len(self.unexposed)} without an ONNX value"
+        )
+        if self.first is None:
+            if not self.problem:
+                lines.append("  no single primitive diverges beyond its tolerance: the mismatch builds up "
+                             "gradually, or lies in records that could not be checked")
+        else:
+            c = self.first
+            lines.append(f"  first divergent primitive: {c.name} (record {c.index})"
+                         + (f" {c.arguments}" if c.arguments else ""))
+            lines.append(f"    inputs:  {', '.join(c.inputs)}")
+            lines.append(f"    ONNX value {c.output}: max abs error {c.local.max_abs_error:.3g}, max rel error "
+                         f"{c.local.max_rel_error:.3g} (atol {c.local.atol:g}, rtol {c.local.rtol:g}), "
+                         f"{c.local.mismatches} of {int(np.prod(c.local.shape))} elements differ")
+            if c.local.problem:
+                lines.append(f"    {c.local.problem}")
+            if c.chained is not None:
+                lines.append(f"    error against the all-MLX value at that point: {c.chained.max_abs_error:.3g}")
+            if c.reconstructed:
+                lines.append(
+                    f"    note: the model does not expose input(s) {', '.join(c.reconstructed)} (optimised away); "
+                    "they were recomputed in MLX, so the cause may lie in the records that produced them. "
+                    "Export with --no-optimize to expose every intermediate."
+                )
+            later = [d for d in self.divergent[1:]]
+            if later:
+                shown = ", ".join(f"{d.name}:{d.index}" for d in later[:8])
+                lines.append(f"    also diverging locally: {shown}" + (" ..." if len(later) > 8 else ""))
+        reasons: dict[str, list[str]] = {}
+        for index, name, reason in self.skipped:
+            reasons.setdefault(f"{name}: {reason}", []).append(str(index))
+        for text, indices in sorted(reasons.items()):
+            lines.append(f"  skipped {text} (records {', '.join(indices[:6])}{' ...' if len(indices) > 6 else ''})")
+        return "\n".join(lines)
+
+
+def _spec_text(spec) -> str:
+    return f"{spec.name} {dtypes.name(spec.dtype)}{list(spec.shape)}"
+
+
+def _random_inputs(args: tuple, kwargs: Mapping[str, Any], seed: int, random_inputs: bool):
+    """The inputs :class:`~mlx2onnx.verify.Verifier` feeds, drawn in the same order."""
+    signature = normalize_inputs(args, kwargs)
+    rng = np.random.default_rng(seed)
+    call_args = [random_like(a, rng) if random_inputs and isinstance(a, mx.array) else a for a in signature.args]
+    call_kwargs = {
+        k: random_like(v, rng) if random_inputs and isinstance(v, mx.array) else v
+        for k, v in sorted(signature.kwargs.items())
+    }
+    return call_args, call_kwargs
+
+
+def onnx_names(proto: onnx.ModelProto, trace: Trace) -> tuple[dict[str, str], str]:
+    """MLX value name -> ONNX value name for every exposed record output, and a problem
+    description when the model was evidently not exported from this trace."""
+    io = io_metadata(proto)
+    produced: dict[str, str] = {}  # ONNX value name -> the node's mlx.primitive tag
+    for node in proto.graph.node:
+        tag = next((p.value for p in node.metadata_props if p.key == "mlx.primitive"), "")
+        for out in node.output:
+            produced[out] = tag
+    mapping: dict[str, str] = {}
+    problem = ""
+    foreign = sorted({t for t in produced.values() if t} - {f"{r.name}:{r.index}" for r in trace.primitives})
+    if foreign:
+        return {}, (f"the model has nodes for MLX records {', '.join(foreign[:4])} that this function's trace does "
+                    "not contain: it was not exported from this function and these example inputs")
+    for rec in trace.primitives:
+        for k, spec in enumerate(rec.outputs):
+            name = f"{rec.name.lower()}_{rec.index}" + (f":{k}" if k else "")
+            if name in produced:
+                if produced[name] not in ("", f"{rec.name}:{rec.index}"):
+                    problem = (f"the model's value {name} comes from MLX record {produced[name]}, not "
+                               f"{rec.name}:{rec.index}: the model was not exported from this function and inputs")
+                    return {}, problem
+                mapping[spec.name] = name
+    for out, entry in zip(trace.outputs, io["outputs"]):
+        mapping[out.spec.name] = entry["name"]
+    return mapping, problem
+
+
+def _with_outputs(proto: onnx.ModelProto, names: list[str], specs: dict) -> onnx.ModelProto:
+    model = onnx.ModelProto()
+    model.CopyFrom(proto)
+    existing = {o.name for o in model.graph.output}
+    policy = float_policy(proto)
+    for name in names:
+        if name in existing:
+            continue
+        spec = specs[name]
+        elem = int(dtypes.to_onnx(policy.get(spec.dtype, spec.dtype)))
+        model.graph.output.append(onnx.helper.make_tensor_value_info(name, elem, list(spec.shape)))
+    return model
+
+
+def _tolerance(dtype: mx.Dtype, tolerances: Mapping[str, tuple[float, float]] | None) -> tuple[float, float]:
+    table = dict(DEFAULT_TOLERANCES)
+    table.update(tolerances or {})
+    return table.get(dtypes.name(dtype), EXACT)
+
+
+def _numpy(value: mx.array, rec: Primitive, k: int) -> np.ndarray:
+    array = dtypes.array_to_numpy(value)
+    if rec.name in ORDER_INSENSITIVE:
+        array = np.sort(array, axis=rec.arguments[1])
+    return array
+
+
+def localize(
+    model: Any,
+    fun: Any,
+    args: tuple,
+    kwargs: Mapping[str, Any],
+    *,
+    seed: int = 0,
+    random_inputs: bool = True,
+    tolerances: Mapping[str, tuple[float, float]] | None = None,
+    graph_optimization_level: str = "all",
+    progress=None,
+    limit: int = 20,
+) -> LocalizeReport:
+    """Find the first record whose ONNX value differs from MLX evaluated on the same inputs.
+
+    ``model`` is a path or an ``onnx.ModelProto`` exported from ``fun`` traced on the
+    example inputs ``args``/``kwargs``; the inputs compared are those
+    :func:`mlx2onnx.verify` uses for the same ``seed``.
+    """
+
+    proto = onnx.load(str(model), load_external_data=False) if not isinstance(model, onnx.ModelProto) else model
+    base_dir = None if isinstance(model, onnx.ModelProto) else str(Path(model).parent)
+    trace = capture(fun, args, kwargs)
+    report = LocalizeReport(records=len(trace.primitives))
+    mapping, report.problem = onnx_names(proto, trace)
+    if report.problem:
+        return report
+    specs = {s.name: s for rec in trace.primitives for s in rec.outputs}
+    specs.update({o.spec.name: o.spec for o in trace.outputs})
+    exposed = [n for n in mapping if specs[n].dtype != mx.complex64]
+    onnx_specs = {mapping[n]: specs[n] for n in exposed}
+    augmented = _with_outputs(proto, [mapping[n] for n in exposed], onnx_specs)
+
+    call_args, call_kwargs = _random_inputs(args, kwargs, seed, random_inputs)
+    io = io_metadata(proto)
+    positional = [a for a in call_args if isinstance(a, mx.array)]
+    feeds = {}
+    for entry in io["inputs"]:
+        array = positional[entry["position"]] if entry["keyword"] is None else call_kwargs[entry["keyword"]]
+        feeds[entry["name"]] = dtypes.array_to_numpy(array)
+
+    if progress is not None:
+        progress.update(f"localizing: running onnxruntime with {len(exposed)} exposed values")
+    if base_dir is not None and any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer):
+        onnx.load_external_data_for_model(augmented, base_dir)
+    wanted = [mapping[n] for n in exposed]
+    try:
+        session = open_session(augmented.SerializeToString(), graph_optimization_level)
+        got = dict(zip(wanted, run_session(session, wanted, as_declared_types(session, feeds))))
+    except Exception as exc:
+        raise VerificationError(
+            f"onnxruntime could not run the model with its {len(wanted)} intermediate values exposed: {exc}"
+        ) from exc
+
+    reference = interpret.bind_inputs(trace, tuple(call_args), call_kwargs)  # the all-MLX chain
+    mixed = dict(reference)  # ONNX values where exposed, else MLX evaluated on them
+    unknown: set[str] = set()
+    reconstructed: dict[str, str] = {}  # MLX name -> "Prim:index" for values recomputed in MLX
+    total = len(trace.primitives)
+    for rec in trace.primitives:
+        if progress is not None and rec.index % 8 == 0:
+            progress.update(f"localizing: record {rec.index + 1}/{total}")
+        onnx_values = {
+            k: got[mapping[s.name]] for k, s in enumerate(rec.outputs) if s.name in mapping and mapping[s.name] in got
+        }
+        ref_out = _evaluate(rec, [reference.get(s.name) for s in rec.inputs])
+        for spec, value in zip(rec.outputs, ref_out or [None] * len(rec.outputs)):
+            if value is not None:
+                reference[spec.name] = value
+        missing = [s.name for s in rec.inputs if s.name in unknown or s.name not in mixed]
+        local_out = None
+        reason = ""
+        if missing:
+            reason = f"input {missing[0]} has no known value (an upstream record was skipped)"
+        elif not interpret.can_evaluate(rec.name):
+            reason = interpret.SKIPPED.get(rec.name, "the interpreter has no MLX evaluator for it")
+        else:
+            try:
+                local_out = interpret.evaluate(rec, [mixed[s.name] for s in rec.inputs])
+                mx.eval(local_out)
+            except Exception as exc:  # a record the interpreter cannot run on these inputs
+                reason = f"the interpreter failed: {type(exc).__name__}: {exc}"
+                local_out = None
+        if local_out is None:
+            report.skipped.append((rec.index, rec.name, reason))
+        elif not onnx_values:
+            report.unexposed.append((rec.index, rec.name))
+        elif rec.name in NOT_JUDGED:
+            report.skipped.append((rec.index, rec.name, NOT_JUDGED[rec.name]))
+        else:
+            report.checked += 1
+            for k, onnx_value in onnx_values.items():
+                spec = rec.outputs[k]
+                tol = _tolerance(spec.dtype, tolerances)
+                want = _numpy(local_out[k], rec, k)
+                have = np.sort(onnx_value, axis=rec.arguments[1]) if rec.name in ORDER_INSENSITIVE else onnx_value
+                local = compare(mapping[spec.name], have, want, dtypes.name(spec.dtype), tol)
+                if not local.passed:
+                    chained = None
+                    if ref_out is not None:
+                        chained = compare(mapping[spec.name], have, _numpy(ref_out[k], rec, k),
+                                          dtypes.name(spec.dtype), tol)
+                    check = RecordCheck(
+                        rec.index, rec.name, records.describe(rec.name, rec.arguments),
+                        tuple(_spec_text(s) for s in rec.inputs), mapping[spec.name], local, chained,
+                        tuple(f"{s.name} (from {reconstructed[s.name]})" for s in rec.inputs
+                              if s.name in reconstructed),
+                    )
+                    report.divergent.append(check)
+                    if report.first is None:
+                        report.first = check
+                    break
+            if len(report.divergent) >= limit:
+                break
+        for k, spec in enumerate(rec.outputs):
+            if k in onnx_values:  # cast back when the float policy carried it in another type
+                mixed[spec.name] = dtypes.numpy_to_array(onnx_values[k]).astype(spec.dtype)
+            elif local_out is not None:
+                mixed[spec.name] = local_out[k]
+                reconstructed[spec.name] = f"{rec.name}:{rec.index}"
+            else:
+                unknown.add(spec.name)
+    return report
+
+
+def _evaluate(rec: Primitive, inputs: list):
+    if any(x is None for x in inputs) or not interpret.can_evaluate(rec.name):
+        return None
+    try:
+        out = interpret.evaluate(rec, inputs)
+        mx.eval(out)
+        return out
+    except Exception:
+        return None
+
+
+def report_json(report: LocalizeReport) -> str:
+    return json.dumps(report.to_dict(), indent=2, default=str)

@@ -1,0 +1,376 @@
+"""Parity harness: run the ONNX model in onnxruntime and the function in MLX, compare.
+
+The inputs are fresh seeded random arrays with the shapes and dtypes of the example
+inputs (or the caller's own arrays), fed to both sides. Each output gets its max
+absolute and relative error and a pass/fail under per-dtype tolerances.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import ml_dtypes
+import mlx.core as mx
+import numpy as np
+import onnx
+import onnx_ir as ir
+from mlx.utils import tree_flatten
+
+from .. import dtypes
+from ..io import metadata
+from ..capture.tracing import flatten_outputs, normalize_inputs, owned_modules, resolve_callable
+from .compare import DEFAULT_TOLERANCES, EXACT, OutputReport, check_tolerance, compare, failed
+from .session import LEVELS, as_declared_types, open_session, run_session
+from ..errors import CheckOptionError, UserFunctionError, VerificationError
+
+__all__ = ["DEFAULT_TOLERANCES", "EXACT", "OutputReport", "VerifyReport", "Verifier", "compare", "verify"]
+
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    outputs: tuple[OutputReport, ...]
+    device: str
+    onnxruntime_version: str
+    mlx_version: str
+    seed: int | None
+    inputs: Mapping[str, tuple[tuple[int, ...], str]] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()  # what fails the check beyond the outputs (weights, interface)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems and bool(self.outputs) and all(o.passed for o in self.outputs)
+
+    def __bool__(self) -> bool:  # so `assert mlx2onnx.verify(...)` reads naturally
+        return self.passed
+
+    def __str__(self) -> str:
+        head = (
+            f"parity {'PASSED' if self.passed else 'FAILED'}: onnxruntime {self.onnxruntime_version} vs "
+            f"MLX {self.mlx_version} on {self.device}"
+            + (f", random inputs seed {self.seed}" if self.seed is not None else ", caller's inputs")
+        )
+        width = max((len(o.at) + 3 for o in self.outputs if o.at), default=0)
+        lines = [head] + [f"  problem: {p}" for p in self.problems]
+        return "\n".join(lines + ["  " + o.line(width) for o in self.outputs])
+
+    def to_dict(self) -> dict:
+        return {
+            "passed": self.passed,
+            "device": self.device,
+            "onnxruntime_version": self.onnxruntime_version,
+            "mlx_version": self.mlx_version,
+            "seed": self.seed,
+            "problems": list(self.problems),
+            "inputs": {k: {"shape": list(s), "dtype": d} for k, (s, d) in self.inputs.items()},
+            "outputs": [o.to_dict() for o in self.outputs],
+        }
+
+
+def random_like(example: mx.array, rng: np.random.Generator, shape: tuple[int, ...] | None = None) -> mx.array:
+    """A random array with the shape (or ``shape``) and dtype of ``example``.
+
+    Floats are standard normal; bools are fair coin flips; integers are uniform over the
+    example's own value range, so token ids stay below the vocabulary size. An integer
+    example whose values are all equal (a cache position ``[3]``, one token ``[[2]]``)
+    says nothing about its valid range: its value is kept, since any other could index
+    out of bounds in MLX (which does not check).
+    """
+    dtype = example.dtype
+    shape = tuple(example.shape) if shape is None else tuple(shape)
+    count = int(np.prod(shape, dtype=np.int64))
+    if count > metadata.MAX_CHECK_ELEMENTS:
+        raise VerificationError(
+            f"an input of shape {list(shape)} has {count} elements, more than the check draws "
+            f"({metadata.MAX_CHECK_ELEMENTS}); check at smaller sizes"
+        )
+    if dtype == mx.bool_:
+        return mx.array(rng.random(shape) < 0.5)
+    if dtypes.is_integer(dtype):
+        np_dtype = dtypes.to_numpy(dtype)
+        values = dtypes.array_to_numpy(example)
+        if not values.size:
+            return mx.array(rng.integers(0, 1, size=shape, endpoint=True, dtype=np_dtype))
+        lo, hi = values.min(), values.max()
+        if lo == hi:
+            return mx.array(np.full(shape, lo, dtype=np_dtype))
+        return mx.array(rng.integers(lo, hi, size=shape, endpoint=True, dtype=np_dtype))
+    if dtype in (mx.complex64,):
+        raise VerificationError("complex inputs cannot be fed to onnxruntime; pass real and imaginary parts")
+    sample = rng.standard_normal(shape).astype(np.float32)
+    return mx.array(sample).astype(dtype)
+
+
+@dataclass(frozen=True)
+class Verifier:
+    """Options of the parity check.
+
+    Attributes:
+        seed: seed of the random inputs (an integer >= 0).
+        random_inputs: draw fresh random inputs shaped like the example inputs (default);
+            ``False`` feeds the example inputs themselves.
+        tolerances: ``{"float32": (atol, rtol), ...}`` overriding :data:`DEFAULT_TOLERANCES`
+            (finite, >= 0).
+        providers: onnxruntime execution providers.
+        graph_optimization_level: onnxruntime's level (``"all"``, ``"extended"``, ``"basic"``, ``"disabled"``).
+        sizes: for a model with dynamic dimensions, the sizes to check it at: a list of
+            ``{symbol: size}``, or ``{symbol: [sizes]}`` for every combination. Default:
+            the example sizes, every symbol at 1, and every symbol at a size no trace used.
+        compare_weights: before the outputs, compare the model's parameter initializers
+            with the callable's parameters (a factory that makes new random weights each
+            call would otherwise look like an exporter bug).
+    """
+
+    seed: int = 0
+    random_inputs: bool = True
+    tolerances: Mapping[str, tuple[float, float]] | None = None
+    providers: Sequence[str] = ("CPUExecutionProvider",)
+    graph_optimization_level: str = "all"
+    sizes: Mapping[str, Sequence[int]] | Sequence[Mapping[str, int]] | None = None
+    compare_weights: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool) or self.seed < 0:
+            raise CheckOptionError(f"seed={self.seed!r}: the seed must be an integer >= 0")
+        for dtype, pair in (self.tolerances or {}).items():
+            try:
+                atol, rtol = pair
+                check_tolerance(atol, rtol, f"tolerance for {dtype}")
+            except (TypeError, ValueError) as exc:
+                raise CheckOptionError(str(exc) if isinstance(exc, ValueError) and "tolerance" in str(exc)
+                                       else f"tolerances[{dtype!r}] = {pair!r} is not an (atol, rtol) pair") from None
+        if self.graph_optimization_level not in LEVELS:
+            raise CheckOptionError(f"graph_optimization_level={self.graph_optimization_level!r}: use one of {', '.join(LEVELS)}")
+        flat = []
+        if isinstance(self.sizes, Mapping):
+            for v in self.sizes.values():
+                flat += list(v) if isinstance(v, (list, tuple)) else [v]
+        else:
+            for row in self.sizes or ():
+                flat += list(row.values())
+        bad = [v for v in flat if not isinstance(v, (int, np.integer)) or not 0 <= v <= metadata.MAX_CHECK_SIZE]
+        if bad:
+            raise CheckOptionError(f"sizes: {bad[0]!r} is not a size from 0 to {metadata.MAX_CHECK_SIZE}")
+
+    def tolerance(self, dtype: str) -> tuple[float, float]:
+        table = dict(DEFAULT_TOLERANCES)
+        table.update(self.tolerances or {})
+        return table.get(dtype, EXACT)
+
+    def verify(self, model: Any, fun: Any, /, *args: Any, **kwargs: Any) -> VerifyReport:
+        """Run ``model`` and ``fun`` on the same inputs and compare every output (at
+        every size of :attr:`sizes` when the model has dynamic dimensions)."""
+        import onnxruntime as ort
+
+        proto, path = _as_proto(model)
+        io = metadata.io(proto)
+        dynamic = metadata.dynamic(proto)
+        policy = metadata.float_policy(proto)
+        call, module, _ = resolve_callable(fun)
+        signature = normalize_inputs(args, kwargs)
+        problems = []
+        if self.compare_weights:
+            problems += weight_problems(proto, None if path is None else str(Path(path).parent), call, module)
+        session = open_session(path if path is not None else proto.SerializeToString(),
+                               self.graph_optimization_level, self.providers)
+        listed = {e["name"] for e in io["outputs"]}
+        unlisted = [o.name for o in session.get_outputs() if o.name not in listed]
+        if unlisted:
+            problems.append(f"the model has outputs {unlisted} that its mlx2onnx metadata does not list")
+        runs = self.size_assignments(dynamic) if dynamic and self.random_inputs else [None]
+        reports: list[OutputReport] = []
+        first_inputs: dict = {}
+        for k, sizes in enumerate(runs):
+            rng = np.random.default_rng(self.seed + k)
+            outputs, feeds = self._run_once(session, io, policy, call, signature, rng, dynamic, sizes)
+            reports.extend(outputs)
+            first_inputs = first_inputs or {n: (tuple(v.shape), str(v.dtype)) for n, v in feeds.items()}
+        return VerifyReport(
+            outputs=tuple(reports),
+            device=str(mx.default_device()),
+            onnxruntime_version=ort.__version__,
+            mlx_version=mx.__version__,
+            seed=self.seed if self.random_inputs else None,
+            inputs=first_inputs,
+            problems=tuple(problems),
+        )
+
+    def size_assignments(self, dynamic: Mapping) -> list[dict[str, int]]:
+        """The ``{symbol: size}`` runs of a multi-size check (see :attr:`sizes`)."""
+        symbols = dict(dynamic["symbols"])
+        steps = {s: int(dynamic.get("multiple_of", {}).get(s, 1)) for s in symbols}
+        ranges = {s: dynamic.get("range", {}).get(s, [steps[s], None]) for s in symbols}
+        ranges = {s: [steps[s] if lo is None else lo, hi] for s, (lo, hi) in ranges.items()}
+        if self.sizes is None:  # the example, the smallest, and one no trace used (in range)
+            beyond = {s: _untraced_size(v, steps[s], *ranges[s]) for s, v in symbols.items()}
+            return [symbols, {s: ranges[s][0] for s in symbols}, beyond]
+        if isinstance(self.sizes, Mapping):
+            unknown = set(self.sizes) - set(symbols)
+            if unknown:
+                raise CheckOptionError(f"sizes names {sorted(unknown)}, but the model's dynamic symbols are {sorted(symbols)}")
+            grid = [[(s, int(v)) for v in self.sizes.get(s, [symbols[s]])] for s in symbols]
+            return [dict(row) for row in itertools.product(*grid)]
+        rows = []
+        for row in self.sizes:
+            unknown = set(row) - set(symbols)
+            if unknown:
+                raise CheckOptionError(f"sizes names {sorted(unknown)}, but the model's dynamic symbols are {sorted(symbols)}")
+            rows.append({**symbols, **{s: int(v) for s, v in row.items()}})
+        return rows
+
+    def _run_once(self, session, io, policy, call, signature, rng, dynamic, sizes):
+        axes_of = {name: {int(a): s for a, s in axes.items()} for name, axes in (dynamic or {}).get("inputs", {}).items()}
+        by_slot = {}
+        for entry in io["inputs"]:
+            by_slot[entry["position"] if entry["keyword"] is None else entry["keyword"]] = entry["name"]
+
+        def fresh(array, slot):
+            if not (self.random_inputs and isinstance(array, mx.array)):
+                return array
+            shape = tuple(array.shape)
+            axes = axes_of.get(by_slot.get(slot), {})
+            if sizes is not None and axes:
+                shape = tuple(sizes[axes[a]] if a in axes else d for a, d in enumerate(shape))
+            return random_like(array, rng, shape)
+
+        call_args, slot = [], 0
+        for a in signature.args:
+            call_args.append(fresh(a, slot) if isinstance(a, mx.array) else a)
+            slot += isinstance(a, mx.array)
+        call_kwargs = {k: fresh(v, k) for k, v in sorted(signature.kwargs.items())}
+        positional = [a for a in call_args if isinstance(a, mx.array)]
+        feeds: dict[str, np.ndarray] = {}
+        for entry in io["inputs"]:
+            if entry["keyword"] is None and entry["position"] >= len(positional):
+                raise VerificationError(f"the model's input {entry['name']!r} is positional array {entry['position']}, "
+                                        f"but the function is given {len(positional)} positional array(s)")
+            if entry["keyword"] is not None and entry["keyword"] not in call_kwargs:
+                raise VerificationError(f"the model's input {entry['name']!r} is keyword {entry['keyword']!r}, "
+                                        "which the function is not given")
+            array = positional[entry["position"]] if entry["keyword"] is None else call_kwargs[entry["keyword"]]
+            feeds[entry["name"]] = dtypes.array_to_numpy(array)
+        where = f" at {_sizes_text(sizes)}" if sizes is not None else ""
+        names = [o["name"] for o in io["outputs"]]
+        try:  # first: onnxruntime checks indices, so inputs MLX would read out of bounds never reach MLX
+            got = run_session(session, names, as_declared_types(session, feeds))
+        except Exception as exc:
+            raise VerificationError(
+                f"onnxruntime could not run the model{where}: {exc} (MLX was not run on these inputs: if an "
+                "input indexes something, give example inputs that span its valid range, or use the example inputs)"
+            ) from exc
+        try:
+            want, _ = flatten_outputs(call(*call_args, **call_kwargs))
+            mx.eval(want)
+        except VerificationError:
+            raise
+        except Exception as exc:
+            if sizes is None:
+                raise UserFunctionError("the function (during the check)", exc) from exc
+            raise VerificationError(f"MLX could not run the function{where}: {exc}") from exc
+        at = _sizes_text(sizes) if sizes is not None else ""
+        reports = []
+        for k in range(max(len(names), len(want))):
+            if k >= len(want):
+                reports.append(failed(names[k], "?", np.shape(got[k]), EXACT,
+                                      f"the model has this output; the function returns only {len(want)} output(s)", at))
+                continue
+            dname = dtypes.name(want[k].dtype)
+            if k >= len(names):
+                reports.append(failed(f"output_{k}", dname, want[k].shape, self.tolerance(dname),
+                                      f"the function returns this output; the model has only {len(names)} output(s)", at))
+                continue
+            expected = dtypes.to_numpy(policy.get(want[k].dtype, want[k].dtype))
+            report = compare(names[k], np.asarray(got[k]), dtypes.array_to_numpy(want[k]), dname, self.tolerance(dname),
+                             order_free_axis=io["outputs"][k].get("order_free_axis"), expected_dtype=expected)
+            reports.append(replace(report, at=at) if at else report)
+        return reports, feeds
+
+
+def weight_problems(proto: onnx.ModelProto, base_dir: str | None, call, module) -> list[str]:
+    """Initializers named after a parameter path whose values are not the callable's
+    parameters (compared as multisets, so weights the passes transposed still match)."""
+    initializers = {t.name: t for t in proto.graph.initializer}
+    differ, compared = [], 0
+    for prefix, owner in owned_modules(call, module):
+        for path, array in tree_flatten(owner.parameters()):
+            tensor = initializers.get(prefix + path)
+            if tensor is None or not isinstance(array, mx.array) or array.size != int(np.prod(tensor.dims, dtype=np.int64)):
+                continue
+            if tensor.data_location == onnx.TensorProto.EXTERNAL and base_dir is None:
+                continue
+            stored = onnx.numpy_helper.to_array(tensor, base_dir or "")
+            compared += 1
+            if not _same_values(dtypes.array_to_numpy(array), stored):
+                differ.append(prefix + path)
+    if not differ:
+        return []
+    listed = ", ".join(differ[:5]) + (f" and {len(differ) - 5} more" if len(differ) > 5 else "")
+    return [f"the model's weights differ from the callable's: {listed} ({len(differ)} of {compared} parameters). "
+            "The callable made other weights than the ones exported (a factory that initialises a new random "
+            "model on each call): load the weights, or seed the factory (CLI: --model-seed as at export)"]
+
+
+def _same_values(mine: np.ndarray, stored: np.ndarray) -> bool:
+    """The same values up to order and the export's dtype conversion: count, sum and sum
+    of squares (in float64) agree."""
+    if mine.dtype.kind not in "fiub" and mine.dtype != ml_dtypes.bfloat16:
+        return True
+    a = mine.astype(np.float64).ravel()
+    b = stored.astype(np.float32).astype(np.float64).ravel() if stored.dtype == ml_dtypes.bfloat16 else stored.astype(np.float64).ravel()
+    if np.isnan(a).any() or np.isnan(b).any() or np.isinf(a).any() or np.isinf(b).any():
+        return bool(np.isnan(a).sum() == np.isnan(b).sum())
+    half = {np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)}
+    rtol = 1e-2 if (mine.dtype in half or stored.dtype in half) else 1e-6
+    scale = np.abs(a).sum() + 1e-30
+    return bool(abs(a.sum() - b.sum()) <= rtol * scale and abs((a * a).sum() - (b * b).sum()) <= rtol * (a * a).sum() + 1e-30)
+
+
+def _untraced_size(example: int, step: int, low: int, high: int | None) -> int:
+    """Three steps past the example (no trace uses it), or the middle of a range too short for that."""
+    if high is None or example + 3 * step <= high:
+        return example + 3 * step
+    return (low + high) // 2 // step * step
+
+
+def _sizes_text(sizes: Mapping[str, int]) -> str:
+    return " ".join(f"{s}={v}" for s, v in sizes.items())
+
+
+def _as_proto(model: Any) -> tuple[onnx.ModelProto, str | None]:
+    if isinstance(model, (str, os.PathLike)):
+        path = Path(model)
+        if path.is_dir():
+            raise VerificationError(f"{str(path)!r} is a directory; give the path of the .onnx file")
+        if not path.is_file():
+            raise VerificationError(f"no such model file: {str(path)!r}")
+        try:
+            return onnx.load(str(path), load_external_data=False), str(path)
+        except Exception as exc:
+            raise VerificationError(f"{str(path)!r} is not a readable ONNX model: {exc}") from None
+    if isinstance(model, ir.Model):
+        model = ir.serde.serialize_model(model)
+    if isinstance(model, onnx.ModelProto):
+        external = sorted({e.value for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
+                           for e in t.external_data if e.key == "location"})
+        if external:
+            raise VerificationError(
+                f"this in-memory model keeps its weights in external data ({', '.join(external)}), which is found "
+                "relative to the model's own file, and an in-memory model has none: verify the file instead "
+                "(mlx2onnx.verify('path/to/model.onnx', ...))"
+            )
+        return model, None
+    raise VerificationError(f"expected an onnx.ModelProto or a path to a .onnx file, got {type(model).__name__}")
+
+
+def verify(model: Any, fun: Any, /, *args: Any, **kwargs: Any) -> VerifyReport:
+    """Check ``model`` against ``fun`` on seeded random inputs shaped like the example inputs.
+
+    ``args`` and ``kwargs`` are the example inputs, with the same convention as
+    :func:`mlx2onnx.export`. Use :class:`Verifier` for options (seed, the caller's own
+    inputs, tolerances).
+    """
+    return Verifier().verify(model, fun, *args, **kwargs)

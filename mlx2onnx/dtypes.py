@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-from typing import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Mapping
 
 import ml_dtypes
 import mlx.core as mx
@@ -45,42 +44,43 @@ def name(dtype: mx.Dtype) -> str:
     return str(dtype).rsplit(".", 1)[-1]
 
 
-# The export's float policy: MLX dtype -> the dtype that carries it in the ONNX graph
-# (e.g. bfloat16 -> float32 for runtimes without bfloat16 kernels). Empty: every dtype
-# is carried as itself. Set for the duration of one export by :func:`carrying`.
-_CARRIED: contextvars.ContextVar[Mapping[mx.Dtype, mx.Dtype]] = contextvars.ContextVar("mlx2onnx_carried", default={})
-
-
-@contextlib.contextmanager
-def carrying(mapping: Mapping[mx.Dtype, mx.Dtype]) -> Iterator[None]:
-    token = _CARRIED.set(dict(mapping))
-    try:
-        yield
-    finally:
-        _CARRIED.reset(token)
-
-
-def carried(dtype: mx.Dtype) -> mx.Dtype:
-    """The MLX dtype whose ONNX type carries ``dtype`` in the current export."""
-    return _CARRIED.get().get(dtype, dtype)
-
-
 def to_onnx(dtype: mx.Dtype) -> ir.DataType:
-    return _MX_TO_IR[carried(dtype)]
-
-
-def exact_onnx(dtype: mx.Dtype) -> ir.DataType:
-    """The ONNX type of ``dtype`` itself, ignoring the export's float policy."""
+    """The ONNX type of ``dtype`` itself (an export may carry it in another: :class:`FloatPolicy`)."""
     return _MX_TO_IR[dtype]
 
 
 def to_numpy(dtype: mx.Dtype) -> np.dtype:
-    return _MX_TO_NP[carried(dtype)]
-
-
-def exact_numpy(dtype: mx.Dtype) -> np.dtype:
-    """The NumPy dtype of ``dtype`` itself, ignoring the export's float policy."""
+    """The NumPy dtype of ``dtype`` itself."""
     return _MX_TO_NP[dtype]
+
+
+@dataclass(frozen=True)
+class FloatPolicy:
+    """How an export carries MLX float dtypes in the ONNX graph: ``{bfloat16: float32}``
+    carries bfloat16 values as float32 (for runtimes without bfloat16 kernels); a dtype
+    the policy does not name is carried as itself."""
+
+    carry: tuple[tuple[mx.Dtype, mx.Dtype], ...] = ()
+
+    @classmethod
+    def of(cls, mapping: Mapping[mx.Dtype, mx.Dtype]) -> "FloatPolicy":
+        return cls(tuple(mapping.items()))
+
+    def as_dict(self) -> dict[mx.Dtype, mx.Dtype]:
+        return dict(self.carry)
+
+    def carried(self, dtype: mx.Dtype) -> mx.Dtype:
+        """The MLX dtype whose ONNX type carries ``dtype``."""
+        for source, target in self.carry:
+            if source == dtype:
+                return target
+        return dtype
+
+    def onnx(self, dtype: mx.Dtype) -> ir.DataType:
+        return _MX_TO_IR[self.carried(dtype)]
+
+    def numpy(self, dtype: mx.Dtype) -> np.dtype:
+        return _MX_TO_NP[self.carried(dtype)]
 
 
 def from_numpy(dtype: np.dtype) -> mx.Dtype:

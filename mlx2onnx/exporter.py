@@ -18,27 +18,24 @@ from typing import Any, Mapping, Sequence
 import onnx
 import onnx_ir as ir
 
-import json
-
 import mlx.core as mx
 
-from . import dtypes
-from .passes import pipeline as passes
-from .translate import registry
-from .translate.kernels import runs_bfloat16
-from .translate.assemble import build_model
-from .io.metadata import DYNAMIC_METADATA_KEY, PASSES_METADATA_KEY, POLICY_METADATA_KEY
-from .capture.tracing import Trace, capture
-from .translate.context import Context
 from .capture.dynamic import capture_dynamic
 from .capture.symbolic import Plan
+from .capture.tracing import capture
+from .capture.trace import Trace
+from .dtypes import FloatPolicy
 from .errors import ExportOptionError
-from .translate.opset import MIN_OPSET, default_opset
+from .io.metadata import describe_export
 from .io.saving import check_output_path, needs_external_data, save_model, stream_strided
+from .passes.pipeline import optimize
+from .translate import registry
+from .translate.assemble import build_model
+from .translate.context import Context
 from .translate.dispatch import translate
-
-
-QUANTIZED_WEIGHT_CHOICES = ("packed", "dequantize", "matmulnbits")
+from .translate.kernels import runs_bfloat16
+from .translate.opset import MIN_OPSET, default_opset
+from .translate.settings import QUANTIZED_WEIGHT_CHOICES, ExportSettings
 
 
 @dataclass(frozen=True)
@@ -106,36 +103,20 @@ class Exporter:
         """The model of ``trace`` (merged over several sizes, with its ``plan``, when dynamic)."""
         return self._translate(trace, plan)
 
-    @staticmethod
-    def _dynamic_metadata(trace: Trace, plan: Plan, input_names: list[str]) -> str:
-        """The ``mlx2onnx.dynamic`` metadata: symbols, steps, ranges, which input axes."""
-        names = dict(zip((i.label for i in trace.inputs), input_names))
-        return json.dumps({
-            "symbols": {s: v[0] for s, v in plan.sizes.items()},
-            "multiple_of": dict(plan.multiple_of),
-            "range": {sym: list(b) for sym, b in plan.bounds.items()},
-            "inputs": {names[label]: {str(a): s for a, s in axes.items()} for label, axes in plan.spec.items()},
-        }, sort_keys=True)
+    def settings(self, plan: Plan | None = None) -> ExportSettings:
+        """What the export of a trace knows (with ``plan`` for a dynamic one)."""
+        return ExportSettings(opset=self.resolved_opset(), floats=FloatPolicy.of(self.float_policy()),
+                              quantized_weights=self.quantized_weights or "packed", plan=plan)
 
     def _translate(self, trace: Trace, plan: Plan | None = None) -> ir.Model:
-        opset = self.resolved_opset()
+        settings = self.settings(plan)
         input_names = self._input_names(trace)
         output_names = self._output_names(trace)
-        policy = self.float_policy()
-        with dtypes.carrying(policy):
-            ctx = Context(trace, opset)
-            if self.quantized_weights is not None:  # None: op_mappings.quantized's default ("packed")
-                ctx.quantized_weights = self.quantized_weights
-            translate(trace, ctx, input_names)
-            model = build_model(ctx, trace, input_names, output_names)
-            if plan is not None:  # before the passes: pooling reads the symbols' steps
-                model.metadata_props[DYNAMIC_METADATA_KEY] = self._dynamic_metadata(trace, plan, input_names)
-            if self.optimize:
-                report = passes.optimize(model, opset, parameters=frozenset(ctx.parameters))
-                model.metadata_props[PASSES_METADATA_KEY] = json.dumps(report, sort_keys=True)
-        model.metadata_props[POLICY_METADATA_KEY] = json.dumps(
-            {dtypes.name(k): dtypes.name(v) for k, v in policy.items()}, sort_keys=True
-        )
+        ctx = Context(trace, settings)
+        translate(trace, ctx, input_names)
+        model = build_model(ctx, trace, input_names, output_names)
+        report = optimize(model, settings, parameters=frozenset(ctx.parameters)) if self.optimize else None
+        describe_export(model, trace, input_names, output_names, floats=settings.floats, plan=plan, passes=report)
         return model
 
     def float_policy(self) -> dict:

@@ -56,7 +56,7 @@ def to_unsigned(ctx, x, dtype):
 
 def bit_planes(ctx, u, udtype, bits: int):
     """Unsigned ``u`` -> its ``bits`` bits (0 or 1, lowest first) along a new last axis."""
-    k = ctx.const(np.arange(bits, dtype=dtypes.to_numpy(udtype)))
+    k = ctx.const(np.arange(bits, dtype=ctx.numpy_type(udtype)))
     one = ctx.scalar(1, udtype)
     shifted = ctx.op.BitShift(ctx.unsqueeze(u, [-1]), k, direction="RIGHT")
     upper = ctx.op.BitShift(ctx.op.BitShift(shifted, one, direction="RIGHT"), one, direction="LEFT")
@@ -78,7 +78,7 @@ def sum_last_axis(ctx, x, size: int):
 def from_bit_planes(ctx, planes, udtype, bits: int):
     """The inverse of :func:`bit_planes`: the sum of ``plane_k << k`` over the last axis
     (the bits are disjoint, so the sum has no carries)."""
-    k = ctx.const(np.arange(bits, dtype=dtypes.to_numpy(udtype)))
+    k = ctx.const(np.arange(bits, dtype=ctx.numpy_type(udtype)))
     return sum_last_axis(ctx, ctx.op.BitShift(planes, k, direction="LEFT"), bits)
 
 
@@ -141,8 +141,7 @@ BITCAST_OPSET = 26
 
 def own_onnx_type(dtype: mx.Dtype):
     """The ONNX type of ``dtype`` itself, whatever carries it in this export's float policy."""
-    with dtypes.carrying({}):
-        return dtypes.to_onnx(dtype)
+    return dtypes.to_onnx(dtype)
 
 
 def view_to_bits(ctx, x, dtype):
@@ -151,7 +150,7 @@ def view_to_bits(ctx, x, dtype):
     which is exact."""
     if dtypes.is_float(dtype):
         own = ctx.cast_like(x, own_onnx_type(dtype))
-        return ctx.op.BitCast(own, to=dtypes.to_onnx(UNSIGNED_OF_FLOAT[dtype]))
+        return ctx.op.BitCast(own, to=ctx.onnx_type(UNSIGNED_OF_FLOAT[dtype]))
     return to_unsigned(ctx, x, dtype)
 
 
@@ -193,12 +192,12 @@ def view(ctx, rec):
     out_shape = list(rec.outputs[0].shape)
     if src_bits > dst_bits:  # split: lowest part first
         parts = src_bits // dst_bits
-        k = ctx.const(np.arange(0, src_bits, dst_bits, dtype=dtypes.to_numpy(src_u)))
+        k = ctx.const(np.arange(0, src_bits, dst_bits, dtype=ctx.numpy_type(src_u)))
         pieces = ctx.op.BitShift(ctx.unsqueeze(u, [-1]), k, direction="RIGHT")
         u = ctx.reshape(ctx.cast(pieces, dst_u), out_shape)  # Cast keeps the low bits
     elif src_bits < dst_bits:  # join consecutive parts along the last axis
         parts = dst_bits // src_bits
-        k = ctx.const(np.arange(0, dst_bits, src_bits, dtype=dtypes.to_numpy(dst_u)))
+        k = ctx.const(np.arange(0, dst_bits, src_bits, dtype=ctx.numpy_type(dst_u)))
         grouped = ctx.reshape(ctx.cast(u, dst_u), out_shape + [parts])
         u = sum_last_axis(ctx, ctx.op.BitShift(grouped, k, direction="LEFT"), parts)
     return [view_from_bits(ctx, u, target)]

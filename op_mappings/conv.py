@@ -45,7 +45,7 @@ class Weight:
         self.ctx = ctx
         self.work = work
         found = constant_array(ctx, spec)
-        self.array = None if found is None else np.asarray(found[0]).astype(dtypes.to_numpy(work))
+        self.array = None if found is None else np.asarray(found[0]).astype(ctx.numpy_type(work))
         self.path = None if found is None else found[1]
         self.value = None if found is not None else ctx.cast(ctx.value(spec), work)
 
@@ -179,8 +179,8 @@ def convolution(ctx, rec):
             strides=strides, dilations=kdil, pads=lo + hi, group=groups,
         )
     y = ctx.op.Transpose(y, perm=[0] + [2 + i for i in range(d)] + [1])
-    same = dtypes.to_onnx(work) == dtypes.to_onnx(dtype)
-    return [y if same else ctx.op.Cast(y, to=dtypes.to_onnx(dtype))]
+    same = ctx.onnx_type(work) == ctx.onnx_type(dtype)
+    return [y if same else ctx.op.Cast(y, to=ctx.onnx_type(dtype))]
 
 
 def _as_conv_transpose(strides, lo, hi, idil, k_eff):

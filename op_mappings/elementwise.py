@@ -281,7 +281,7 @@ def _reciprocal(ctx, value, work):
         return ctx.op.Div(ctx.scalar(1, work), ctx.cast(value, work))
     with np.errstate(divide="ignore"):
         inverse = 1 / np.asarray(tensor.numpy(), dtype=np.float64)
-    return ctx.const(inverse.astype(dtypes.to_numpy(work)))
+    return ctx.const(inverse.astype(ctx.numpy_type(work)))
 
 
 def _constant(value):
@@ -312,11 +312,11 @@ def astype(ctx, rec):
         return [ctx.op.Identity(x)]
     # Under a float policy (bfloat16 carried as float32, ...) round through the real
     # dtypes, so the value is the one MLX computes (bf16 -> f32 keeps only bf16 bits).
-    if dtypes.carried(source) != source:
-        x = ctx.op.Cast(x, to=dtypes.exact_onnx(source))
-    y = ctx.op.Cast(x, to=dtypes.exact_onnx(target))
-    if dtypes.carried(target) != target:
-        y = ctx.op.Cast(y, to=dtypes.to_onnx(target))
+    if ctx.carried(source) != source:
+        x = ctx.op.Cast(x, to=dtypes.to_onnx(source))
+    y = ctx.op.Cast(x, to=dtypes.to_onnx(target))
+    if ctx.carried(target) != target:
+        y = ctx.op.Cast(y, to=ctx.onnx_type(target))
     return [y]
 
 
@@ -337,8 +337,8 @@ def floor_divide_value(ctx, a, b, dtype):
     if dtypes.is_float(dtype):
         work = ctx.work_dtype("Div", dtype)
         quotient = ctx.op.Div(ctx.cast(a, work), ctx.cast(b, work))
-        if dtypes.to_onnx(work) != dtypes.exact_onnx(dtype):  # MLX floors the quotient rounded to its own dtype
-            quotient = ctx.op.Cast(ctx.op.Cast(quotient, to=dtypes.exact_onnx(dtype)), to=dtypes.to_onnx(work))
+        if ctx.onnx_type(work) != dtypes.to_onnx(dtype):  # MLX floors the quotient rounded to its own dtype
+            quotient = ctx.op.Cast(ctx.op.Cast(quotient, to=dtypes.to_onnx(dtype)), to=ctx.onnx_type(work))
         return ctx.cast(ctx.op.Floor(quotient), dtype)
     quotient = ctx.run("Div", [a, b], dtype)
     if dtypes.is_unsigned(dtype) or dtype == mx.bool_:

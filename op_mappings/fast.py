@@ -27,7 +27,7 @@ F32 = mx.float32
 def _fused(ctx, op_type: str, since: int, dtype: mx.Dtype) -> bool:
     """Whether the fused ``op_type`` exists at the target opset and ORT runs it on ``dtype``
     (as the graph carries it: the export's float policy may carry bfloat16 as float32)."""
-    return ctx.opset >= since and kernels.has_kernel(op_type, dtypes.carried(dtype), ctx.opset)
+    return ctx.opset >= since and kernels.has_kernel(op_type, ctx.carried(dtype), ctx.opset)
 
 
 def _per_channel(ctx, value, spec, size: int, dtype: mx.Dtype):
@@ -228,7 +228,7 @@ def _attention_composite(ctx, rec, q, k, v, mask, sinks, scale, causal, logsumex
     scores = ctx.op.MatMul(q, ctx.op.Transpose(k, perm=perm))
     # MLX fills masked scores with its own dtype's lowest value, also when the export carries
     # that dtype as float32 (it shows in the logsumexp of a fully masked row)
-    lowest = ctx.scalar(float(np.finfo(dtypes.exact_numpy(dtype)).min), F32)
+    lowest = ctx.scalar(float(np.finfo(dtypes.to_numpy(dtype)).min), F32)
     if causal:
         scores = ctx.op.Where(ctx.const(_causal(q_len, k_len)), scores, lowest)
     elif mask is not None:

@@ -20,7 +20,6 @@ import numpy as np
 
 import mlx.core as mx
 
-from mlx2onnx import dtypes
 from mlx2onnx.translate.registry import handles, handles_complex
 
 F32 = mx.float32
@@ -168,7 +167,7 @@ def complex_abs(ctx, rec):
     """inputs (z,) complex64; arguments []: |z| + 0i (MLX keeps complex64; an AsType
     follows). hypot computed in float64, so the float32 result is correctly rounded."""
     (z,) = ctx.inputs(rec)
-    wide = ctx.op.Cast(z, to=dtypes.to_onnx(mx.float64))
+    wide = ctx.op.Cast(z, to=ctx.onnx_type(mx.float64))
     norm = ctx.op.Sqrt(ctx.reduce("ReduceSum", ctx.op.Mul(wide, wide), [-1], keepdims=False))
     norm = ctx.cast(norm, F32)
     return [make_pair(ctx, norm, _zeros_like(ctx, norm, rec.outputs[0].shape))]
@@ -223,12 +222,12 @@ def complex_divide(ctx, rec):
     """inputs (a, b) complex64; arguments []: ((ac + bd) + (bc - ad)i) / (c^2 + d^2),
     computed in float64 (no overflow or cancellation for float32 operands; MLX's
     std::complex division may differ in the last bit, and for zero divisors)."""
-    x, y = (ctx.op.Cast(v, to=dtypes.to_onnx(mx.float64)) for v in ctx.inputs(rec))
+    x, y = (ctx.op.Cast(v, to=ctx.onnx_type(mx.float64)) for v in ctx.inputs(rec))
     a, b, c, d = real_part(ctx, x), imag_part(ctx, x), real_part(ctx, y), imag_part(ctx, y)
     denom = ctx.op.Add(ctx.op.Mul(c, c), ctx.op.Mul(d, d))
     re = ctx.op.Div(ctx.op.Add(ctx.op.Mul(a, c), ctx.op.Mul(b, d)), denom)
     im = ctx.op.Div(ctx.op.Sub(ctx.op.Mul(b, c), ctx.op.Mul(a, d)), denom)
-    return [ctx.op.Cast(make_pair(ctx, re, im), to=dtypes.to_onnx(F32))]
+    return [ctx.op.Cast(make_pair(ctx, re, im), to=ctx.onnx_type(F32))]
 
 
 @handles_complex("Equal", "NotEqual")

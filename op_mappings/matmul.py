@@ -5,7 +5,6 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 
-from mlx2onnx.dtypes import to_numpy
 from mlx2onnx.translate.registry import handles
 
 
@@ -112,5 +111,5 @@ def hadamard(ctx, rec):
     work = ctx.work_dtype("MatMul", dtype)
     n = rec.inputs[0].shape[-1]
     matrix = np.array(mx.hadamard_transform(mx.eye(n, dtype=mx.float32), scale=float(scale)))
-    product = ctx.op.MatMul(ctx.cast(x, work), ctx.const(matrix.astype(to_numpy(work))))
+    product = ctx.op.MatMul(ctx.cast(x, work), ctx.const(matrix.astype(ctx.numpy_type(work))))
     return [ctx.cast(product, dtype)]

@@ -8,8 +8,8 @@ w = FP8-E4M3(q) * scale, where mx scales are uint8 E8M0 (2^(s-127), s=0 read as 
 and nvfp4 scales are uint8 FP8-E4M3. The CPU kernels cast the decoded scale to the
 activation dtype before use; the tables below do the same.
 
-How constant weights are exported is chosen by ``ctx.quantized_weights`` when the
-exporter sets it, else by the module default :data:`QUANTIZED_WEIGHTS`:
+How constant weights are exported is the export's ``quantized_weights`` setting
+(``ctx.settings.quantized_weights``, from :class:`mlx2onnx.Exporter`):
 
 * ``"packed"`` (default): MLX's uint32 words, scales and biases stay initializers exactly
   as MLX holds them and the graph unpacks them (BitShift, BitwiseAnd or Mod below opset
@@ -35,29 +35,19 @@ import numpy as np
 
 import onnx_ir as ir
 
-from mlx2onnx import dtypes
-from mlx2onnx.dtypes import array_to_numpy, numpy_to_array, to_numpy
+from mlx2onnx.dtypes import array_to_numpy, numpy_to_array
 from mlx2onnx.translate.markers import KEEP_PACKED
 from mlx2onnx.translate.registry import handles
+from mlx2onnx.translate.settings import QUANTIZED_WEIGHT_CHOICES
 
 from .matmul import flat_indices
 
 AFFINE, MXFP4, MXFP8, NVFP4 = 0, 1, 2, 3
 MODE_NAMES = {AFFINE: "affine", MXFP4: "mxfp4", MXFP8: "mxfp8", NVFP4: "nvfp4"}
 
-PACKED, DEQUANTIZE, MATMULNBITS = "packed", "dequantize", "matmulnbits"
-QUANTIZED_WEIGHTS = PACKED  # module default; an exporter option overrides it via ctx
+PACKED, DEQUANTIZE, MATMULNBITS = QUANTIZED_WEIGHT_CHOICES
 
 FP4_E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0], np.float32)
-
-
-def weights_option(ctx) -> str:
-    option = getattr(ctx, "quantized_weights", None) or QUANTIZED_WEIGHTS
-    if option not in (PACKED, DEQUANTIZE, MATMULNBITS):
-        raise ctx.fail(
-            f"quantized_weights={option!r} is not supported: use 'packed', 'dequantize' or 'matmulnbits'"
-        )
-    return option
 
 
 def _check_mode(ctx, group_size: int, bits: int, mode: int) -> None:
@@ -156,7 +146,7 @@ def dequantize_weights(ctx, w, scales, biases, w_shape, group_size, bits, mode, 
     if mode == AFFINE:
         values = ctx.cast(codes, work)
     else:
-        table = ctx.const(code_table(mode, dtype).astype(to_numpy(work)))
+        table = ctx.const(code_table(mode, dtype).astype(ctx.numpy_type(work)))
         values = ctx.op.Gather(table, ctx.cast(codes, mx.int64), axis=0)
     values = ctx.reshape(values, [*lead, rows, groups, group_size])
     axis = len(lead) + 2
@@ -165,7 +155,7 @@ def dequantize_weights(ctx, w, scales, biases, w_shape, group_size, bits, mode, 
         bias = ctx.unsqueeze(ctx.cast(biases, work), [axis])
         values = ctx.op.Add(ctx.op.Mul(values, scale), bias)
     else:
-        table = ctx.const(scale_table(mode, dtype).astype(to_numpy(work)))
+        table = ctx.const(scale_table(mode, dtype).astype(ctx.numpy_type(work)))
         scale = ctx.op.Gather(table, ctx.cast(scales, mx.int64), axis=0)
         values = ctx.op.Mul(values, ctx.unsqueeze(scale, [axis]))
     return ctx.reshape(values, [*lead, rows, cols])
@@ -174,7 +164,7 @@ def dequantize_weights(ctx, w, scales, biases, w_shape, group_size, bits, mode, 
 def rounded_cast(ctx, x, dtype: mx.Dtype):
     """``x`` cast to MLX dtype ``dtype``, rounded to it even when the export carries that
     dtype in a wider type (bfloat16 carried as float32): MLX stores the rounded value."""
-    carrier = dtypes.carried(dtype)
+    carrier = ctx.carried(dtype)
     if carrier != dtype and dtype == mx.bfloat16:
         x = ctx.op.Cast(ctx.cast(x, mx.float32), to=ir.DataType.BFLOAT16)
     return ctx.cast(x, dtype)
@@ -194,7 +184,7 @@ def _constant(value):
 def folded_weights(ctx, w, scales, biases, group_size, bits, mode, transpose, dtype):
     """Float weights ``[..., K, N]`` of MLX dtype ``dtype`` dequantized by MLX at export
     time, or None when the option is off or an operand is not a constant."""
-    if weights_option(ctx) != DEQUANTIZE:
+    if ctx.settings.quantized_weights != DEQUANTIZE:
         return None
     arrays = [_constant(w), _constant(scales)] + ([_constant(biases)] if mode == AFFINE else [])
     if any(a is None for a in arrays):
@@ -218,7 +208,7 @@ def matmul_nbits(ctx, rec, x, w, scales, biases, group_size, bits, mode, transpo
     relative), which is why it is opt-in. onnxruntime 1.32's CPU kernel takes 2 and 4 bits
     with float zero points (not 3/5/6, nor 8 with float zero points); MLX's row bitstream
     is byte for byte its B layout [N, K / block, block * bits / 8]."""
-    if weights_option(ctx) != MATMULNBITS or mode != AFFINE or not transpose or bits not in (2, 4):
+    if ctx.settings.quantized_weights != MATMULNBITS or mode != AFFINE or not transpose or bits not in (2, 4):
         return None
     arrays = [_constant(w), _constant(scales), _constant(biases)]
     if any(a is None for a in arrays) or len(rec.inputs[1].shape) != 2 or group_size < 16:
@@ -312,7 +302,7 @@ def gather_qmm(ctx, rec):
 def _fold_quantize(ctx, array, group_size, bits, mode):
     outs = mx.quantize(numpy_to_array(array), group_size=group_size, bits=bits, mode=MODE_NAMES[mode])
     outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
-    return [ctx.const(np.ascontiguousarray(array_to_numpy(o.astype(dtypes.carried(o.dtype))))) for o in outs]
+    return [ctx.const(np.ascontiguousarray(array_to_numpy(o.astype(ctx.carried(o.dtype))))) for o in outs]
 
 
 def _pack_codes(ctx, q, lead, cols, bits):

@@ -40,7 +40,7 @@ SCAN_STEP = {SCAN_MAX: "Max", SCAN_MIN: "Min", SCAN_SUM: "Add", SCAN_PROD: "Mul"
 
 SIGN_BIT = 1 << 63
 # The ONNX types of the MLX float dtypes themselves, whatever type the export carries them in
-ROUNDING = {mx.float16: dtypes.exact_onnx(mx.float16), mx.bfloat16: dtypes.exact_onnx(mx.bfloat16)}
+ROUNDING = {mx.float16: dtypes.to_onnx(mx.float16), mx.bfloat16: dtypes.to_onnx(mx.bfloat16)}
 
 
 def any_nan(ctx, x, axes, dtype):
@@ -196,7 +196,7 @@ def scan_identity(kind, dtype):
         return kind == SCAN_MIN
     if dtypes.is_float(dtype):
         return -math.inf if kind == SCAN_MAX else math.inf
-    info = np.iinfo(dtypes.to_numpy(dtype))
+    info = np.iinfo(dtypes.to_numpy(dtype))  # an integer dtype: carried as itself
     return info.min if kind == SCAN_MAX else info.max
 
 
@@ -233,7 +233,7 @@ def run_scan(ctx, x, dtype, shape, kind, axis, reverse, inclusive, start):
     step = SCAN_STEP[kind]
     work = ctx.work_dtype(step, dtype)
     state_shape = [d for k, d in enumerate(shape) if k != axis]
-    onnx_type = ir.TensorType(dtypes.to_onnx(dtype))
+    onnx_type = ir.TensorType(ctx.onnx_type(dtype))
     prefix = ctx.fresh("scan_body")
     state_in = ir.Value(name=f"{prefix}/state", shape=ir.Shape(state_shape), type=onnx_type)
     elem_in = ir.Value(name=f"{prefix}/x", shape=ir.Shape(state_shape), type=onnx_type)
@@ -247,17 +247,17 @@ def run_scan(ctx, x, dtype, shape, kind, axis, reverse, inclusive, start):
         return made.outputs[0]
 
     def cast(value, target):
-        return node("Cast", [value], to=dtypes.to_onnx(target))
+        return node("Cast", [value], to=ctx.onnx_type(target))
 
     a, b = (state_in, elem_in) if work == dtype else (cast(state_in, work), cast(elem_in, work))
     new = node(step, [a, b])
     if step in ("Max", "Min") and dtype in ROUNDING:
         # MLX 0.32.4's float16/bfloat16 cummax/cummin give 0 (not NaN) where either operand is NaN
         either = node("Or", [node("IsNaN", [a]), node("IsNaN", [b])])
-        zero = node("Cast", [node("Constant", [], value_int=0)], to=dtypes.to_onnx(work))
+        zero = node("Cast", [node("Constant", [], value_int=0)], to=ctx.onnx_type(work))
         new = node("Where", [either, zero, new])
-    if dtype in ROUNDING and dtypes.carried(dtype) != dtype:  # carried wider: round each step
-        new = node("Cast", [node("Cast", [new], to=ROUNDING[dtype])], to=dtypes.to_onnx(dtype))
+    if dtype in ROUNDING and ctx.carried(dtype) != dtype:  # carried wider: round each step
+        new = node("Cast", [node("Cast", [new], to=ROUNDING[dtype])], to=ctx.onnx_type(dtype))
     elif work != dtype:
         new = cast(new, dtype)
     new.type, new.shape = onnx_type, ir.Shape(state_shape)

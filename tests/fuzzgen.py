@@ -1165,7 +1165,9 @@ def check(program: Program, opset: int | None = None, verifier=None, shapeless: 
     with BroadcastAxes and ``mean`` counts with NumberOfElements."""
     import mlx2onnx
 
-    opset = opset or mlx2onnx.opset.default_opset()
+    from mlx2onnx.translate.opset import default_opset
+
+    opset = opset or default_opset()
     verifier = verifier or mlx2onnx.Verifier(random_inputs=False)
     if program.tolerances:
         verifier = replace(verifier, tolerances=program.tolerances)

@@ -233,20 +233,22 @@ def test_the_small_conv_net_pools_are_fused_at_dynamic_sizes():
 
 
 def test_dynamic_pools_are_fused_only_where_the_steps_prove_them():
-    """The pool's output size is h/2 in the graph (Div, exact for even h): with the
-    model's metadata claiming any h (step 1), the pass cannot prove the windows and
-    leaves them; with the export's own step 32 it fuses them."""
-    from mlx2onnx.passes import pipeline as passes
-    from mlx2onnx.io.metadata import DYNAMIC_METADATA_KEY
+    """The pool's output size is h/2 in the graph (Div, exact for even h): with a plan
+    claiming any h (step 1), the pass cannot prove the windows and leaves them; with the
+    export's own step 32 it fuses them."""
+    from dataclasses import replace
+
+    from mlx2onnx.capture import capture_dynamic
+    from mlx2onnx.passes.pipeline import optimize
 
     net, x = pools(nn.MaxPool2d(3, stride=2, padding=1))
     exporter = Exporter(dynamic={"x": IMAGE}, optimize=False)
     for step, fused in [(1, False), (32, True)]:
-        model = exporter.to_ir(net, x)
-        meta = json.loads(model.metadata_props[DYNAMIC_METADATA_KEY])
-        meta["multiple_of"] = {"batch": 1, "h": step, "w": step}
-        model.metadata_props[DYNAMIC_METADATA_KEY] = json.dumps(meta)
-        report = passes.optimize(model, exporter.resolved_opset())
+        trace, plan = capture_dynamic(net, (x,), {}, {"x": IMAGE})
+        model = exporter.trace_to_ir(trace, plan)
+        claimed = replace(plan, multiple_of={"batch": 1, "h": step, "w": step},
+                          bounds={"batch": (1, None), "h": (step, None), "w": (step, None)})
+        report = optimize(model, exporter.settings(claimed))
         kinds = [n.op_type for n in model.graph]
         assert report["fuse_pooling"] == int(fused) and ("MaxPool" in kinds) == fused, (report, kinds)
 
@@ -298,26 +300,30 @@ def test_a_dynamic_pool_is_fused_only_where_every_admitted_size_has_a_window():
 
 
 def test_dimension_names_read_back_as_the_sizes_they_name():
-    """What the pooling pass reads (mlx2onnx.symsizes) is what the export writes
-    (Plan.dim_name): every name, read as a polynomial, gives its size in every trace."""
+    """What the pooling pass reads (the plan's closed forms, mlx2onnx.passes.sizes) is
+    what the export names (Plan.dim_name): every name's closed form gives its size in
+    every trace."""
     from mlx2onnx.capture.symbolic import Plan
     from mlx2onnx.passes.sizes import Sizes
 
     h, w = (32, 64, 32, 96, 224), (32, 32, 64, 96, 256)
-    plan = Plan(sizes={"h": h, "w": w}, where={"h": ("x", 1), "w": ("x", 2)}, spec={"x": {1: "h", 2: "w"}})
-    sizes = Sizes({"h": 32, "w": 32}, {"h": 32, "w": 32})
+    plan = Plan(sizes={"h": h, "w": w}, where={"h": ("x", 1), "w": ("x", 2)}, spec={"x": {1: "h", 2: "w"}},
+                multiple_of={"h": 32, "w": 32}, bounds={"h": (32, None), "w": (32, None)})
+    sizes = Sizes(plan)
     rules = [lambda a, b: a, lambda a, b: a + 2, lambda a, b: a // 2 + 2, lambda a, b: a // 4 - 1,
              lambda a, b: 3 * a // 2, lambda a, b: 2 * b, lambda a, b: -a + 500, lambda a, b: a * b,
              lambda a, b: 3 * a * b, lambda a, b: b * b, lambda a, b: a // 32 * 5 - 7]
+    forms = {}
     for rule in rules:
         values = tuple(rule(a, b) for a, b in zip(h, w))
         name = plan.dim_name(values)
-        poly = sizes.parse(name)
+        poly = plan.form(name)
         assert poly is not None, name
         assert tuple(poly.at({"h": a, "w": b}) for a, b in zip(h, w)) == values, (name, poly)
-    assert sizes.parse("unk__3") is None and sizes.parse("dim_7") is None and sizes.parse("h/2_5") is None
-    assert sizes.floor_div(sizes.parse("h-1"), 2) == sizes.parse("h/2-1")  # h is even
-    assert sizes.floor_div(sizes.parse("h-1"), 64) is None  # h/64 is not an integer at h = 32
+        forms[name] = poly
+    assert plan.form("unk__3") is None and plan.form("dim_7") is None and plan.form("h/2_5") is None
+    assert sizes.floor_div(forms["h+2"] - 3, 2) == forms["h/2+2"] - 3  # h is even: floor((h-1)/2) = h/2-1
+    assert sizes.floor_div(forms["h+2"] - 3, 64) is None  # h/64 is not an integer at h = 32
 
 
 # -- primitives whose numbers follow the size ---------------------------------------------

@@ -22,7 +22,7 @@ import pytest
 import mlx2onnx
 from mlx2onnx import dtypes
 from mlx2onnx.translate import kernels
-from mlx2onnx.capture.tracing import Constant, GraphInput, GraphOutput, Primitive, TensorSpec, Trace
+from mlx2onnx.capture.trace import Constant, GraphInput, GraphOutput, Primitive, TensorSpec, Trace
 from mlx2onnx.verify.compare import DEFAULT_TOLERANCES, compare
 from mlx2onnx.verify.session import as_declared_types, run_session
 

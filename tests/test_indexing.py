@@ -13,7 +13,7 @@ import onnxruntime as ort
 import pytest
 
 import mlx2onnx
-from mlx2onnx.capture.tracing import GraphOutput, Primitive, TensorSpec
+from mlx2onnx.capture.trace import GraphOutput, Primitive, TensorSpec
 from mlx2onnx.errors import ConversionError
 
 RNG = np.random.default_rng(1234)

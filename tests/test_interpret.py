@@ -16,7 +16,7 @@ import pytest
 from mlx2onnx import capture
 from mlx2onnx.capture import records
 from mlx2onnx.verify import interpret
-from mlx2onnx.capture.tracing import Primitive, TensorSpec
+from mlx2onnx.capture.trace import Primitive, TensorSpec
 from mlx2onnx.models import REFERENCE_MODELS
 
 rng = np.random.default_rng(0)

@@ -244,14 +244,13 @@ def test_topk_and_argpartition_compare_as_sets(work, n):
 
 
 def test_order_free_axis_recorded_only_for_whole_runs():
-    from mlx2onnx.translate.assemble import order_free_axis
 
     x = mx.random.normal((2, 12))
     for fun, axis in ((lambda a: mx.topk(a, 4), 1), (lambda a: mx.partition(a, 3, axis=1), 1),
                       (lambda a: mx.partition(a, 3, axis=1)[:, :3], 1), (lambda a: mx.partition(a, 3, axis=1)[:, 1:5], None),
                       (lambda a: mx.sort(a, axis=1), None)):
         trace = mlx2onnx.capture(fun, (x,), {})
-        assert order_free_axis(trace, trace.outputs[0].spec.name) == axis
+        assert trace.order_free_axis(trace.outputs[0].spec.name) == axis
 
 
 def test_the_users_error_and_ours_are_told_apart(work, capsys):

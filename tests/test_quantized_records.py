@@ -15,10 +15,8 @@ import onnxruntime as ort
 import pytest
 
 import mlx2onnx
-from mlx2onnx.capture.tracing import GraphInput, GraphOutput, Primitive, TensorSpec, Trace
-from mlx2onnx.translate.context import Context
+from mlx2onnx.capture.trace import GraphInput, GraphOutput, Primitive, TensorSpec, Trace
 from mlx2onnx.errors import ConversionError
-from mlx2onnx.op_mappings import quantized
 from mlx2onnx.translate.opset import MIN_OPSET, default_opset
 
 from harness import rng_for
@@ -74,17 +72,12 @@ def ops_of(model: onnx.ModelProto) -> set[str]:
     return {n.op_type for n in model.graph.node}
 
 
-@pytest.mark.parametrize("how", ["module_default", "ctx_attribute"])
 @pytest.mark.parametrize("opset", OPSETS)
 @pytest.mark.parametrize("dtype", [mx.float32, mx.float16, mx.bfloat16])
-def test_dequantize_at_export(monkeypatch, how, opset, dtype):
-    if how == "module_default":
-        monkeypatch.setattr(quantized, "QUANTIZED_WEIGHTS", quantized.DEQUANTIZE)
-    else:  # how an Exporter option would reach the handlers
-        monkeypatch.setattr(Context, "quantized_weights", quantized.DEQUANTIZE, raising=False)
+def test_dequantize_at_export(opset, dtype):
     model = qmlp(dtype)
     x = mx.array(rng_for("dequantize", opset).standard_normal((3, 64)).astype(np.float32)).astype(dtype)
-    proto = mlx2onnx.Exporter(opset=opset).export(model, x)
+    proto = mlx2onnx.Exporter(opset=opset, quantized_weights="dequantize").export(model, x)
     assert "BitShift" not in ops_of(proto) and "QuantizedMatmul" in mlx2onnx.capture(model, (x,), {}).primitive_counts()
     report = mlx2onnx.Verifier(random_inputs=False).verify(proto, model, x)
     assert report.passed, str(report)
@@ -96,15 +89,13 @@ def test_packed_is_the_default():
     assert "BitShift" in ops_of(proto)
 
 
-def test_unknown_option_is_refused(monkeypatch):
-    monkeypatch.setattr(quantized, "QUANTIZED_WEIGHTS", "int4")
-    with pytest.raises(ConversionError, match="quantized_weights='int4'"):
-        mlx2onnx.export(qmlp(mx.float32), mx.zeros((1, 64)))
+def test_unknown_option_is_refused():
+    with pytest.raises(mlx2onnx.ExportOptionError, match="quantized_weights='int4'"):
+        mlx2onnx.Exporter(quantized_weights="int4").export(qmlp(mx.float32), mx.zeros((1, 64)))
 
 
 @pytest.mark.parametrize("opset", OPSETS)
-def test_gather_qmm_dequantized_experts(monkeypatch, opset):
-    monkeypatch.setattr(quantized, "QUANTIZED_WEIGHTS", quantized.DEQUANTIZE)
+def test_gather_qmm_dequantized_experts(opset):
     rng = rng_for("moe", opset)
     wq, scales, biases = mx.quantize(mx.array(rng.standard_normal((4, 32, 64)).astype(np.float32)), group_size=32, bits=4)
     mx.eval(wq, scales, biases)
@@ -114,7 +105,7 @@ def test_gather_qmm_dequantized_experts(monkeypatch, opset):
 
     x = mx.array(rng.standard_normal((5, 1, 64)).astype(np.float32))
     experts = mx.array(rng.integers(0, 4, size=(5,)).astype(np.uint32))
-    proto = mlx2onnx.Exporter(opset=opset).export(moe, x, experts)
+    proto = mlx2onnx.Exporter(opset=opset, quantized_weights="dequantize").export(moe, x, experts)
     assert "BitShift" not in ops_of(proto)
     report = mlx2onnx.Verifier(random_inputs=False).verify(proto, moe, x, experts)
     assert report.passed, str(report)
@@ -204,18 +195,17 @@ def test_bad_quantized_matmul_arguments(arguments, message):
 @pytest.mark.parametrize("opset", OPSETS)
 @pytest.mark.parametrize("bits", [2, 3, 4, 8])
 @pytest.mark.parametrize("dtype", [mx.float32, mx.float16, mx.bfloat16])
-def test_matmul_nbits_option(monkeypatch, opset, bits, dtype):
+def test_matmul_nbits_option(opset, bits, dtype):
     """quantized_weights='matmulnbits': onnxruntime's contrib MatMulNBits where its CPU
     kernel runs MLX's format (2 and 4 bits, float zero point -bias/scale), the exact
     packed unpacking elsewhere; parity holds at the default tolerances either way."""
-    monkeypatch.setattr(quantized, "QUANTIZED_WEIGHTS", quantized.MATMULNBITS)
     mx.random.seed(5)
     model = nn.Sequential(nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 32))
     model.set_dtype(dtype)
     nn.quantize(model, group_size=64, bits=bits)
     mx.eval(model.parameters())
     x = mx.array(rng_for("nbits", bits, opset).standard_normal((3, 128)).astype(np.float32)).astype(dtype)
-    proto = mlx2onnx.Exporter(opset=opset).export(model, x)
+    proto = mlx2onnx.Exporter(opset=opset, quantized_weights="matmulnbits").export(model, x)
     assert ("MatMulNBits" in ops_of(proto)) == (bits in (2, 4))
     report = mlx2onnx.Verifier(random_inputs=False).verify(proto, model, x)
     assert report.passed, str(report)

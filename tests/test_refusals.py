@@ -68,7 +68,7 @@ def test_complex_value_in_an_unsupported_primitive_is_refused():
 
 
 def test_random_bits_of_other_widths_are_refused():
-    from mlx2onnx.capture.tracing import GraphInput, GraphOutput, Primitive, TensorSpec, Trace
+    from mlx2onnx.capture.trace import GraphInput, GraphOutput, Primitive, TensorSpec, Trace
 
     key = TensorSpec("K", (2,), mx.uint32)
     out = TensorSpec("OUT", (5,), mx.uint8)

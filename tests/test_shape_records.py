@@ -11,7 +11,7 @@ import pytest
 
 import mlx.core as mx
 import mlx2onnx
-from mlx2onnx.capture.tracing import GraphInput, GraphOutput, Primitive, TensorSpec, Trace
+from mlx2onnx.capture.trace import GraphInput, GraphOutput, Primitive, TensorSpec, Trace
 from mlx2onnx.translate.opset import MIN_OPSET, default_opset
 
 OPSETS = sorted({default_opset(), MIN_OPSET})

@@ -6,6 +6,7 @@ and merges the traces with the symbolic integers of :mod:`~mlx2onnx.capture.symb
 """
 
 from .dynamic import Dim, capture_dynamic
-from .tracing import Trace, capture
+from .trace import Trace
+from .tracing import capture
 
 __all__ = ["Dim", "Trace", "capture", "capture_dynamic"]

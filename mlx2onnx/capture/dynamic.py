@@ -193,7 +193,7 @@ def example_arrays(arrays: dict[str, mx.array], spec, sizes, t: int) -> dict[str
 def merge(traces: list, plan: Plan):
     """One :class:`~mlx2onnx.capture.Trace` whose numbers are :class:`SymInt` where the
     traces differ; :class:`DynamicShapeError` where they are not one program."""
-    from .tracing import GraphInput, GraphOutput, Primitive, TensorSpec
+    from .trace import GraphInput, GraphOutput, Primitive, TensorSpec
 
     base = traces[0]
     rename = [_name_map(base, other) for other in traces]
@@ -367,7 +367,8 @@ def _first_difference(a, b) -> int:
 def capture_dynamic(fun: Any, args: tuple, kwargs: Mapping[str, Any], dynamic: Any):
     """Trace ``fun`` at the sizes of :func:`trace_sizes` and merge the traces:
     ``(trace, plan)``."""
-    from .tracing import capture_signature, input_labels, normalize_inputs, resolve_callable, with_arrays
+    from .tracing import capture_signature
+    from .inputs import input_labels, normalize_inputs, resolve_callable, with_arrays
     from ..errors import CaptureError
 
     call, module, display = resolve_callable(fun)

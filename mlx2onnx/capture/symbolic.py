@@ -10,10 +10,16 @@ computed in the graph from ``Shape``. Code that needs a fixed number (``int(d)``
 ``np.zeros(shape)``) raises :class:`NeedsStatic`, which the translator reports as a
 :class:`~mlx2onnx.errors.DynamicShapeError` naming the input, the dimension and the
 primitive that needs it fixed.
+
+A dynamic dimension's name (its ``dim_param``) is an expression of the symbols when one
+fits every trace (``seq+1``, ``h/2``, ``batch*seq``); :attr:`Plan.forms` keeps that
+closed form as a :class:`Poly` beside the name, so the passes prove facts about sizes
+(equal, exactly divisible, positive) for every size the model admits.
 """
 
 from __future__ import annotations
 
+import numbers
 import operator
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -44,6 +50,7 @@ class Plan:
     multiple_of: dict[str, int] = field(default_factory=dict)
     names: dict[tuple, str] = field(default_factory=dict)
     bounds: dict[str, tuple[int, int | None]] = field(default_factory=dict)
+    forms: dict[str, "Poly | None"] = field(default_factory=dict)
 
     @property
     def traces(self) -> int:
@@ -66,24 +73,39 @@ class Plan:
 
     def dim_name(self, values: tuple) -> str:
         """A dim_param for a dynamic dimension: the symbol itself, or an expression of one
-        or two symbols (``2*seq``, ``seq+1``, ``batch*seq``), else a fresh ``dim_k``."""
+        or two symbols (``2*seq``, ``seq+1``, ``batch*seq``), else a fresh ``dim_k``. Its
+        closed form is kept in :attr:`forms` (None for ``dim_k``)."""
         if values in self.names:
             return self.names[values]
-        name = _pretty(values, self.sizes) or f"dim_{len(self.names)}"
+        found = _pretty(values, self.sizes)
+        name, form = found if found is not None else (f"dim_{len(self.names)}", None)
         if name in self.names.values():
-            name = f"{name}_{len(self.names)}"
+            name, form = f"{name}_{len(self.names)}", None
         self.names[values] = name
+        self.forms[name] = form
         return name
 
+    def form(self, name: str) -> "Poly | None":
+        """The closed form of the dimension named ``name`` (a dim_param this plan gave);
+        None for any other name (``dim_7``, or ``unk__3`` from ONNX shape inference)."""
+        return self.forms.get(name)
 
-def _pretty(values: tuple, sizes: dict[str, tuple[int, ...]]) -> str | None:
+    def lowest(self, symbol: str) -> int:
+        """The smallest size ``symbol`` may take."""
+        return self.bounds[symbol][0] if symbol in self.bounds else self.multiple_of.get(symbol, 1)
+
+
+def _pretty(values: tuple, sizes: dict[str, tuple[int, ...]]) -> tuple[str, "Poly"] | None:
+    """The name and closed form of ``values``: an affine function of one symbol, or an
+    integer multiple of a product of two, that gives them in every trace; else None."""
     for s, v in sizes.items():
         fit = affine_fit(values, v)
         if fit is not None:
             a, b = fit
             text = s if a == 1 else (f"{a}*{s}" if a.denominator == 1 else f"{s}/{a.denominator}"
                                      if a.numerator == 1 else f"({a})*{s}")
-            return text if b == 0 else f"{text}{'+' if b > 0 else '-'}{abs(b)}"
+            name = text if b == 0 else f"{text}{'+' if b > 0 else '-'}{abs(b)}"
+            return name, Poly({(s,): a, (): b})
     names = list(sizes)
     for i, s in enumerate(names):
         for t in names[i:]:
@@ -91,7 +113,8 @@ def _pretty(values: tuple, sizes: dict[str, tuple[int, ...]]) -> str | None:
             fit = affine_fit(values, prod)
             if fit is not None and fit[1] == 0 and fit[0].denominator == 1:
                 a = fit[0]
-                return (f"{a}*" if a != 1 else "") + (f"{s}*{t}" if s != t else f"{s}^2")
+                name = (f"{a}*" if a != 1 else "") + (f"{s}*{t}" if s != t else f"{s}^2")
+                return name, Poly({tuple(sorted((s, t))): a})
     return None
 
 
@@ -271,3 +294,80 @@ class SymFloat(SymInt):
 def dims_of(spec) -> list[tuple[int, SymInt]]:
     return [(a, d) for a, d in enumerate(spec.shape) if isinstance(d, SymInt)]
 
+
+
+class Poly:
+    """The closed form of a symbolic integer: a polynomial with rational coefficients in
+    the symbols, ``{monomial: coefficient}``, a monomial being the sorted tuple of its
+    symbols (``()`` for the constant)."""
+
+    __slots__ = ("terms",)
+
+    def __init__(self, terms=None):
+        self.terms = {m: Fraction(c) for m, c in (terms or {}).items() if c != 0}
+
+    @staticmethod
+    def of(x) -> "Poly":
+        return x if isinstance(x, Poly) else Poly({(): Fraction(x)})
+
+    @property
+    def constant(self) -> Fraction | None:
+        """Its value when it has no symbol, else None."""
+        if any(m for m in self.terms):
+            return None
+        return self.terms.get((), Fraction(0))
+
+    def __add__(self, other):
+        other, terms = Poly.of(other), dict(self.terms)
+        for m, c in other.terms.items():
+            terms[m] = terms.get(m, 0) + c
+        return Poly(terms)
+
+    __radd__ = __add__
+
+    def __neg__(self):
+        return Poly({m: -c for m, c in self.terms.items()})
+
+    def __sub__(self, other):
+        return self + -Poly.of(other)
+
+    def __rsub__(self, other):
+        return Poly.of(other) - self
+
+    def __mul__(self, other):
+        other, terms = Poly.of(other), {}
+        for m, c in self.terms.items():
+            for n, d in other.terms.items():
+                key = tuple(sorted(m + n))
+                terms[key] = terms.get(key, 0) + c * d
+        return Poly(terms)
+
+    __rmul__ = __mul__
+
+    def __eq__(self, other):
+        if isinstance(other, numbers.Rational):  # int, Fraction, NumPy integers
+            other = Poly.of(Fraction(other))
+        return isinstance(other, Poly) and self.terms == other.terms
+
+    def __hash__(self):
+        return hash(tuple(sorted(self.terms.items())))
+
+    def __repr__(self):
+        return " + ".join(f"{c}*{'*'.join(m)}" if m else str(c) for m, c in self.terms.items()) or "0"
+
+    def at(self, sizes: dict[str, int]) -> Fraction:
+        """Its value where each symbol takes ``sizes[symbol]``."""
+        total = Fraction(0)
+        for m, c in self.terms.items():
+            for s in m:
+                c *= sizes[s]
+            total += c
+        return total
+
+    def ratio(self, other: "Poly") -> Fraction | None:
+        """``r`` with ``self == r * other``, or None."""
+        if not other.terms:
+            return None
+        m, c = next(iter(other.terms.items()))
+        r = self.terms.get(m, Fraction(0)) / c
+        return r if self == other * r else None

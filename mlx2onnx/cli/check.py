@@ -27,7 +27,7 @@ def _check_interface(proto, fun, args, kwargs) -> None:
     import onnx_ir as ir
 
     from .. import dtypes
-    from ..capture.tracing import normalize_inputs
+    from ..capture.inputs import normalize_inputs
     from ..io.metadata import float_policy, io as io_metadata
 
     io = io_metadata(proto)

@@ -1,4 +1,5 @@
-"""The metadata an export writes into its model: one key each, and one validating reader.
+"""The metadata an export writes into its model: one key each, one writer
+(:func:`describe_export`) and one validating reader per key.
 
 A model file is input the checker does not control: every reader here checks the shape
 of what it reads (types, ranges, sizes) and raises :class:`~mlx2onnx.errors.VerificationError`
@@ -9,12 +10,16 @@ parity check allocate terabytes, divide by zero or fail with a raw ``KeyError``.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import mlx.core as mx
 import onnx
+import onnx_ir as ir
 
 from .. import dtypes
+from ..capture.symbolic import Plan
+from ..capture.trace import Trace
+from ..dtypes import FloatPolicy
 from ..errors import VerificationError
 
 IO_METADATA_KEY = "mlx2onnx.io"
@@ -26,6 +31,39 @@ DYNAMIC_METADATA_KEY = "mlx2onnx.dynamic"
 # check draws inputs of this size at most), and the most elements one fed input may have.
 MAX_CHECK_SIZE = 1 << 20
 MAX_CHECK_ELEMENTS = 1 << 28
+
+
+def describe_export(model: ir.Model, trace: Trace, input_names: Sequence[str], output_names: Sequence[str], *,
+                    floats: FloatPolicy, plan: Plan | None = None, passes: Mapping[str, int] | None = None) -> None:
+    """Write every key an export carries into ``model``: how its inputs and outputs map to
+    the function's (:data:`IO_METADATA_KEY`), the MLX that traced it, its dynamic symbols
+    (:data:`DYNAMIC_METADATA_KEY`), what each pass rewrote (:data:`PASSES_METADATA_KEY`)
+    and its float policy (:data:`POLICY_METADATA_KEY`)."""
+    outputs = []
+    for out, name in zip(trace.outputs, output_names):
+        entry = {"name": name, "key": out.label}
+        axis = trace.order_free_axis(out.spec.name)
+        if axis is not None:
+            entry["order_free_axis"] = axis
+        outputs.append(entry)
+    io = {"inputs": [{"name": n, "position": i.position, "keyword": i.keyword} for i, n in zip(trace.inputs, input_names)],
+          "outputs": outputs}
+    props = model.metadata_props
+    props[IO_METADATA_KEY] = json.dumps(io, sort_keys=True)
+    props["mlx.version"] = mx.__version__
+    props["mlx.device"] = trace.device
+    props["mlx.function"] = trace.function_name
+    if plan is not None:
+        names = dict(zip((i.label for i in trace.inputs), input_names))
+        props[DYNAMIC_METADATA_KEY] = json.dumps({
+            "symbols": {s: v[0] for s, v in plan.sizes.items()},
+            "multiple_of": dict(plan.multiple_of),
+            "range": {sym: list(b) for sym, b in plan.bounds.items()},
+            "inputs": {names[label]: {str(a): s for a, s in axes.items()} for label, axes in plan.spec.items()},
+        }, sort_keys=True)
+    if passes is not None:
+        props[PASSES_METADATA_KEY] = json.dumps(dict(passes), sort_keys=True)
+    props[POLICY_METADATA_KEY] = json.dumps({dtypes.name(k): dtypes.name(v) for k, v in floats.carry}, sort_keys=True)
 
 
 def raw(proto: onnx.ModelProto, key: str) -> str | None:

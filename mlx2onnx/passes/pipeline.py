@@ -295,7 +295,7 @@ def _sign_blind(node: ir.Node) -> bool:
     return node.op_type in SIGN_BLIND
 
 
-def optimize(model: ir.Model, opset: int, parameters: frozenset[int] = frozenset()) -> dict[str, int]:
+def optimize(model: ir.Model, settings, parameters: frozenset[int] = frozenset()) -> dict[str, int]:
     """Run every pass in order; returns the number of rewrites each made. ``parameters``
     are the ids of the initializers that hold module parameters: their values are not
     assumed (a weight of ones is not dropped from a Mul)."""
@@ -303,6 +303,7 @@ def optimize(model: ir.Model, opset: int, parameters: frozenset[int] = frozenset
 
     from . import attention, fusions, layout, pooling, rotary
 
+    opset = settings.opset
     report: dict[str, int] = {}
     declared = [(v.shape, v.type) for v in model.graph.outputs]
     report["drop_redundant_broadcasts"] = drop_redundant_broadcasts(model)
@@ -322,7 +323,7 @@ def optimize(model: ir.Model, opset: int, parameters: frozenset[int] = frozenset
     report["drop_unseen_zero_sign_repairs"] = drop_unseen_zero_sign_repairs(model)
     report["fuse_attention"] = attention.fuse_attention(model, opset)  # its Where's sign repair is gone now
     report["fuse_rotary_embedding"] = rotary.fuse_rotary_embedding(model, opset)
-    report["fuse_pooling"] = pooling.fuse_pooling(model)
+    report["fuse_pooling"] = pooling.fuse_pooling(model, settings.plan)
     report["sink_transposes"] = layout.sink_transposes(model)
     report["fold_conv_affine"] = layout.fold_conv_affine(model)
     report["max_zero_to_relu"] = layout.max_zero_to_relu(model)

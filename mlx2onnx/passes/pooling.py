@@ -38,7 +38,8 @@ import numpy as np
 import onnx_ir as ir
 
 from .graph import const_eval, initializer, int_attr, producer, rank, remove_dead, replace_value, static_shape
-from .sizes import Poly, Sizes
+from ..capture.symbolic import Plan, Poly
+from .sizes import Sizes
 
 
 class Windows:
@@ -408,11 +409,12 @@ def _emit(graph: ir.Graph, anchor: ir.Node, w: Windows, kind: str, old: ir.Value
     replace_value(graph, old, out)
 
 
-def fuse_pooling(model: ir.Model) -> int:
+def fuse_pooling(model: ir.Model, plan: Plan | None = None) -> int:
     """Replace MLX's max/average pooling decomposition by MaxPool / AveragePool (with
-    dynamic image sizes too, where the windows are the same at every admitted size)."""
+    dynamic image sizes too, given the export's ``plan``, where the windows are the same
+    at every admitted size)."""
     graph = model.graph
-    sizes = Sizes.of_model(model)
+    sizes = Sizes(plan) if plan is not None else None
     fused = 0
     for node in list(graph):
         if node.graph is not graph or node.domain != "" or node.op_type not in ("ReduceMax", "ReduceSum"):

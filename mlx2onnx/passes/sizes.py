@@ -1,146 +1,35 @@
 """Sizes of a dynamic model as polynomials in its symbols, for passes that must prove a
 rewrite exact at every size the model admits.
 
-A dynamic export declares its symbols (``batch``, ``h``, ...) with their steps and ranges
-in the model's ``mlx2onnx.dynamic`` metadata, and names every dynamic dimension it knows
-after them (``h``, ``h/2+2``, ``2*seq``, ``batch*seq``: :meth:`mlx2onnx.symbolic.Plan.dim_name`),
-as the static dimensions are ints. :class:`Sizes` reads those names as :class:`Poly`
-and evaluates the small int64 graphs built from ``Shape`` (Shape, Squeeze, Concat, Add,
-Mul, Div, Gather, ReduceProd, ...) to arrays of them. Two sizes are proven equal only
+A dynamic export's plan (:class:`~mlx2onnx.capture.symbolic.Plan`) holds its symbols
+(``batch``, ``h``, ...) with their steps and ranges, and the closed form of every dynamic
+dimension it named (``h``, ``h/2+2``, ``2*seq``, ``batch*seq``: :attr:`Plan.forms`).
+:class:`Sizes` reads a value's dimensions as those closed forms (static ones as
+constants) and evaluates the small int64 graphs built from ``Shape`` (Shape, Squeeze,
+Concat, Add, Mul, Div, Gather, ReduceProd, ...) to arrays of them. Two sizes are proven equal only
 when their polynomials are identical; an integer ``Div`` only when it is exact for every
 admitted size (each term a multiple of the divisor, given the symbols' steps).
 """
 
 from __future__ import annotations
 
-import json
-import re
 from fractions import Fraction
 
 import numpy as np
 import onnx_ir as ir
 
-from ..io.metadata import DYNAMIC_METADATA_KEY
+from ..capture.symbolic import Plan, Poly
 from .graph import const_eval
-
-
-class Poly:
-    """A polynomial with rational coefficients in the symbols: ``{monomial: coefficient}``,
-    a monomial being the sorted tuple of its symbols (``()`` for the constant)."""
-
-    __slots__ = ("terms",)
-
-    def __init__(self, terms=None):
-        self.terms = {m: Fraction(c) for m, c in (terms or {}).items() if c != 0}
-
-    @staticmethod
-    def of(x) -> "Poly":
-        return x if isinstance(x, Poly) else Poly({(): Fraction(x)})
-
-    @property
-    def constant(self) -> Fraction | None:
-        """Its value when it has no symbol, else None."""
-        if any(m for m in self.terms):
-            return None
-        return self.terms.get((), Fraction(0))
-
-    def __add__(self, other):
-        other, terms = Poly.of(other), dict(self.terms)
-        for m, c in other.terms.items():
-            terms[m] = terms.get(m, 0) + c
-        return Poly(terms)
-
-    __radd__ = __add__
-
-    def __neg__(self):
-        return Poly({m: -c for m, c in self.terms.items()})
-
-    def __sub__(self, other):
-        return self + -Poly.of(other)
-
-    def __rsub__(self, other):
-        return Poly.of(other) - self
-
-    def __mul__(self, other):
-        other, terms = Poly.of(other), {}
-        for m, c in self.terms.items():
-            for n, d in other.terms.items():
-                key = tuple(sorted(m + n))
-                terms[key] = terms.get(key, 0) + c * d
-        return Poly(terms)
-
-    __rmul__ = __mul__
-
-    def __eq__(self, other):
-        if isinstance(other, (int, Fraction, np.integer)):
-            other = Poly.of(int(other) if isinstance(other, np.integer) else other)
-        return isinstance(other, Poly) and self.terms == other.terms
-
-    def __hash__(self):
-        return hash(tuple(sorted(self.terms.items())))
-
-    def __repr__(self):
-        return " + ".join(f"{c}*{'*'.join(m)}" if m else str(c) for m, c in self.terms.items()) or "0"
-
-    def at(self, sizes: dict[str, int]) -> Fraction:
-        """Its value where each symbol takes ``sizes[symbol]``."""
-        total = Fraction(0)
-        for m, c in self.terms.items():
-            for s in m:
-                c *= sizes[s]
-            total += c
-        return total
-
-    def ratio(self, other: "Poly") -> Fraction | None:
-        """``r`` with ``self == r * other``, or None."""
-        if not other.terms:
-            return None
-        m, c = next(iter(other.terms.items()))
-        r = self.terms.get(m, Fraction(0)) / c
-        return r if self == other * r else None
 
 
 class Sizes:
     """The symbols of a dynamic model (step and range of each) and its sizes as :class:`Poly`."""
 
-    def __init__(self, multiple_of: dict[str, int], low: dict[str, int]):
-        self.multiple_of, self.low = multiple_of, low
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.multiple_of = {s: plan.multiple_of.get(s, 1) for s in plan.sizes}
+        self.low = {s: plan.lowest(s) for s in plan.sizes}
         self._memo: dict[int, tuple[ir.Value, np.ndarray | None]] = {}
-
-    @classmethod
-    def of_model(cls, model: ir.Model) -> "Sizes | None":
-        """The model's symbols from its ``mlx2onnx.dynamic`` metadata; None when static."""
-        text = model.metadata_props.get(DYNAMIC_METADATA_KEY)
-        if not text:
-            return None
-        meta = json.loads(text)
-        steps = {s: int(m) for s, m in meta.get("multiple_of", {}).items()}
-        low = {s: int(r[0]) for s, r in meta.get("range", {}).items()}
-        return cls(steps, {s: low.get(s, steps[s]) for s in steps})
-
-    # -- names -> polynomials ----------------------------------------------------------
-    _NAME = re.compile(
-        r"(?:(?P<int>-?\d+)\*|\((?P<frac>-?\d+(?:/\d+)?)\)\*)?(?P<s>[A-Za-z_]\w*)"
-        r"(?:/(?P<den>\d+)|\*(?P<t>[A-Za-z_]\w*)|(?P<sq>\^2))?(?:(?P<sign>[+-])(?P<b>\d+(?:/\d+)?))?"
-    )
-
-    def parse(self, name: str) -> Poly | None:
-        """The polynomial a dimension's name stands for (``h/2+2``: h/2 + 2), or None for a
-        name that is no expression of the model's symbols (``unk__3``, ``dim_7``)."""
-        match = self._NAME.fullmatch(name)
-        if match is None or match["s"] not in self.multiple_of:
-            return None
-        g = match.groupdict()
-        coef = Fraction(g["int"] or g["frac"] or 1) / int(g["den"] or 1)
-        monomial = [g["s"]] + ([g["s"]] if g["sq"] else [])
-        if g["t"] is not None:
-            if g["t"] not in self.multiple_of:
-                return None
-            monomial.append(g["t"])
-        poly = Poly({tuple(sorted(monomial)): coef})
-        if g["b"] is not None:
-            poly = poly + (Fraction(g["b"]) if g["sign"] == "+" else -Fraction(g["b"]))
-        return poly
 
     def dims(self, value: ir.Value | None) -> list[Poly] | None:
         """The dimensions of ``value`` as polynomials, or None where one is unknown."""
@@ -151,7 +40,7 @@ class Sizes:
             if isinstance(d, int):
                 out.append(Poly.of(d))
                 continue
-            poly = self.parse(d.value) if isinstance(d.value, str) else None
+            poly = self.plan.form(d.value) if isinstance(d.value, str) else None
             if poly is None:
                 return None
             out.append(poly)

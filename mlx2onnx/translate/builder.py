@@ -13,7 +13,6 @@ import mlx.core as mx
 import numpy as np
 import onnx_ir as ir
 
-from .. import dtypes
 from . import kernels
 from ..capture.symbolic import NeedsStatic, is_dynamic, onnx_dim
 
@@ -74,6 +73,15 @@ class OpsetHelpers:
     op: OpBuilder
     opset: int
 
+    def carried(self, dtype: mx.Dtype) -> mx.Dtype:  # pragma: no cover
+        raise NotImplementedError
+
+    def onnx_type(self, dtype: mx.Dtype) -> ir.DataType:  # pragma: no cover
+        raise NotImplementedError
+
+    def numpy_type(self, dtype: mx.Dtype) -> np.dtype:  # pragma: no cover
+        raise NotImplementedError
+
     def const(self, array: np.ndarray, name: str | None = None) -> ir.Value:  # pragma: no cover
         raise NotImplementedError
 
@@ -83,7 +91,7 @@ class OpsetHelpers:
 
     def scalar(self, value: Any, dtype: mx.Dtype) -> ir.Value:
         """A 0-d constant of MLX dtype ``dtype``."""
-        return self.const(np.asarray(value, dtype=dtypes.to_numpy(dtype)))
+        return self.const(np.asarray(value, dtype=self.numpy_type(dtype)))
 
     # -- opset-dependent spellings -------------------------------------------------
     def reduce(self, op_type: str, x: ir.Value, axes: Sequence[int], keepdims: bool = True) -> ir.Value:
@@ -149,7 +157,7 @@ class OpsetHelpers:
         return self.op.Pad(x, self.ints(list(pads)), value, mode=mode)
 
     def cast(self, x: ir.Value, dtype: mx.Dtype) -> ir.Value:
-        target = dtypes.to_onnx(dtype)
+        target = self.onnx_type(dtype)
         if x.dtype == target:
             return x
         return self.op.Cast(x, to=target)
@@ -166,8 +174,8 @@ class OpsetHelpers:
         type onnxruntime has a kernel for (see :mod:`mlx2onnx.kernels`), and return the
         result in ``out_dtype`` (default ``dtype``). Inputs at the positions in ``fixed``,
         and inputs of another known type (shapes, axes, conditions), are passed unchanged."""
-        work = kernels.compute_dtype(op_type, dtype, self.opset, constraint)
-        data_type = dtypes.to_onnx(dtype)
+        work = kernels.compute_dtype(op_type, self.carried(dtype), self.opset, constraint)
+        data_type = self.onnx_type(dtype)
         cast_inputs = [
             self.cast(v, work) if v is not None and i not in fixed and v.dtype in (None, data_type) else v
             for i, v in enumerate(inputs)
@@ -183,7 +191,7 @@ class OpsetHelpers:
         return self.cast(build(*[self.cast(v, work) for v in inputs], work), dtype)
 
     def work_dtype(self, op_type: str, dtype: mx.Dtype, constraint: str | None = "T") -> mx.Dtype:
-        return kernels.compute_dtype(op_type, dtype, self.opset, constraint)
+        return kernels.compute_dtype(op_type, self.carried(dtype), self.opset, constraint)
 
     def reduce_via(self, op_type: str, x: ir.Value, axes: Sequence[int], dtype: mx.Dtype,
                    keepdims: bool = True) -> ir.Value:

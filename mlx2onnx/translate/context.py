@@ -16,20 +16,23 @@ import numpy as np
 import onnx_ir as ir
 
 from .. import dtypes
+from ..dtypes import FloatPolicy
 from .builder import OpBuilder, OpsetHelpers, infer_dtype
-from ..capture.tracing import Constant, Primitive, TensorSpec, Trace
+from .settings import ExportSettings
+from ..capture.trace import Constant, Primitive, TensorSpec, Trace
 from ..capture.symbolic import onnx_dim
 from .dims import DimBuilder
 from ..errors import ConversionError
 
 
-def onnx_layout(spec: TensorSpec) -> tuple[ir.DataType, tuple[int, ...]]:
-    """The ONNX element type and shape that carry an MLX value. complex64 has no ONNX
-    kernels, so a complex value travels as float32 with a trailing dimension of 2
-    (real, imaginary), the layout ONNX ``DFT`` uses; see ``op_mappings/fft.py``."""
+def onnx_layout(spec: TensorSpec, floats: FloatPolicy) -> tuple[ir.DataType, tuple[int, ...]]:
+    """The ONNX element type (under the export's float policy) and shape that carry an
+    MLX value. complex64 has no ONNX kernels, so a complex value travels as float32 with
+    a trailing dimension of 2 (real, imaginary), the layout ONNX ``DFT`` uses; see
+    ``op_mappings/fft.py``."""
     if spec.dtype == mx.complex64:
         return ir.DataType.FLOAT, tuple(spec.shape) + (2,)
-    return dtypes.to_onnx(spec.dtype), tuple(spec.shape)
+    return floats.onnx(spec.dtype), tuple(spec.shape)
 
 
 def is_complex(spec: TensorSpec) -> bool:
@@ -55,8 +58,8 @@ def _fingerprint(raw: np.ndarray) -> int:
     return hash((raw[::step].tobytes(), raw[-64:].tobytes()))
 
 
-def make_value(name: str, spec: TensorSpec) -> ir.Value:
-    elem, shape = onnx_layout(spec)
+def make_value(name: str, spec: TensorSpec, floats: FloatPolicy) -> ir.Value:
+    elem, shape = onnx_layout(spec, floats)
     return ir.Value(name=name, shape=ir_shape(shape), type=ir.TensorType(elem))
 
 
@@ -66,9 +69,9 @@ def ir_shape(shape) -> ir.Shape:
 
 
 class Context(DimBuilder, OpsetHelpers):
-    def __init__(self, trace: Trace, opset: int):
+    def __init__(self, trace: Trace, settings: ExportSettings):
         self.trace = trace
-        self.opset = opset
+        self.settings = settings
         self.nodes: list[ir.Node] = []
         self.initializers: list[ir.Value] = []
         self.parameters: set[int] = set()  # ids of the initializers that hold module parameters
@@ -83,6 +86,23 @@ class Context(DimBuilder, OpsetHelpers):
         self._counter = 0
         self.op = OpBuilder(self)
         DimBuilder.__init__(self)
+
+    @property
+    def opset(self) -> int:
+        return self.settings.opset
+
+    # -- the export's float policy ------------------------------------------------------
+    def carried(self, dtype: mx.Dtype) -> mx.Dtype:
+        """The MLX dtype whose ONNX type carries ``dtype`` in this export."""
+        return self.settings.floats.carried(dtype)
+
+    def onnx_type(self, dtype: mx.Dtype) -> ir.DataType:
+        """The ONNX type that carries MLX dtype ``dtype`` in this export."""
+        return self.settings.floats.onnx(dtype)
+
+    def numpy_type(self, dtype: mx.Dtype) -> np.dtype:
+        """The NumPy dtype of the ONNX type that carries ``dtype`` in this export."""
+        return self.settings.floats.numpy(dtype)
 
     # -- names ------------------------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -100,7 +120,7 @@ class Context(DimBuilder, OpsetHelpers):
     # -- values -----------------------------------------------------------------------
     def bind_input(self, spec: TensorSpec, name: str) -> ir.Value:
         refuse_complex_io(spec, "graph input")
-        value = make_value(self.fresh(name), spec)
+        value = make_value(self.fresh(name), spec, self.settings.floats)
         self.values[spec.name] = value
         self.specs[spec.name] = spec
         self.bound.add(id(value))
@@ -117,12 +137,11 @@ class Context(DimBuilder, OpsetHelpers):
                 self._current.name if self._current else "graph",
                 f"input {spec.name} is used before any primitive produced it (handler contract broken)",
             )
-        from ..dtypes import array_to_numpy
 
         source = constant.array
-        if dtypes.carried(spec.dtype) != spec.dtype:  # the export's float policy
-            source = source.astype(dtypes.carried(spec.dtype))
-        array = array_to_numpy(source)
+        if self.carried(spec.dtype) != spec.dtype:  # the export's float policy
+            source = source.astype(self.carried(spec.dtype))
+        array = dtypes.array_to_numpy(source)
         if is_complex(spec):  # the (real, imaginary) pair layout of onnx_layout()
             array = np.stack([array.real, array.imag], axis=-1).astype(np.float32)
         base = constant.path or (self._const_name(array) if array.size <= 4 else f"const_{spec.name}")
@@ -226,7 +245,7 @@ class Context(DimBuilder, OpsetHelpers):
         for k, (spec, value) in enumerate(zip(rec.outputs, outputs)):
             if value is None:
                 continue  # an unused sibling output the handler chose not to compute
-            expected, shape = onnx_layout(spec)
+            expected, shape = onnx_layout(spec, self.settings.floats)
             if value.dtype is not None and value.dtype != expected:
                 raise ConversionError(
                     rec.name,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from . import registry
-from ..capture.tracing import Trace
+from ..capture.trace import Trace
 from .context import Context, is_complex, refuse_complex_io
 from ..capture.symbolic import NeedsStatic, SymInt
 from ..errors import ConversionError, DynamicShapeError, Mlx2OnnxError, UnsupportedPrimitiveError

@@ -119,8 +119,8 @@ _ORDERED = frozenset(
 
 
 def compute_dtype(op_type: str, dtype: mx.Dtype, opset: int, constraint: str | None = "T") -> mx.Dtype:
-    """The dtype to run ``op_type`` in for MLX dtype ``dtype`` (``dtype`` when ORT has it)."""
-    dtype = dtypes.carried(dtype)
+    """The dtype to run ``op_type`` in for values carried as ``dtype`` (``dtype`` when
+    onnxruntime has a kernel for it)."""
     if has_kernel(op_type, dtype, opset, constraint):
         return dtype
     for wider in _WIDER.get(dtype, ()):

@@ -5,7 +5,7 @@ It is the reference implementation of each record (``Reduce [Sum, (1,)]`` ->
 ``mx.sum(x, axis=[1], keepdims=True)``), used by ``mlx2onnx check --localize`` to
 compute what every intermediate value should be, and usable for constant folding::
 
-    from mlx2onnx.capture import tracing as capture
+    from mlx2onnx import capture
     from mlx2onnx.verify import interpret
     trace = capture(fun, (x,), {})
     outputs = interpret.run(trace, x)          # == fun(x), record by record
@@ -21,7 +21,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 import mlx.core as mx
 
-from ..capture.tracing import Primitive, Trace, normalize_inputs
+from ..capture.trace import Primitive, Trace
+
+from ..capture.inputs import normalize_inputs
 from ..capture.records import decode
 
 Evaluator = Callable[[Primitive, list, dict], Sequence[mx.array]]

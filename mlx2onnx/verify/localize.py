@@ -24,7 +24,9 @@ import onnx
 from .. import dtypes
 from . import interpret
 from ..capture import records
-from ..capture.tracing import Primitive, Trace, capture, normalize_inputs
+from ..capture.trace import Primitive, Trace
+from ..capture.tracing import capture
+from ..capture.inputs import normalize_inputs
 from ..io.metadata import float_policy, io as io_metadata
 from ..errors import VerificationError
 from .compare import DEFAULT_TOLERANCES, EXACT, OutputReport, compare

@@ -22,7 +22,7 @@ from mlx.utils import tree_flatten
 
 from .. import dtypes
 from ..io import metadata
-from ..capture.tracing import flatten_outputs, normalize_inputs, owned_modules, resolve_callable
+from ..capture.inputs import flatten_outputs, normalize_inputs, owned_modules, resolve_callable
 from .compare import DEFAULT_TOLERANCES, EXACT, OutputReport, check_tolerance, compare, failed
 from .session import LEVELS, as_declared_types, open_session, run_session
 from ..errors import CheckOptionError, UserFunctionError, VerificationError

@@ -1,0 +1,133 @@
+"""The records of one trace as plain, immutable data: what :func:`mlx2onnx.capture.capture`
+returns and every later stage reads. Nothing here knows about ONNX."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import mlx.core as mx
+
+from .symbolic import NeedsStatic
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One MLX value: its callback name, shape and dtype."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: mx.Dtype
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)  # a SymInt when a dimension is dynamic
+
+
+@dataclass(frozen=True)
+class Primitive:
+    """One primitive record: ``name``, decoded-as-given ``arguments``, inputs, outputs."""
+
+    index: int
+    name: str
+    arguments: tuple
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+
+
+@dataclass(frozen=True)
+class Constant:
+    """An evaluated array the function closes over (a weight or a Python number)."""
+
+    spec: TensorSpec
+    array: mx.array = field(repr=False, compare=False)
+    path: str | None = None  # module parameter path, when the array is a parameter
+
+
+@dataclass(frozen=True)
+class GraphInput:
+    """A graph input: the MLX value and how the function receives it."""
+
+    spec: TensorSpec
+    label: str  # parameter name, keyword, or input_N
+    position: int | None  # index among the positional arrays, None for a keyword
+    keyword: str | None
+
+
+@dataclass(frozen=True)
+class GraphOutput:
+    spec: TensorSpec
+    label: str | None  # key path when the function returned a dict, else None
+
+
+@dataclass(frozen=True)
+class Trace:
+    inputs: tuple[GraphInput, ...]
+    outputs: tuple[GraphOutput, ...]
+    constants: tuple[Constant, ...]
+    primitives: tuple[Primitive, ...]
+    device: str
+    function_name: str
+
+    def primitive_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for prim in self.primitives:
+            counts[prim.name] = counts.get(prim.name, 0) + 1
+        return counts
+
+
+    def producers(self) -> dict[str, Primitive]:
+        """Value name -> the record that produces it."""
+        return {o.name: p for p in self.primitives for o in p.outputs}
+
+    def order_free_axis(self, name: str) -> int | None:
+        """The axis along which value ``name`` holds an unordered set, or None.
+
+        MLX's Partition/ArgPartition (and topk = Partition + Slice of the last k) leave the
+        elements before and after the k-th in an implementation-defined order; the export's
+        full sort is an equally valid result. A value read straight from one, or through
+        Slices that take each unordered run whole or not at all, is the same *set* along the
+        axis in any correct implementation, so the check compares it sorted along that axis.
+        """
+        producer = self.producers()
+        slices = []
+        record = producer.get(name)
+        while record is not None and record.name == "Slice":
+            slices.append(record)
+            record = producer.get(record.inputs[0].name)
+        if record is None or record.name not in ("Partition", "ArgPartition"):
+            return None
+        try:
+            return _whole_runs_axis(record, slices)
+        except (TypeError, NeedsStatic):  # sizes of a dynamic export: only topk's own slice is read symbolically
+            axis = int(record.arguments[1]) % len(record.inputs[0].shape)
+            if not slices:
+                return axis
+            if len(slices) == 1 and str(slices[0].arguments[0][axis]) == str(record.arguments[0]) \
+                    and all(int(v) == 1 for v in slices[0].arguments[2]):
+                return axis
+            return None
+
+
+def _whole_runs_axis(record, slices) -> int | None:
+    kth, axis = (int(a) for a in record.arguments[:2])
+    axis %= len(record.inputs[0].shape)
+    size = int(record.inputs[0].shape[axis])
+    kth %= max(size, 1)
+    runs = [(0, kth), (kth + 1, size)]  # the unordered runs, as [start, stop) in the current view
+    for rec in reversed(slices):
+        start, stop, strides = (list(a) for a in rec.arguments[:3])
+        dim = int(rec.inputs[0].shape[axis])
+        a, b, step = int(start[axis]), int(stop[axis]), int(strides[axis])
+        a, b = (max(0, min(dim, v + dim if v < 0 else v)) for v in (a, b))
+        if step != 1:
+            return None
+        for lo, hi in runs:
+            if lo < hi and not (a <= lo and hi <= b) and max(a, lo) < min(b, hi):
+                return None  # the slice cuts an unordered run: no order-free reading of it
+        runs = [(max(lo, a) - a, min(hi, b) - a) for lo, hi in runs if a <= lo and hi <= b]
+    return axis

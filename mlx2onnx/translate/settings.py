@@ -1,0 +1,38 @@
+"""What one export knows, as one typed value: :class:`ExportSettings`.
+
+The exporter (:mod:`mlx2onnx.exporter`) makes it from its options and the traces; the
+translation context hands it to every handler (``ctx.settings``) and the pass pipeline
+reads it (:mod:`mlx2onnx.passes`): the opset, how float dtypes are carried, how
+quantized weights are stored, and, for a dynamic export, the plan of symbols with their
+steps, ranges and the closed forms of the dimensions they name. Nothing of it travels
+through globals, context variables or the model's metadata.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..capture.symbolic import Plan
+from ..dtypes import FloatPolicy
+
+QUANTIZED_WEIGHT_CHOICES = ("packed", "dequantize", "matmulnbits")
+
+
+@dataclass(frozen=True)
+class ExportSettings:
+    """opset: the ONNX opset the export targets.
+    floats: how MLX float dtypes are carried in the graph (bfloat16 as float32, ...).
+    quantized_weights: how constant quantized weights are stored: ``"packed"`` (MLX's
+        codes, unpacked in the graph), ``"dequantize"`` (dense, at export time) or
+        ``"matmulnbits"`` (onnxruntime's contrib op where it fits).
+    plan: the dynamic dimensions (None for a static export).
+    """
+
+    opset: int
+    floats: FloatPolicy = field(default_factory=FloatPolicy)
+    quantized_weights: str = "packed"
+    plan: Plan | None = None
+
+    @property
+    def dynamic(self) -> bool:
+        return self.plan is not None

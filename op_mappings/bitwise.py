@@ -30,13 +30,13 @@ import mlx.core as mx
 import numpy as np
 
 from mlx2onnx import dtypes
+from mlx2onnx.capture.records import BitwiseOp
 from mlx2onnx.translate.registry import handles
 
 # BitwiseBinary::Op
-AND, OR, XOR, LEFT_SHIFT, RIGHT_SHIFT = range(5)
-LOGICAL = {AND: "And", OR: "Or", XOR: "Xor"}
-BITWISE = {AND: "BitwiseAnd", OR: "BitwiseOr", XOR: "BitwiseXor"}
-SHIFTS = {LEFT_SHIFT: "LEFT", RIGHT_SHIFT: "RIGHT"}
+LOGICAL = {BitwiseOp.And: "And", BitwiseOp.Or: "Or", BitwiseOp.Xor: "Xor"}
+BITWISE = {BitwiseOp.And: "BitwiseAnd", BitwiseOp.Or: "BitwiseOr", BitwiseOp.Xor: "BitwiseXor"}
+SHIFTS = {BitwiseOp.LeftShift: "LEFT", BitwiseOp.RightShift: "RIGHT"}
 
 UNSIGNED_OF = {
     mx.int8: mx.uint8, mx.int16: mx.uint16, mx.int32: mx.uint32, mx.int64: mx.uint64,
@@ -89,9 +89,9 @@ def bitwise_via_planes(ctx, a, b, op: int, dtype):
     pb = bit_planes(ctx, to_unsigned(ctx, b, dtype), udtype, bits)
     both = ctx.op.Mul(pa, pb)
     either = ctx.op.Add(pa, pb)
-    if op == AND:
+    if op == BitwiseOp.And:
         planes = both
-    elif op == OR:
+    elif op == BitwiseOp.Or:
         planes = ctx.op.Sub(either, both)
     else:
         planes = ctx.op.Sub(either, ctx.op.Add(both, both))
@@ -115,10 +115,10 @@ def shift(ctx, x, amount, dtype, direction: str):
 
 @handles("BitwiseBinary")
 def bitwise_binary(ctx, rec):
-    """inputs (a, b) of one integer or bool dtype; arguments [op] with And=0, Or=1, Xor=2,
-    LeftShift=3, RightShift=4."""
+    """inputs (a, b) of one integer or bool dtype; arguments [op: BitwiseOp]: And, Or and Xor
+    (logical ops for bool), LeftShift and RightShift."""
     a, b = ctx.inputs(rec)
-    (op,) = rec.arguments
+    (op,) = rec.args
     dtype = rec.outputs[0].dtype
     if op not in LOGICAL and op not in SHIFTS:
         raise ctx.fail(f"argument op={op!r} is not a BitwiseBinary op (0=And, 1=Or, 2=Xor, 3=LeftShift, 4=RightShift)")
@@ -172,7 +172,7 @@ def view(ctx, rec):
     Integer and bool views are Casts (which wrap) plus BitShift splitting or joining of
     bytes; float bits need ONNX BitCast (opset 26)."""
     (x,) = ctx.inputs(rec)
-    (target,) = rec.arguments
+    (target,) = rec.args
     source = rec.inputs[0].dtype
     if source == target:
         return [ctx.op.Identity(x)]

@@ -131,7 +131,7 @@ def convolution(ctx, rec):
     Known difference: MLX's grouped and dilated 2-D kernels skip padded taps, so an
     infinite weight over the padding gives inf in MLX and inf * 0 = NaN in ONNX Conv.
     Finite weights (every trained model) give the same results."""
-    strides, lo, hi, kdil, idil, groups, flip = rec.arguments
+    strides, lo, hi, kdil, idil, groups, flip = rec.args
     strides, lo, hi, kdil, idil = (list(map(int, v)) for v in (strides, lo, hi, kdil, idil))
     groups, flip = int(groups), bool(flip)
     xs, ws, out = rec.inputs[0], rec.inputs[1], rec.outputs[0]
@@ -207,10 +207,10 @@ def _as_conv_transpose(strides, lo, hi, idil, k_eff):
 # -- padding ----------------------------------------------------------------------------
 @handles("Pad")
 def pad(ctx, rec):
-    """inputs (x, pad_value 0-d); arguments [axes:list, low:tuple, high:tuple]: constant
+    """inputs (x, pad_value 0-d); arguments [axes:list, low_pad:tuple, high_pad:tuple]: constant
     padding of the listed axes (the value can be -inf, as for max pooling)."""
     x, value = ctx.inputs(rec)
-    axes, low, high = rec.arguments
+    axes, low, high = rec.args
     dtype = rec.outputs[0].dtype
     rank = rec.inputs[0].rank
     begins, ends = [0] * rank, [0] * rank
@@ -248,7 +248,7 @@ def as_strided(ctx, rec):
     offset]: out[i] = x[offset + sum_k i_k * strides_k], a Gather with a constant index
     table (built at runtime from one small constant per axis when it would be large)."""
     (x,) = ctx.inputs(rec)
-    shape, strides, offset = rec.arguments
+    shape, strides, offset = rec.args
     src = rec.inputs[0]
     if any_dynamic((*shape, *strides, offset, *src.shape)):
         return [dynamic_as_strided(ctx, x, src, shape, strides, offset)]

@@ -9,7 +9,9 @@ from mlx2onnx import dtypes
 from mlx2onnx.capture.symbolic import is_dynamic
 from mlx2onnx.translate.registry import handles
 
-from .bitwise import XOR, bitwise_via_planes
+from mlx2onnx.capture.records import BitwiseOp
+
+from .bitwise import bitwise_via_planes
 
 
 @handles("Arange")
@@ -18,7 +20,7 @@ def arange(ctx, rec):
     (MLX fills by repeated addition in the output dtype, which ONNX Range does not).
     With a dynamic start or stop: ``Range`` in int64, exact for integer start and step
     in integer and float32 outputs (below 2**24, where float32 addition is exact)."""
-    start, stop, step = rec.arguments
+    start, stop, step = rec.args
     out = rec.outputs[0]
     if is_dynamic(start) or is_dynamic(stop) or is_dynamic(step):
         return [dynamic_arange(ctx, start, stop, step, out.dtype, out.shape[0])]
@@ -73,7 +75,7 @@ _PARITY = 0x1BD11BDA
 def _xor(ctx, a, b):
     if ctx.opset >= 18:
         return ctx.op.BitwiseXor(a, b)
-    return bitwise_via_planes(ctx, a, b, XOR, mx.uint32)  # no Bitwise ops before opset 18
+    return bitwise_via_planes(ctx, a, b, BitwiseOp.Xor, mx.uint32)  # no Bitwise ops before opset 18
 
 
 def threefry2x32(ctx, k0, k1, c0, c1):
@@ -99,7 +101,7 @@ def random_bits(ctx, rec):
     MLX's threefry2x32 counter scheme rebuilt bit-exactly (uint32 Add, BitShift and
     BitwiseXor; XOR through bit planes below opset 18). Only width 4 (uint32, what every
     mx.random sampler draws) is supported."""
-    shape, width = rec.arguments
+    shape, width = rec.args
     key_spec, out = rec.inputs[0], rec.outputs[0]
     if width != 4:
         raise ctx.fail(f"argument width={width!r} is not supported: only 4-byte (uint32) bits, which mx.random uses")

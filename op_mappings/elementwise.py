@@ -13,6 +13,7 @@ import numpy as np
 
 from mlx2onnx import dtypes
 from mlx2onnx.translate.markers import ZERO_SIGN_REPAIR
+from mlx2onnx.capture.records import LogBase
 from mlx2onnx.translate.registry import handles, register
 
 # MLX name -> ONNX op; inputs and output share one dtype.
@@ -147,7 +148,7 @@ def sign(ctx, rec):
 def sqrt(ctx, rec):
     """inputs (x,); arguments [recip: bool]: sqrt(x), or 1/sqrt(x) when recip (rsqrt)."""
     (x,) = ctx.inputs(rec)
-    (recip,) = rec.arguments
+    (recip,) = rec.args
     dtype = rec.outputs[0].dtype
     work = ctx.work_dtype("Sqrt", dtype)
     root = ctx.op.Sqrt(ctx.cast(x, work))
@@ -163,14 +164,14 @@ def square(ctx, rec):
     return [ctx.run("Mul", [x, x], rec.outputs[0].dtype)]
 
 
-LOG_BASES = {0: math.log(2.0), 1: math.log(10.0), 2: None}  # Log::Base two=0, ten=1, e=2
+LOG_BASES = {LogBase.two: math.log(2.0), LogBase.ten: math.log(10.0), LogBase.e: None}
 
 
 @handles("Log")
 def log(ctx, rec):
-    """inputs (x,); arguments [base] with two=0, ten=1, e=2: Log, divided by ln(base)."""
+    """inputs (x,); arguments [base: LogBase]: Log, divided by ln(base)."""
     (x,) = ctx.inputs(rec)
-    (base,) = rec.arguments
+    (base,) = rec.args
     if base not in LOG_BASES:
         raise ctx.fail(f"argument base={base!r} is not a known Log::Base (0=two, 1=ten, 2=e)")
     dtype = rec.outputs[0].dtype
@@ -231,7 +232,7 @@ def expm1(ctx, rec):
 def equal(ctx, rec):
     """inputs (a, b); arguments [equal_nan: bool]: Equal, and NaN == NaN when equal_nan."""
     a, b = ctx.inputs(rec)
-    (equal_nan,) = rec.arguments or (False,)
+    equal_nan = bool(rec.args.equal_nan)
     dtype = rec.inputs[0].dtype
     result = ctx.run("Equal", [a, b], dtype, out_dtype=mx.bool_)
     if equal_nan and dtypes.is_float(dtype):
@@ -304,7 +305,7 @@ def astype(ctx, rec):
     """inputs (x,); arguments [dtype]: Cast. Float to int truncates and NaN to bool is True,
     in MLX and ONNX alike."""
     (x,) = ctx.inputs(rec)
-    (target,) = rec.arguments
+    (target,) = rec.args
     if target == mx.complex64 or rec.inputs[0].dtype == mx.complex64:
         raise ctx.fail("casts to or from complex64 cannot be expressed in ONNX on real tensors")
     source = rec.inputs[0].dtype

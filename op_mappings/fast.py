@@ -45,7 +45,7 @@ def rms_norm(ctx, rec):
     """inputs (x, w) with w 1-D [D] or a 0-d ``array(1)`` when there is no weight, both in
     the output dtype; arguments [eps]: ``(x * rsqrt(mean(x**2, -1) + eps)) * w`` with the
     normalisation in float32, rounded to the output dtype before the weight multiply."""
-    (eps,) = rec.arguments
+    (eps,) = rec.args
     x, w = ctx.inputs(rec)
     dtype = rec.outputs[0].dtype
     size = rec.inputs[0].shape[-1]
@@ -64,7 +64,7 @@ def layer_norm(ctx, rec):
     """inputs (x, w, b) with w/b 1-D [D], or 0-d ``array(1)``/``array(0)`` when absent, all
     in the output dtype; arguments [eps]: LayerNormalization over the last axis, statistics
     in float32 (onnxruntime has kernels for float32, float16 and bfloat16)."""
-    (eps,) = rec.arguments
+    (eps,) = rec.args
     x, w, b = ctx.inputs(rec)
     dtype = rec.outputs[0].dtype
     size = rec.inputs[0].shape[-1]
@@ -93,7 +93,7 @@ def rope(ctx, rec):
     are given). Rotates the first ``dims`` features of each position by
     ``theta = (arange(T) + offset) * scale * inv_freq``, pairs are halves
     (traditional=False) or neighbours (True); ``forward=False`` rotates by ``-theta``."""
-    dims, traditional, base, scale, forward = rec.arguments
+    dims, traditional, base, scale, forward = rec.args
     dims = int(dims)
     x, offset, *freqs = ctx.inputs(rec)
     spec = rec.inputs[0]
@@ -170,7 +170,7 @@ def scaled_dot_product_attention(ctx, rec):
     all -inf rows are NaN in MLX) take the decomposition. One known difference remains:
     a masked key with a +inf or NaN score (infinite queries or keys) still counts there,
     where MLX's fallback replaces masked scores by finfo.min."""
-    scale, causal, has_sinks, logsumexp, _force_fused = rec.arguments
+    scale, causal, has_sinks, logsumexp, _force_fused = rec.args
     q, k, v, *extra = ctx.inputs(rec)
     sinks = extra.pop() if has_sinks else None
     if len(extra) > 1:

@@ -20,6 +20,7 @@ import numpy as np
 
 import mlx.core as mx
 
+from mlx2onnx.capture.records import ReduceType
 from mlx2onnx.translate.registry import handles, handles_complex
 
 F32 = mx.float32
@@ -72,7 +73,7 @@ def fft(ctx, rec):
     """inputs (x,); arguments [axes:list, inverse, real, odd_out] (odd_out from MLX 0.32.4):
     fft/ifft (complex -> complex), rfft (real -> complex, last axis n//2+1) and irfft
     (complex -> real of length out.shape[axes[-1]]) over every axis in ``axes``."""
-    axes, inverse, real = rec.arguments[:3]
+    axes, inverse, real = rec.args[:3]
     src, out = rec.inputs[0], rec.outputs[0]
     (x,) = ctx.inputs(rec)
     axes = [_axis(a, src.rank) for a in axes]
@@ -178,7 +179,7 @@ def complex_astype(ctx, rec):
     """inputs (x,); arguments [dtype]: to complex64, real values get a zero imaginary part;
     from complex64, the real part is cast (bool: true when either part is nonzero)."""
     (x,) = ctx.inputs(rec)
-    (target,) = rec.arguments
+    (target,) = rec.args
     src = rec.inputs[0]
     if src.dtype == target:
         return [ctx.op.Identity(x)]
@@ -232,10 +233,10 @@ def complex_divide(ctx, rec):
 
 @handles_complex("Equal", "NotEqual")
 def complex_equal(ctx, rec):
-    """inputs (a, b) complex64; arguments [] (Equal: [equal_nan]): both parts equal
+    """inputs (a, b) complex64; arguments [equal_nan] (NotEqual: []): both parts equal
     (NotEqual: either differs). equal_nan on complex is refused."""
     a, b = ctx.inputs(rec)
-    if rec.name == "Equal" and rec.arguments and rec.arguments[0]:
+    if rec.name == "Equal" and rec.args.equal_nan:
         raise ctx.fail("argument equal_nan=True on complex64 is not supported: compare mx.real and mx.imag")
     same = ctx.op.Equal(a, b)
     both = ctx.op.And(real_part(ctx, same), imag_part(ctx, same))
@@ -254,8 +255,8 @@ def complex_reduce(ctx, rec):
     """inputs (z,) complex64; arguments [type, axes:list] keepdims: only Sum (2), a
     ReduceSum of both parts over the MLX axes."""
     (z,) = ctx.inputs(rec)
-    kind, axes = rec.arguments
-    if kind != 2:
+    kind, axes = rec.args
+    if kind != ReduceType.Sum:
         raise ctx.fail(f"argument type={kind!r} on complex64 is not supported: only Sum (2)")
     rank = rec.inputs[0].rank
     if not axes:
@@ -280,7 +281,8 @@ def complex_identity(ctx, rec):
 
 @handles_complex("Reshape", "Flatten", "Unflatten")
 def complex_reshape(ctx, rec):
-    """inputs (z,); arguments (shape or axes): Reshape to the output shape + (2,)."""
+    """inputs (z,); arguments [shape] (Flatten: [start_axis, end_axis]; Unflatten: [axis, shape]):
+    Reshape to the output shape + (2,)."""
     (z,) = ctx.inputs(rec)
     return [ctx.reshape(z, list(rec.outputs[0].shape) + [2])]
 
@@ -289,7 +291,7 @@ def complex_reshape(ctx, rec):
 def complex_transpose(ctx, rec):
     """inputs (z,); arguments [perm:list]: Transpose with the pair dimension kept last."""
     (z,) = ctx.inputs(rec)
-    (perm,) = rec.arguments
+    (perm,) = rec.args
     rank = rec.inputs[0].rank
     return [ctx.op.Transpose(z, perm=[_axis(p, rank) for p in perm] + [rank])]
 
@@ -298,7 +300,7 @@ def complex_transpose(ctx, rec):
 def complex_expand_dims(ctx, rec):
     """inputs (z,); arguments [axes:list] (output positions): Unsqueeze."""
     (z,) = ctx.inputs(rec)
-    (axes,) = rec.arguments
+    (axes,) = rec.args
     return [ctx.unsqueeze(z, [_axis(a, rec.outputs[0].rank) for a in axes])]
 
 
@@ -306,7 +308,7 @@ def complex_expand_dims(ctx, rec):
 def complex_squeeze(ctx, rec):
     """inputs (z,); arguments [axes:list]: Squeeze."""
     (z,) = ctx.inputs(rec)
-    (axes,) = rec.arguments
+    (axes,) = rec.args
     if not axes:
         return [ctx.op.Identity(z)]
     return [ctx.squeeze(z, [_axis(a, rec.inputs[0].rank) for a in axes])]
@@ -316,7 +318,7 @@ def complex_squeeze(ctx, rec):
 def complex_concatenate(ctx, rec):
     """inputs (arrays...) complex64; arguments [axis]: Concat."""
     values = ctx.inputs(rec)
-    (axis,) = rec.arguments
+    (axis,) = rec.args
     if len(values) == 1:
         return [ctx.op.Identity(values[0])]
     return [ctx.op.Concat(*values, axis=_axis(axis, rec.outputs[0].rank))]
@@ -327,7 +329,7 @@ def complex_slice(ctx, rec):
     """inputs (z,); arguments [start, stop, strides] (full rank, stop as written): Slice
     on the MLX axes only."""
     (z,) = ctx.inputs(rec)
-    start, stop, strides = rec.arguments
+    start, stop, strides = rec.args
     rank = rec.inputs[0].rank
     return [ctx.slice(z, list(start), list(stop), list(range(rank)), list(strides))]
 
@@ -336,7 +338,7 @@ def complex_slice(ctx, rec):
 def complex_split(ctx, rec):
     """inputs (z,); arguments [indices:tuple, axis]: one Slice per part (zero-size parts included)."""
     (z,) = ctx.inputs(rec)
-    axis = _axis(rec.arguments[1], rec.inputs[0].rank)
+    axis = _axis(rec.args.axis, rec.inputs[0].rank)
     outs, start = [], 0
     for part in rec.outputs:
         size = part.shape[axis]
@@ -360,7 +362,7 @@ def complex_slice_update(ctx, rec):
     reduce=None (4, plain assignment, e.g. fft(x, n) zero-padding): ScatterND over the
     slice's index grid, writing whole pairs."""
     src, update = ctx.inputs(rec)
-    reduce, start, _stop, strides = rec.arguments
+    reduce, start, _stop, strides = rec.args
     if reduce != 4:
         raise ctx.fail(f"argument reduce={reduce!r} on complex64 is not supported: only plain assignment (4)")
     shape = rec.inputs[1].shape

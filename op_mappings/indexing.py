@@ -30,12 +30,15 @@ import onnx_ir as ir
 
 from mlx2onnx import dtypes
 from mlx2onnx.capture.symbolic import any_dynamic, is_dynamic
+from mlx2onnx.capture.records import ScatterAxisReduce, ScatterReduce
 from mlx2onnx.translate.registry import handles
 
 # Scatter / SliceUpdate reduce codes -> ONNX reduction names.
-SCATTER_REDUCTIONS = {0: "max", 1: "min", 2: "add", 3: "mul", 4: "none"}
-SCATTER_AXIS_REDUCTIONS = {0: "add", 1: "none"}
-SLICE_UPDATE_OPS = {0: "Max", 1: "Min", 2: "Add", 3: "Mul"}
+SCATTER_REDUCTIONS = {ScatterReduce.Max: "max", ScatterReduce.Min: "min", ScatterReduce.Sum: "add",
+                      ScatterReduce.Prod: "mul", ScatterReduce.None_: "none"}
+SCATTER_AXIS_REDUCTIONS = {ScatterAxisReduce.Sum: "add", ScatterAxisReduce.None_: "none"}
+SLICE_UPDATE_OPS = {ScatterReduce.Max: "Max", ScatterReduce.Min: "Min", ScatterReduce.Sum: "Add",
+                    ScatterReduce.Prod: "Mul"}
 
 
 # -- helpers ----------------------------------------------------------------------------
@@ -175,7 +178,7 @@ def slice_(ctx, rec):
     """inputs (x,); arguments [start:tuple, stop:tuple, strides:tuple], full rank. Start is
     normalised to >= 0, stop is left as written; ONNX Slice clamps the same way."""
     (x,) = ctx.inputs(rec)
-    start, stop, strides = rec.arguments
+    start, stop, strides = rec.args
     if rec.inputs[0].rank == 0 or tuple(rec.inputs[0].shape) == tuple(rec.outputs[0].shape) and all(
         s == 0 and st == 1 for s, st in zip(start, strides)
     ):
@@ -239,14 +242,14 @@ def write_block(ctx, region, shape, update, ranges):
 @handles("SliceUpdate")
 def slice_update(ctx, rec):
     """inputs (src, update) (update already cast and broadcast to the slice's shape);
-    arguments [reduce (Max=0, Min=1, Sum=2, Prod=3, None=4), start, stop, strides].
+    arguments [reduce: ScatterReduce, start, stop, strides].
 
     A reduction is computed elementwise on the slice first (MLX's SliceUpdate Max/Min
     propagate NaN like maximum/minimum), then the result is written: by Slice + Concat
     when every stride is +-1, otherwise by ScatterND with a constant index grid (a slice
     never writes one element twice)."""
     src, update = ctx.inputs(rec)
-    reduce_code, start, stop, strides = rec.arguments
+    reduce_code, start, stop, strides = rec.args
     s_spec, u_spec = rec.inputs
     dtype = rec.outputs[0].dtype
     n = s_spec.rank
@@ -299,7 +302,7 @@ def dynamic_slice(ctx, rec):
     undefined, even a crash); here the start is clamped to [0, dim - size] so the output
     always has the declared shape (as in JAX's dynamic_slice)."""
     x, start = ctx.inputs(rec)
-    axes, slice_size = rec.arguments
+    axes, slice_size = rec.args
     src, out = rec.inputs[0], rec.outputs[0]
     n = src.rank
     axes = [int(ax) % n for ax in axes]
@@ -327,7 +330,7 @@ def dynamic_slice_update(ctx, rec):
     with a constant index grid plus the runtime start offsets. The start is clamped to
     [0, dim - update size] (MLX leaves out-of-range writes undefined)."""
     src_v, update, start = ctx.inputs(rec)
-    (axes,) = rec.arguments
+    (axes,) = rec.args
     src, upd = rec.inputs[0], rec.inputs[1]
     n = src.rank
     axes = [int(ax) % n for ax in axes]
@@ -364,7 +367,7 @@ def gather(ctx, rec):
     moving the indexed axes to the front. A slice wider than 1 on an indexed axis (C++
     API only): GatherND over a full index grid."""
     a, *indices = ctx.inputs(rec)
-    axes, slice_sizes = rec.arguments
+    axes, slice_sizes = rec.args
     axes = [int(ax) for ax in axes]
     sizes = list(slice_sizes)  # SymInt where a size is dynamic
     src, out = rec.inputs[0], rec.outputs[0]
@@ -408,7 +411,7 @@ def gather_axis(ctx, rec):
     """inputs (a, idx) of equal rank; arguments [axis]: GatherElements (take_along_axis).
     Negative indices wrap (GatherElements allows them)."""
     a, idx = ctx.inputs(rec)
-    (axis,) = rec.arguments
+    (axis,) = rec.args
     if rec.outputs[0].size == 0:
         return [empty(ctx, a, rec.inputs[0], rec.outputs[0].shape)]
     return [ctx.op.GatherElements(a, index_int64(ctx, idx, rec.inputs[1]), axis=int(axis))]
@@ -418,13 +421,13 @@ def gather_axis(ctx, rec):
 @handles("Scatter")
 def scatter(ctx, rec):
     """inputs (a, idx_0 .. idx_{m-1}, updates (I + a full-rank slice shape)); arguments
-    [reduce (Max=0, Min=1, Sum=2, Prod=3, None=4), axes:list].
+    [reduce: ScatterReduce, axes:list].
 
     ScatterND with reduction none/add/mul/max/min after moving the indexed axes to the
     front (or over a full index grid when the slices are not whole rows). Duplicate
     targets with None: the last write wins, as on MLX's CPU. Max/Min need opset 18."""
     a, *indices, updates = ctx.inputs(rec)
-    reduce_code, axes = rec.arguments
+    reduce_code, axes = rec.args
     reduction = SCATTER_REDUCTIONS[int(reduce_code)]
     axes = [int(ax) for ax in axes]
     src, upd = rec.inputs[0], rec.inputs[-1]
@@ -474,10 +477,10 @@ def scatter(ctx, rec):
 @handles("ScatterAxis")
 def scatter_axis(ctx, rec):
     """inputs (a, idx, updates) (idx and updates of one shape, same rank as a); arguments
-    [reduce (Sum=0, None=1), axis]: ScatterElements(axis, reduction add/none), the last
+    [reduce: ScatterAxisReduce, axis]: ScatterElements(axis, reduction add/none), the last
     write winning on duplicate targets with None (as on MLX's CPU)."""
     a, idx, updates = ctx.inputs(rec)
-    reduce_code, axis = rec.arguments
+    reduce_code, axis = rec.args
     reduction = SCATTER_AXIS_REDUCTIONS[int(reduce_code)]
     src, ispec, uspec = rec.inputs
     axis = int(axis) % src.rank
@@ -496,8 +499,8 @@ def scatter_axis(ctx, rec):
 
 @handles("MaskedScatter")
 def masked_scatter(ctx, rec):
-    """inputs (a[B, ...], mask[B, ...], src[B, ...]) (ExpandDims adds B=1 for x[mask] = v):
-    per batch row, the k-th True of the mask (row-major) takes src's k-th element.
+    """inputs (a[B, ...], mask[B, ...], src[B, ...]) (ExpandDims adds a batch of 1 for x[mask] = v);
+    arguments []: per batch row, the k-th True of the mask (row-major) takes src's k-th element.
     CumSum(mask) - 1 -> GatherElements(src) -> Where(mask, gathered, a)."""
     a, mask, source = ctx.inputs(rec)
     aspec, mspec, sspec = rec.inputs

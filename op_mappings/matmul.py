@@ -21,7 +21,7 @@ def addmm(ctx, rec):
     [alpha, beta]: alpha * (a @ b) + beta * c. With beta == 0 MLX never reads c (an inf or
     NaN there does not reach the result), so neither does the export."""
     a, b, c = ctx.inputs(rec)
-    alpha, beta = (float(v) for v in rec.arguments)
+    alpha, beta = (float(v) for v in rec.args)
     dtype = rec.outputs[0].dtype
     if rec.inputs[0].rank == rec.inputs[1].rank == 2:
         return [ctx.run("Gemm", [a, b, c], dtype, alpha=alpha, beta=beta)]
@@ -82,7 +82,7 @@ def block_masked_mm(ctx, rec):
     """inputs (a[..., M, K], b[..., K, N], then mask_out for 3 inputs, mask_lhs and
     mask_rhs for 4, all three for 5; masks are bool or float at block level
     [..., ceil(rows / block_size), ceil(cols / block_size)]); arguments [block_size]."""
-    (block_size,) = rec.arguments
+    (block_size,) = rec.args
     values = ctx.inputs(rec)
     count = len(values)
     if count not in (3, 4, 5):
@@ -105,7 +105,7 @@ def block_masked_mm(ctx, rec):
 def hadamard(ctx, rec):
     """inputs (x[..., n]); arguments [scale]: the (scaled) Walsh-Hadamard transform along
     the last axis, a MatMul with H built by running mx.hadamard_transform on eye(n)."""
-    (scale,) = rec.arguments
+    (scale,) = rec.args
     (x,) = ctx.inputs(rec)
     dtype = rec.outputs[0].dtype
     work = ctx.work_dtype("MatMul", dtype)

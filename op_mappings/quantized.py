@@ -37,13 +37,13 @@ import onnx_ir as ir
 
 from mlx2onnx.dtypes import array_to_numpy, numpy_to_array
 from mlx2onnx.translate.markers import KEEP_PACKED
+from mlx2onnx.capture.records import QuantizationMode
 from mlx2onnx.translate.registry import handles
 from mlx2onnx.translate.settings import QUANTIZED_WEIGHT_CHOICES
 
 from .matmul import flat_indices
 
-AFFINE, MXFP4, MXFP8, NVFP4 = 0, 1, 2, 3
-MODE_NAMES = {AFFINE: "affine", MXFP4: "mxfp4", MXFP8: "mxfp8", NVFP4: "nvfp4"}
+AFFINE, MXFP4, MXFP8, NVFP4 = QuantizationMode
 
 PACKED, DEQUANTIZE, MATMULNBITS = QUANTIZED_WEIGHT_CHOICES
 
@@ -56,7 +56,7 @@ def _check_mode(ctx, group_size: int, bits: int, mode: int) -> None:
             raise ctx.fail(f"bits={bits} is not supported: affine quantization uses 2, 3, 4, 5, 6 or 8 bits")
     elif mode in (MXFP4, NVFP4):
         if bits != 4:
-            raise ctx.fail(f"bits={bits} is not supported for {MODE_NAMES[mode]}: it uses 4 bits")
+            raise ctx.fail(f"bits={bits} is not supported for {QuantizationMode(mode).name}: it uses 4 bits")
     elif mode == MXFP8:
         if bits != 8:
             raise ctx.fail(f"bits={bits} is not supported for mxfp8: it uses 8 bits")
@@ -192,7 +192,7 @@ def folded_weights(ctx, w, scales, biases, group_size, bits, mode, transpose, dt
     mx_arrays = [numpy_to_array(a) for a in arrays]
     dense = mx.dequantize(
         mx_arrays[0], mx_arrays[1], mx_arrays[2] if mode == AFFINE else None,
-        group_size=group_size, bits=bits, mode=MODE_NAMES[mode],
+        group_size=group_size, bits=bits, mode=QuantizationMode(mode).name,
     ).astype(dtype)
     dense = array_to_numpy(dense)
     if transpose:
@@ -238,7 +238,7 @@ def quantized_matmul(ctx, rec):
     """inputs (x[..., M, K], w uint32, scales, biases only when mode is affine); arguments
     [group_size, bits, mode, transpose]: x @ dequantize(w).T when transpose (w is
     [..., N, K*bits/32]), else x @ dequantize(w) (w is [..., K, N*bits/32])."""
-    group_size, bits, mode, transpose = rec.arguments
+    group_size, bits, mode, transpose = rec.args
     _check_mode(ctx, group_size, bits, mode)
     x, w, scales, biases, rest = _quantized_operands(ctx.inputs(rec), mode)
     if rest:
@@ -264,7 +264,7 @@ def gather_qmm(ctx, rec):
     rhs_idx uint32); arguments [group_size, bits, mode, transpose, left_sorted,
     right_sorted]: out[i] = x_flat[lhs[i]] @ dequantize(w_flat[rhs[i]]) (.T when
     transpose), out shape = broadcast(idx shapes) + [M, N]. The sorted flags are hints."""
-    group_size, bits, mode, transpose, _left_sorted, _right_sorted = rec.arguments
+    group_size, bits, mode, transpose, _left_sorted, _right_sorted = rec.args
     _check_mode(ctx, group_size, bits, mode)
     x, w, scales, biases, rest = _quantized_operands(ctx.inputs(rec), mode)
     if len(rest) != 2:
@@ -300,7 +300,7 @@ def gather_qmm(ctx, rec):
 
 # -- Quantize -------------------------------------------------------------------------
 def _fold_quantize(ctx, array, group_size, bits, mode):
-    outs = mx.quantize(numpy_to_array(array), group_size=group_size, bits=bits, mode=MODE_NAMES[mode])
+    outs = mx.quantize(numpy_to_array(array), group_size=group_size, bits=bits, mode=QuantizationMode(mode).name)
     outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
     return [ctx.const(np.ascontiguousarray(array_to_numpy(o.astype(ctx.carried(o.dtype))))) for o in outs]
 
@@ -353,7 +353,7 @@ def quantize(ctx, rec):
     (w_q uint32, scales, biases when affine); True: inputs (w_q, scales, (biases)) -> (w).
     A constant w is quantized by MLX at export time; a runtime w is quantized in the graph
     (affine mode, MLX's CPU algorithm)."""
-    group_size, bits, mode, dequantize = rec.arguments
+    group_size, bits, mode, dequantize = rec.args
     _check_mode(ctx, group_size, bits, mode)
     values = ctx.inputs(rec)
     if dequantize:
@@ -367,7 +367,7 @@ def quantize(ctx, rec):
         return _fold_quantize(ctx, constant, group_size, bits, mode)
     if mode != AFFINE:
         raise ctx.fail(
-            f"mode={mode} ({MODE_NAMES[mode]}) quantization of a runtime input is not supported: "
+            f"mode={int(mode)} ({QuantizationMode(mode).name}) quantization of a runtime input is not supported: "
             "only affine quantization of runtime arrays is built in the graph; quantize constant weights"
         )
     return _affine_quantize(ctx, values[0], rec.inputs[0], group_size, bits, rec.outputs[1].dtype)

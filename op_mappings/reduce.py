@@ -27,16 +27,12 @@ import onnx_ir as ir
 
 from mlx2onnx import dtypes
 from mlx2onnx.translate import kernels
+from mlx2onnx.capture.records import ArgReduceType, ReduceType, ScanType
 from mlx2onnx.translate.registry import handles
 
-# Reduce::ReduceType
-AND, OR, SUM, PROD, MIN, MAX = range(6)
-REDUCE_OPS = {SUM: "ReduceSum", PROD: "ReduceProd", MIN: "ReduceMin", MAX: "ReduceMax"}
-# ArgReduce::ReduceType
-ARGMIN, ARGMAX = range(2)
-# Scan::ReduceType
-SCAN_MAX, SCAN_MIN, SCAN_SUM, SCAN_PROD, SCAN_LOGADDEXP = range(5)
-SCAN_STEP = {SCAN_MAX: "Max", SCAN_MIN: "Min", SCAN_SUM: "Add", SCAN_PROD: "Mul"}
+REDUCE_OPS = {ReduceType.Sum: "ReduceSum", ReduceType.Prod: "ReduceProd", ReduceType.Min: "ReduceMin",
+              ReduceType.Max: "ReduceMax"}
+SCAN_STEP = {ScanType.Max: "Max", ScanType.Min: "Min", ScanType.Sum: "Add", ScanType.Prod: "Mul"}
 
 SIGN_BIT = 1 << 63
 # The ONNX types of the MLX float dtypes themselves, whatever type the export carries them in
@@ -77,27 +73,26 @@ def from_key(ctx, key, key_dtype, dtype):
 # -- Reduce -----------------------------------------------------------------------------
 @handles("Reduce")
 def reduce(ctx, rec):
-    """inputs (x,); arguments [type, axes:list] with And=0, Or=1, Sum=2, Prod=3, Min=4, Max=5;
-    keepdims result. The output dtype can differ (sum(bool) -> int32, prod(uint8) -> uint32):
+    """inputs (x,); arguments [type: ReduceType, axes:list]; keepdims result. The output dtype can differ (sum(bool) -> int32, prod(uint8) -> uint32):
     cast first. Min/Max propagate NaN as in MLX (ONNX ReduceMax ignores it)."""
     (x,) = ctx.inputs(rec)
-    kind, axes = rec.arguments
+    kind, axes = rec.args
     axes = [int(a) for a in axes]
     out_dtype = rec.outputs[0].dtype
     in_dtype = rec.inputs[0].dtype
-    if kind not in (AND, OR) and kind not in REDUCE_OPS:
+    if kind not in (ReduceType.And, ReduceType.Or) and kind not in REDUCE_OPS:
         raise ctx.fail(f"argument type={kind!r} is not a Reduce::ReduceType (0..5)")
-    if kind in (AND, OR):
+    if kind in (ReduceType.And, ReduceType.Or):
         x = x if in_dtype == mx.bool_ else ctx.op.Not(ctx.run("Equal", [x, ctx.scalar(0, in_dtype)], in_dtype, out_dtype=mx.bool_))
         in_dtype = mx.bool_
-    x = ctx.cast(x, out_dtype if kind in (SUM, PROD) else in_dtype)
+    x = ctx.cast(x, out_dtype if kind in (ReduceType.Sum, ReduceType.Prod) else in_dtype)
     if not axes:  # ONNX would reduce everything when axes is empty
         return [ctx.cast(ctx.op.Identity(x), out_dtype)]
-    if kind in (AND, OR):
-        op = "ReduceMin" if kind == AND else "ReduceMax"  # in uint8: ORT's bool kernel refuses empty axes
+    if kind in (ReduceType.And, ReduceType.Or):
+        op = "ReduceMin" if kind == ReduceType.And else "ReduceMax"  # in uint8: ORT's bool kernel refuses empty axes
         return [ctx.cast(ctx.reduce(op, ctx.cast(x, mx.uint8), axes, keepdims=True), out_dtype)]
     op = REDUCE_OPS[kind]
-    if kind in (MIN, MAX):
+    if kind in (ReduceType.Min, ReduceType.Max):
         key, key_dtype = ordered_key(ctx, x, out_dtype, op)
         result = from_key(ctx, ctx.reduce(op, key, axes, keepdims=True), key_dtype, out_dtype)
         if dtypes.is_float(out_dtype) and rec.inputs[0].size > 0:
@@ -105,14 +100,14 @@ def reduce(ctx, rec):
             result = ctx.run("Where", [any_nan(ctx, x, axes, out_dtype), nan, result], out_dtype, fixed=(0,))
         return [result]
     if dtypes.is_integer(out_dtype) and rec.inputs[0].size == 0:  # the identity (ORT lacks e.g. uint32 ReduceProd)
-        return [filled(ctx, 0 if kind == SUM else 1, out_dtype, rec.outputs[0].shape)]
+        return [filled(ctx, 0 if kind == ReduceType.Sum else 1, out_dtype, rec.outputs[0].shape)]
     if dtypes.is_integer(out_dtype):
         # ORT's integer ReduceSum/ReduceProd saturate instead of wrapping: sum 32-bit values in
         # int64 and wrap when casting back; multiply (and sum 64-bit values) pairwise
-        if kind == SUM and out_dtype not in (mx.int64, mx.uint64):
+        if kind == ReduceType.Sum and out_dtype not in (mx.int64, mx.uint64):
             return [ctx.cast(ctx.reduce(op, ctx.cast(x, mx.int64), axes, keepdims=True), out_dtype)]
         work = mx.int64 if out_dtype == mx.uint64 else out_dtype
-        step = "Add" if kind == SUM else "Mul"
+        step = "Add" if kind == ReduceType.Sum else "Mul"
         total = tree_reduce(ctx, ctx.cast(x, work), list(rec.inputs[0].shape), axes, step, op)
         return [ctx.cast(total, out_dtype)]
     return [ctx.reduce_via(op, x, axes, out_dtype)]
@@ -139,16 +134,16 @@ def tree_reduce(ctx, x, shape, axes, step, op_type):
 
 @handles("ArgReduce")
 def arg_reduce(ctx, rec):
-    """inputs (x,); arguments [type, axis] with ArgMin=0, ArgMax=1; uint32 keepdims result.
+    """inputs (x,); arguments [type: ArgReduceType, axis]; uint32 keepdims result.
     Ties give the first index; a row holding NaN gives the index of its first NaN (MLX),
     which ONNX ArgMax/ArgMin would skip."""
     (x,) = ctx.inputs(rec)
-    kind, axis = rec.arguments
+    kind, axis = rec.args
     axis = int(axis)
     dtype = rec.inputs[0].dtype
-    if kind not in (ARGMIN, ARGMAX):
+    if kind not in (ArgReduceType.ArgMin, ArgReduceType.ArgMax):
         raise ctx.fail(f"argument type={kind!r} is not an ArgReduce::ReduceType (ArgMin=0, ArgMax=1)")
-    op = "ArgMax" if kind == ARGMAX else "ArgMin"
+    op = "ArgMax" if kind == ArgReduceType.ArgMax else "ArgMin"
     key, _ = ordered_key(ctx, x, dtype, op)
     index = ctx.op.__getattr__(op)(key, axis=axis, keepdims=1, select_last_index=0)
     if dtypes.is_float(dtype):
@@ -188,16 +183,16 @@ def logsumexp(ctx, rec):
 # -- Scan -------------------------------------------------------------------------------
 def scan_identity(kind, dtype):
     """The start value of an exclusive scan (what MLX puts first)."""
-    if kind == SCAN_SUM:
+    if kind == ScanType.Sum:
         return 0
-    if kind == SCAN_PROD:
+    if kind == ScanType.Prod:
         return 1
     if dtype == mx.bool_:
-        return kind == SCAN_MIN
+        return kind == ScanType.Min
     if dtypes.is_float(dtype):
-        return -math.inf if kind == SCAN_MAX else math.inf
+        return -math.inf if kind == ScanType.Max else math.inf
     info = np.iinfo(dtypes.to_numpy(dtype))  # an integer dtype: carried as itself
-    return info.min if kind == SCAN_MAX else info.max
+    return info.min if kind == ScanType.Max else info.max
 
 
 def filled(ctx, value, dtype, shape):
@@ -275,11 +270,11 @@ def run_scan(ctx, x, dtype, shape, kind, axis, reverse, inclusive, start):
 
 @handles("Scan")
 def scan(ctx, rec):
-    """inputs (x,); arguments [type, axis, reverse, inclusive] with Max=0, Min=1, Sum=2,
-    Prod=3 (LogAddExp=4 never reaches the callback). Sequential, in the output dtype
+    """inputs (x,); arguments [type: ScanType, axis, reverse, inclusive] (LogAddExp never
+    reaches the callback). Sequential, in the output dtype
     (cumsum(bool) -> int32; cumsum(int8) stays int8 and wraps)."""
     (x,) = ctx.inputs(rec)
-    kind, axis, reverse, inclusive = rec.arguments
+    kind, axis, reverse, inclusive = rec.args
     axis, reverse, inclusive = int(axis), bool(reverse), bool(inclusive)
     dtype = rec.outputs[0].dtype
     shape = rec.inputs[0].shape
@@ -288,7 +283,7 @@ def scan(ctx, rec):
     x = ctx.cast(x, dtype)
     if rec.inputs[0].size == 0:  # (ORT's Scan loop crashes on empty input)
         return [ctx.op.Identity(x)]
-    native = {SCAN_SUM: "CumSum", SCAN_PROD: "CumProd"}.get(kind)
+    native = {ScanType.Sum: "CumSum", ScanType.Prod: "CumProd"}.get(kind)
     if native == "CumProd" and ctx.opset < 26:
         native = None
     if native is not None and (dtype in (mx.float32, mx.float64) or not dtypes.is_float(dtype)):
@@ -309,7 +304,7 @@ def number_of_elements(ctx, rec):
     x.shape[axes] (1 / that when inverted) in ``dtype``; only in shapeless exports, so it
     is read from the runtime shape (computed in float64, then cast, as MLX does)."""
     (x,) = ctx.inputs(rec)
-    axes, inverted, dtype = rec.arguments
+    axes, inverted, dtype = rec.args
     count = ctx.reduce("ReduceProd", ctx.op.Gather(ctx.op.Shape(x), ctx.ints([int(a) for a in axes])), [0], keepdims=False)
     if not inverted:
         return [ctx.cast(count, dtype)]

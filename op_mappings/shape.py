@@ -10,7 +10,7 @@ from .indexing import empty
 @handles("Broadcast", "BroadcastAxes")
 def broadcast(ctx, rec):
     """Broadcast: inputs (x,) (shapeless exports add the other operands), arguments
-    [shape:tuple]. BroadcastAxes: inputs (x, others...), arguments [ignore_axes:list].
+    [shape:tuple] (BroadcastAxes: [ignore_axes:list], inputs (x, others...)).
     Both: Expand x to its (static) output shape. An empty result is a slice of nothing
     instead: onnxruntime infers Expand's size-1 axis broadcast to 0 as 1, and its memory
     planner then hands a later node a buffer of the wrong size."""
@@ -48,7 +48,7 @@ def unflatten(ctx, rec):
 def transpose(ctx, rec):
     """inputs (x,); arguments [perm:list]: Transpose (identity permutations become Identity)."""
     (x,) = ctx.inputs(rec)
-    (perm,) = rec.arguments
+    (perm,) = rec.args
     perm = [int(p) for p in perm]
     if perm == list(range(len(perm))):
         return [ctx.op.Identity(x)]
@@ -59,7 +59,7 @@ def transpose(ctx, rec):
 def expand_dims(ctx, rec):
     """inputs (x,); arguments [axes:list] (output positions): Unsqueeze."""
     (x,) = ctx.inputs(rec)
-    (axes,) = rec.arguments
+    (axes,) = rec.args
     return [ctx.unsqueeze(x, axes)]
 
 
@@ -67,7 +67,7 @@ def expand_dims(ctx, rec):
 def squeeze(ctx, rec):
     """inputs (x,); arguments [axes:list]: Squeeze."""
     (x,) = ctx.inputs(rec)
-    (axes,) = rec.arguments
+    (axes,) = rec.args
     if not axes:
         return [ctx.op.Identity(x)]
     return [ctx.squeeze(x, axes)]
@@ -77,7 +77,7 @@ def squeeze(ctx, rec):
 def concatenate(ctx, rec):
     """inputs (arrays...); arguments [axis]: Concat."""
     values = ctx.inputs(rec)
-    (axis,) = rec.arguments
+    (axis,) = rec.args
     if len(values) == 1:
         return [ctx.op.Identity(values[0])]
     return [ctx.op.Concat(*values, axis=int(axis))]
@@ -87,7 +87,7 @@ def concatenate(ctx, rec):
 def split(ctx, rec):
     """inputs (x,); arguments [indices:tuple (split points), axis]: Split with sizes."""
     (x,) = ctx.inputs(rec)
-    indices, axis = rec.arguments
+    indices, axis = rec.args
     axis = int(axis)
     sizes = [out.shape[axis] for out in rec.outputs]
     if len(sizes) == 1:
@@ -104,7 +104,7 @@ def split(ctx, rec):
 
 @handles("Depends")
 def depends(ctx, rec):
-    """inputs (outputs..., dependencies...): the first len(outputs) inputs pass through."""
+    """inputs (outputs..., dependencies...); arguments []: the first len(outputs) inputs pass through."""
     values = ctx.inputs(rec)
     return [ctx.op.Identity(v) for v in values[: len(rec.outputs)]]
 

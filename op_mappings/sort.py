@@ -39,7 +39,7 @@ def sorted_along(ctx, rec, axis):
 @handles("Sort")
 def sort(ctx, rec):
     """inputs (x,); arguments [axis]: values sorted ascending along ``axis``, NaN last."""
-    (axis,) = rec.arguments
+    (axis,) = rec.args
     values, _ = sorted_along(ctx, rec, int(axis))
     return [values]
 
@@ -47,7 +47,7 @@ def sort(ctx, rec):
 @handles("ArgSort")
 def argsort(ctx, rec):
     """inputs (x,); arguments [axis]: uint32 indices of the stable ascending sort."""
-    (axis,) = rec.arguments
+    (axis,) = rec.args
     _, indices = sorted_along(ctx, rec, int(axis))
     return [ctx.cast(indices, rec.outputs[0].dtype)]
 
@@ -63,7 +63,7 @@ def check_kth(ctx, rec, kth, axis):
 def partition(ctx, rec):
     """inputs (x,); arguments [kth, axis]: element kth in its sorted place, smaller ones
     before it and larger ones after (a full sort; ``mx.topk`` is Partition + Slice)."""
-    kth, axis = rec.arguments
+    kth, axis = rec.args
     check_kth(ctx, rec, kth, axis)
     values, _ = sorted_along(ctx, rec, int(axis))
     return [values]
@@ -72,7 +72,7 @@ def partition(ctx, rec):
 @handles("ArgPartition")
 def argpartition(ctx, rec):
     """inputs (x,); arguments [kth, axis]: uint32 indices of a partition (a stable full sort)."""
-    kth, axis = rec.arguments
+    kth, axis = rec.args
     check_kth(ctx, rec, kth, axis)
     _, indices = sorted_along(ctx, rec, int(axis))
     return [ctx.cast(indices, rec.outputs[0].dtype)]
@@ -84,7 +84,7 @@ def searchsorted(ctx, rec):
     with the shape of v. left: the number of a[i] before v, right: the number not after v,
     in MLX's order (NaN after everything, so a NaN value lands after all numbers)."""
     a, v = ctx.inputs(rec)
-    (right,) = rec.arguments
+    (right,) = rec.args
     dtype = rec.inputs[1].dtype
     if rec.inputs[0].rank != 1:
         raise ctx.fail(f"input 0 has rank {rec.inputs[0].rank}: SearchSorted needs a 1-D sorted sequence")

@@ -259,7 +259,7 @@ def test_input_specs_and_record_decoding():
     assert records.describe("Convolution", [[2], [1], [1], [1], [1], 1, False]) == (
         "kernel_strides=[2] padding_lo=[1] padding_hi=[1] kernel_dilation=[1] input_dilation=[1] groups=1 flip=False")
     assert records.describe("Frobnicate", [7]) == "arg0=7"
-    assert records.decode("Reduce", [2, [1]])["type"].code == 2
+    assert records.decode("Reduce", [2, [1]]).type == records.ReduceType.Sum == 2
     assert records.missing_fields("FFT", [[1], False, False]) == []
     assert records.missing_fields("Reduce", [2]) == ["axes"]
 

@@ -1,43 +1,114 @@
-"""Decode primitive records' ``arguments`` into named fields.
+"""Each primitive record's ``arguments``, named: the one table every stage decodes through.
 
 MLX's export callback reports each primitive's state as a bare list (``Reduce
-[2, [1]]``). :data:`FIELDS` names every position for each primitive of
-MLX reports (``docs/records.md`` is generated from it), and :data:`ENUMS` turns enum codes into their names, so
-``describe("Reduce", (2, (1,)))`` reads ``type=Sum axes=[1]``. The interpreter and the
-command line's ``inspect --records`` both decode through :func:`decode`.
+[2, [1]]``). :data:`FIELDS` names every position for each primitive MLX reports
+(``docs/records.md`` is generated from it), and :data:`ENUMS` gives the enum fields
+their :class:`~enum.IntEnum` (``ReduceType.Sum``). :func:`decode` turns a record's
+arguments into a named tuple of that layout, so ``rec.args`` reads ``type=Sum axes=[1]``
+in a handler (``kind, axes = rec.args`` or ``rec.args.type``), in the interpreter and
+in the command line's ``inspect --records`` alike.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import collections
+import enum
+import functools
+from typing import Any
 
 import mlx.core as mx
 
-# Enum codes, as MLX 0.32 writes them.
-REDUCE_TYPES = {0: "And", 1: "Or", 2: "Sum", 3: "Prod", 4: "Min", 5: "Max"}
-SCAN_TYPES = {0: "Max", 1: "Min", 2: "Sum", 3: "Prod", 4: "LogAddExp"}
-SCATTER_TYPES = {0: "Max", 1: "Min", 2: "Sum", 3: "Prod", 4: "None"}
-SCATTER_AXIS_TYPES = {0: "Sum", 1: "None"}
-ARG_REDUCE_TYPES = {0: "ArgMin", 1: "ArgMax"}
-BITWISE_OPS = {0: "And", 1: "Or", 2: "Xor", 3: "LeftShift", 4: "RightShift"}
-LOG_BASES = {0: "two", 1: "ten", 2: "e"}
-QUANTIZATION_MODES = {0: "affine", 1: "mxfp4", 2: "mxfp8", 3: "nvfp4"}
-MATH_MODES = {0: "Safe", 1: "Relaxed", 2: "Fast"}
 
-# Which field of which primitive is an enum, and its table.
-ENUMS: dict[tuple[str, str], Mapping[int, str]] = {
-    ("Reduce", "type"): REDUCE_TYPES,
-    ("Scan", "type"): SCAN_TYPES,
-    ("Scatter", "reduce"): SCATTER_TYPES,
-    ("SliceUpdate", "reduce"): SCATTER_TYPES,
-    ("ScatterAxis", "reduce"): SCATTER_AXIS_TYPES,
-    ("ArgReduce", "type"): ARG_REDUCE_TYPES,
-    ("BitwiseBinary", "op"): BITWISE_OPS,
-    ("Log", "base"): LOG_BASES,
-    ("QuantizedMatmul", "mode"): QUANTIZATION_MODES,
-    ("GatherQMM", "mode"): QUANTIZATION_MODES,
-    ("Quantize", "mode"): QUANTIZATION_MODES,
-    ("CustomKernel", "math_mode"): MATH_MODES,
+class Code(enum.IntEnum):
+    """An enum code of a record field; ``str()`` is MLX's name for it (``Sum``)."""
+
+    def __str__(self) -> str:
+        return self.name.rstrip("_")
+
+    def __format__(self, spec: str) -> str:  # f-strings read MLX's name too
+        return format(str(self), spec)
+
+
+# Enum codes, as MLX 0.32 writes them.
+class ReduceType(Code):
+    And = 0
+    Or = 1
+    Sum = 2
+    Prod = 3
+    Min = 4
+    Max = 5
+
+
+class ScanType(Code):
+    Max = 0
+    Min = 1
+    Sum = 2
+    Prod = 3
+    LogAddExp = 4
+
+
+class ScatterReduce(Code):
+    """``Scatter`` and ``SliceUpdate``: how an update meets the value it lands on
+    (``None_``: it replaces it)."""
+
+    Max = 0
+    Min = 1
+    Sum = 2
+    Prod = 3
+    None_ = 4
+
+
+class ScatterAxisReduce(Code):
+    Sum = 0
+    None_ = 1
+
+
+class ArgReduceType(Code):
+    ArgMin = 0
+    ArgMax = 1
+
+
+class BitwiseOp(Code):
+    And = 0
+    Or = 1
+    Xor = 2
+    LeftShift = 3
+    RightShift = 4
+
+
+class LogBase(Code):
+    two = 0
+    ten = 1
+    e = 2
+
+
+class QuantizationMode(Code):
+    affine = 0
+    mxfp4 = 1
+    mxfp8 = 2
+    nvfp4 = 3
+
+
+class MathMode(Code):
+    Safe = 0
+    Relaxed = 1
+    Fast = 2
+
+
+# Which field of which primitive is an enum, and its type.
+ENUMS: dict[tuple[str, str], type[Code]] = {
+    ("Reduce", "type"): ReduceType,
+    ("Scan", "type"): ScanType,
+    ("Scatter", "reduce"): ScatterReduce,
+    ("SliceUpdate", "reduce"): ScatterReduce,
+    ("ScatterAxis", "reduce"): ScatterAxisReduce,
+    ("ArgReduce", "type"): ArgReduceType,
+    ("BitwiseBinary", "op"): BitwiseOp,
+    ("Log", "base"): LogBase,
+    ("QuantizedMatmul", "mode"): QuantizationMode,
+    ("GatherQMM", "mode"): QuantizationMode,
+    ("Quantize", "mode"): QuantizationMode,
+    ("CustomKernel", "math_mode"): MathMode,
 }
 
 _NO_ARGUMENTS = (
@@ -140,33 +211,34 @@ FIELDS.update({
 OPTIONAL_TAIL: dict[str, int] = {"FFT": 1}  # odd_out is new in 0.32.4
 
 
-class Enum(str):
-    """An enum field's name that remembers its code: ``Enum("Sum", 2)``."""
+@functools.lru_cache(maxsize=None)
+def layout(name: str, count: int) -> type:
+    """The named tuple type of ``name``'s arguments when MLX reports ``count`` of them:
+    the fields of :data:`FIELDS` (one MLX left out reads None: :func:`missing_fields`
+    tells which), then ``arg<i>`` for positions the table does not know (a newer MLX)."""
+    fields = list(FIELDS.get(name, ()))
+    names = fields + [f"arg{i}" for i in range(len(fields), count)]
+    return collections.namedtuple(f"{name}Args", names, defaults=[None] * len(names), module=__name__)
 
-    code: int
 
-    def __new__(cls, name: str, code: int) -> "Enum":
-        obj = super().__new__(cls, name)
-        obj.code = code
-        return obj
-
-
-def decode(name: str, arguments: tuple | list) -> dict[str, Any]:
-    """``{field: value}`` for a record; enum codes become :class:`Enum` names.
-
-    Unknown primitives, and positions beyond the known fields, are named ``arg<i>``.
-    Values are returned as given (tuples stay tuples, an ``mx.Dtype`` stays a Dtype).
-    """
+def decode(name: str, arguments: tuple | list) -> tuple:
+    """``name``'s arguments as a named tuple (:func:`layout`), enum codes as their
+    :class:`Code`; values otherwise as given (tuples stay tuples, an ``mx.Dtype`` stays a
+    Dtype, a dynamic size stays a SymInt)."""
     arguments = list(arguments)
-    fields = FIELDS.get(name, ())
-    result: dict[str, Any] = {}
-    for i, value in enumerate(arguments):
-        field = fields[i] if i < len(fields) else f"arg{i}"
+    kind = layout(name, len(arguments))
+    for i, field in enumerate(kind._fields[: len(arguments)]):
         table = ENUMS.get((name, field))
+        value = arguments[i]
         if table is not None and isinstance(value, int) and not isinstance(value, bool):
-            value = Enum(table.get(value, f"<unknown {value}>"), value)
-        result[field] = value
-    return result
+            arguments[i] = table(value) if value in table._value2member_map_ else value
+    return kind(*arguments)
+
+
+def named(name: str, arguments: tuple | list) -> dict[str, Any]:
+    """``{field: value}`` of the arguments MLX reported (:func:`decode`)."""
+    decoded = decode(name, arguments)
+    return dict(zip(decoded._fields[: len(arguments)], decoded[: len(arguments)]))
 
 
 def missing_fields(name: str, arguments: tuple | list) -> list[str]:
@@ -180,7 +252,7 @@ def missing_fields(name: str, arguments: tuple | list) -> list[str]:
 
 def format_value(value: Any, limit: int = 60) -> str:
     """A compact, readable rendering: ``[1]`` for axes, ``float32`` for a Dtype."""
-    if isinstance(value, Enum):
+    if isinstance(value, Code):
         return str(value)
     if isinstance(value, mx.Dtype):
         return str(value).rsplit(".", 1)[-1]
@@ -199,7 +271,7 @@ def format_value(value: Any, limit: int = 60) -> str:
 
 def describe(name: str, arguments: tuple | list) -> str:
     """``type=Sum axes=[1]`` for ``Reduce [2, [1]]``; empty for no arguments."""
-    return " ".join(f"{k}={format_value(v)}" for k, v in decode(name, arguments).items())
+    return " ".join(f"{k}={format_value(v)}" for k, v in named(name, arguments).items())
 
 
 def known_primitives() -> list[str]:
@@ -247,7 +319,7 @@ def reference_markdown() -> str:
         optional = OPTIONAL_TAIL.get(name, 0)
         shown = [f"`{f}`" + (" (optional)" if i >= len(fields) - optional else "") for i, f in enumerate(fields)]
         enums = "; ".join(
-            f"`{field}`: " + ", ".join(f"{code} {label}" for code, label in sorted(ENUMS[(name, field)].items()))
+            f"`{field}`: " + ", ".join(f"{int(code)} {code}" for code in ENUMS[(name, field)])
             for field in fields if (name, field) in ENUMS
         )
         lines.append(f"| `{name}` | {', '.join(shown) if shown else 'none'} | {enums} |\n")

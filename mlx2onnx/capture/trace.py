@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import mlx.core as mx
 
+from . import records
 from .symbolic import NeedsStatic
 
 
@@ -30,13 +31,19 @@ class TensorSpec:
 
 @dataclass(frozen=True)
 class Primitive:
-    """One primitive record: ``name``, decoded-as-given ``arguments``, inputs, outputs."""
+    """One primitive record: ``name``, ``arguments`` as MLX reports them, inputs, outputs."""
 
     index: int
     name: str
     arguments: tuple
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
+
+    @property
+    def args(self) -> tuple:
+        """The arguments as a named tuple of the records table (:mod:`~mlx2onnx.capture.records`):
+        ``kind, axes = rec.args`` or ``rec.args.axes``, enum codes as their IntEnum."""
+        return records.decode(self.name, self.arguments)
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ def cmd_inspect(ns, progress: Progress) -> int:
                     "index": p.index,
                     "name": p.name,
                     "arguments": {k: records.format_value(v, limit=10_000) for k, v in
-                                  records.decode(p.name, p.arguments).items()},
+                                  records.named(p.name, p.arguments).items()},
                     "inputs": [spec_text(s) for s in p.inputs],
                     "outputs": [spec_text(s) for s in p.outputs],
                 }

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from ..capture import records
+
 Handler = Callable  # (ctx, rec) -> list of ONNX values, one per rec.outputs
 
 
@@ -32,7 +34,16 @@ class DuplicateRegistrationError(RuntimeError):
     pass
 
 
+class UnknownPrimitiveError(RuntimeError):
+    """A handler for a primitive the records table does not describe."""
+
+
 def _claim(name: str, what: str) -> None:
+    if name not in records.FIELDS:
+        raise UnknownPrimitiveError(
+            f"MLX primitive {name!r} has no row in mlx2onnx/capture/records.py FIELDS; add its argument "
+            f"layout there (and regenerate docs/records.md) before registering {what}"
+        )
     if name in _HANDLERS or name in _REFUSALS:
         holder = _HANDLERS.get(name) or _REFUSALS.get(name)
         where = getattr(holder, "__module__", "a refusal")
@@ -77,6 +88,8 @@ def handles_complex(*names: str) -> Callable[[Handler], Handler]:
 
     def register_complex(fn: Handler) -> Handler:
         for name in names:
+            if name not in records.FIELDS:
+                raise UnknownPrimitiveError(f"MLX primitive {name!r} has no row in mlx2onnx/capture/records.py FIELDS")
             if name in _COMPLEX_HANDLERS:
                 raise DuplicateRegistrationError(f"complex handler of {name!r} is already registered")
             _COMPLEX_HANDLERS[name] = fn
@@ -88,6 +101,11 @@ def handles_complex(*names: str) -> Callable[[Handler], Handler]:
 def lookup_complex(name: str) -> Handler | None:
     _load()
     return _COMPLEX_HANDLERS.get(name)
+
+
+def complex_handlers() -> dict[str, Handler]:
+    _load()
+    return dict(_COMPLEX_HANDLERS)
 
 
 def complex_primitives() -> list[str]:

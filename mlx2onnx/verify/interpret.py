@@ -24,7 +24,8 @@ import mlx.core as mx
 from ..capture.trace import Primitive, Trace
 
 from ..capture.inputs import normalize_inputs
-from ..capture.records import decode
+from ..capture.records import (ArgReduceType, BitwiseOp, LogBase, QuantizationMode, ReduceType, ScanType,
+                               ScatterReduce)
 
 Evaluator = Callable[[Primitive, list, dict], Sequence[mx.array]]
 
@@ -62,7 +63,7 @@ def evaluate(rec: Primitive, inputs: Sequence[mx.array]) -> list[mx.array]:
     fn = EVALUATORS.get(rec.name)
     if fn is None:
         raise CannotEvaluate(SKIPPED.get(rec.name, f"no MLX evaluator for primitive {rec.name}"))
-    outputs = list(fn(rec, list(inputs), decode(rec.name, rec.arguments)))
+    outputs = list(fn(rec, list(inputs), rec.args))
     if len(outputs) != len(rec.outputs):
         raise CannotEvaluate(f"{rec.name}: evaluator gave {len(outputs)} outputs for {len(rec.outputs)}")
     result = []
@@ -137,29 +138,29 @@ for _name, _fn in _BINARY.items():
 
 @evaluator("Sqrt")
 def sqrt(rec, xs, a):
-    return [mx.rsqrt(xs[0]) if a["recip"] else mx.sqrt(xs[0])]
+    return [mx.rsqrt(xs[0]) if a.recip else mx.sqrt(xs[0])]
 
 
 @evaluator("Log")
 def log(rec, xs, a):
-    return [{"two": mx.log2, "ten": mx.log10, "e": mx.log}[a["base"]](xs[0])]
+    return [{LogBase.two: mx.log2, LogBase.ten: mx.log10, LogBase.e: mx.log}[a.base](xs[0])]
 
 
 @evaluator("AsType")
 def astype(rec, xs, a):
-    return [xs[0].astype(a["dtype"])]
+    return [xs[0].astype(a.dtype)]
 
 
 @evaluator("View")
 def view(rec, xs, a):
-    return [xs[0].view(a["dtype"])]
+    return [xs[0].view(a.dtype)]
 
 
 @evaluator("Equal")
 def equal(rec, xs, a):
     x, y = xs
     result = mx.equal(x, y)
-    if a.get("equal_nan") and mx.issubdtype(x.dtype, mx.inexact):
+    if a.equal_nan and mx.issubdtype(x.dtype, mx.inexact):
         result = result | (mx.isnan(x) & mx.isnan(y))
     return [result]
 
@@ -174,39 +175,41 @@ def select(rec, xs, a):
     return [mx.where(xs[0], xs[1], xs[2])]
 
 
-_BITWISE = {"And": mx.bitwise_and, "Or": mx.bitwise_or, "Xor": mx.bitwise_xor,
-            "LeftShift": mx.left_shift, "RightShift": mx.right_shift}
+_BITWISE = {BitwiseOp.And: mx.bitwise_and, BitwiseOp.Or: mx.bitwise_or, BitwiseOp.Xor: mx.bitwise_xor,
+            BitwiseOp.LeftShift: mx.left_shift, BitwiseOp.RightShift: mx.right_shift}
 
 
 @evaluator("BitwiseBinary")
 def bitwise(rec, xs, a):
-    return [_BITWISE[a["op"]](xs[0], xs[1])]
+    return [_BITWISE[a.op](xs[0], xs[1])]
 
 
 # -- reductions, scans, softmax -----------------------------------------------------------
-_REDUCE = {"And": mx.all, "Or": mx.any, "Sum": mx.sum, "Prod": mx.prod, "Min": mx.min, "Max": mx.max}
-_SCAN = {"Max": mx.cummax, "Min": mx.cummin, "Sum": mx.cumsum, "Prod": mx.cumprod, "LogAddExp": mx.logcumsumexp}
+_REDUCE = {ReduceType.And: mx.all, ReduceType.Or: mx.any, ReduceType.Sum: mx.sum, ReduceType.Prod: mx.prod,
+           ReduceType.Min: mx.min, ReduceType.Max: mx.max}
+_SCAN = {ScanType.Max: mx.cummax, ScanType.Min: mx.cummin, ScanType.Sum: mx.cumsum, ScanType.Prod: mx.cumprod,
+         ScanType.LogAddExp: mx.logcumsumexp}
 
 
 @evaluator("Reduce")
 def reduce(rec, xs, a):
-    return [_REDUCE[a["type"]](xs[0], axis=list(a["axes"]), keepdims=True)]
+    return [_REDUCE[a.type](xs[0], axis=list(a.axes), keepdims=True)]
 
 
 @evaluator("ArgReduce")
 def arg_reduce(rec, xs, a):
-    fn = mx.argmin if a["type"] == "ArgMin" else mx.argmax
-    return [fn(xs[0], axis=a["axis"], keepdims=True)]
+    fn = mx.argmin if a.type == ArgReduceType.ArgMin else mx.argmax
+    return [fn(xs[0], axis=a.axis, keepdims=True)]
 
 
 @evaluator("Scan")
 def scan(rec, xs, a):
-    return [_SCAN[a["type"]](xs[0], axis=a["axis"], reverse=a["reverse"], inclusive=a["inclusive"])]
+    return [_SCAN[a.type](xs[0], axis=a.axis, reverse=a.reverse, inclusive=a.inclusive)]
 
 
 @evaluator("Softmax")
 def softmax(rec, xs, a):
-    return [mx.softmax(xs[0], axis=-1, precise=bool(a["precise"]))]
+    return [mx.softmax(xs[0], axis=-1, precise=bool(a.precise))]
 
 
 @evaluator("LogSumExp")
@@ -216,9 +219,9 @@ def logsumexp(rec, xs, a):
 
 @evaluator("NumberOfElements")
 def number_of_elements(rec, xs, a):
-    count = math.prod(xs[0].shape[ax] for ax in a["axes"])
-    value = 1.0 / count if a["inverted"] else count
-    return [mx.array(value, dtype=a["dtype"])]
+    count = math.prod(xs[0].shape[ax] for ax in a.axes)
+    value = 1.0 / count if a.inverted else count
+    return [mx.array(value, dtype=a.dtype)]
 
 
 # -- matrix products ------------------------------------------------------------------------
@@ -230,7 +233,7 @@ def matmul(rec, xs, a):
 @evaluator("AddMM")
 def addmm(rec, xs, a):
     x, w, c = xs
-    return [mx.addmm(c, x, w, alpha=a["alpha"], beta=a["beta"])]
+    return [mx.addmm(c, x, w, alpha=a.alpha, beta=a.beta)]
 
 
 @evaluator("BlockMaskedMM")
@@ -243,25 +246,25 @@ def block_masked_mm(rec, xs, a):
         mask_lhs, mask_rhs = masks
     elif len(masks) == 3:
         mask_out, mask_lhs, mask_rhs = masks
-    return [mx.block_masked_mm(x, w, a["block_size"], mask_out, mask_lhs, mask_rhs)]
+    return [mx.block_masked_mm(x, w, a.block_size, mask_out, mask_lhs, mask_rhs)]
 
 
 @evaluator("GatherMM")
 def gather_mm(rec, xs, a):
     x, w, lhs, rhs = xs
-    return [mx.gather_mm(x, w, lhs, rhs, sorted_indices=bool(a["right_sorted"]))]
+    return [mx.gather_mm(x, w, lhs, rhs, sorted_indices=bool(a.right_sorted))]
 
 
 def _mode(a) -> str:
-    return str(a["mode"])
+    return QuantizationMode(a.mode).name
 
 
 @evaluator("QuantizedMatmul")
 def quantized_matmul(rec, xs, a):
     x, w, scales, *rest = xs
     biases = rest[0] if rest else None
-    return [mx.quantized_matmul(x, w, scales, biases, transpose=bool(a["transpose"]),
-                                group_size=a["group_size"], bits=a["bits"], mode=_mode(a))]
+    return [mx.quantized_matmul(x, w, scales, biases, transpose=bool(a.transpose),
+                                group_size=a.group_size, bits=a.bits, mode=_mode(a))]
 
 
 @evaluator("GatherQMM")
@@ -269,34 +272,34 @@ def gather_qmm(rec, xs, a):
     x, w, scales, *rest = xs
     biases = rest[0] if len(rest) == 3 else None
     lhs, rhs = rest[-2:]
-    return [mx.gather_qmm(x, w, scales, biases, lhs, rhs, transpose=bool(a["transpose"]),
-                          group_size=a["group_size"], bits=a["bits"], mode=_mode(a),
-                          sorted_indices=bool(a["right_sorted"]))]
+    return [mx.gather_qmm(x, w, scales, biases, lhs, rhs, transpose=bool(a.transpose),
+                          group_size=a.group_size, bits=a.bits, mode=_mode(a),
+                          sorted_indices=bool(a.right_sorted))]
 
 
 @evaluator("Quantize")
 def quantize(rec, xs, a):
-    if a["dequantize"]:
+    if a.dequantize:
         w, scales, *rest = xs
         biases = rest[0] if rest else None
-        return [mx.dequantize(w, scales, biases, group_size=a["group_size"], bits=a["bits"], mode=_mode(a),
+        return [mx.dequantize(w, scales, biases, group_size=a.group_size, bits=a.bits, mode=_mode(a),
                               dtype=_out(rec).dtype)]
-    parts = mx.quantize(xs[0], group_size=a["group_size"], bits=a["bits"], mode=_mode(a))
+    parts = mx.quantize(xs[0], group_size=a.group_size, bits=a.bits, mode=_mode(a))
     return list(parts)[: len(rec.outputs)]
 
 
 @evaluator("Hadamard")
 def hadamard(rec, xs, a):
-    return [mx.hadamard_transform(xs[0], scale=a["scale"])]
+    return [mx.hadamard_transform(xs[0], scale=a.scale)]
 
 
 @evaluator("Convolution")
 def convolution(rec, xs, a):
     x, w = xs
     return [mx.conv_general(
-        x, w, stride=list(a["kernel_strides"]), padding=(list(a["padding_lo"]), list(a["padding_hi"])),
-        kernel_dilation=list(a["kernel_dilation"]), input_dilation=list(a["input_dilation"]),
-        groups=a["groups"], flip=bool(a["flip"]),
+        x, w, stride=list(a.kernel_strides), padding=(list(a.padding_lo), list(a.padding_hi)),
+        kernel_dilation=list(a.kernel_dilation), input_dilation=list(a.input_dilation),
+        groups=a.groups, flip=bool(a.flip),
     )]
 
 
@@ -313,51 +316,51 @@ def reshape(rec, xs, a):
 
 @evaluator("Flatten")
 def flatten(rec, xs, a):
-    return [mx.flatten(xs[0], a["start_axis"], a["end_axis"])]
+    return [mx.flatten(xs[0], a.start_axis, a.end_axis)]
 
 
 @evaluator("Unflatten")
 def unflatten(rec, xs, a):
-    return [mx.unflatten(xs[0], a["axis"], list(a["shape"]))]
+    return [mx.unflatten(xs[0], a.axis, list(a.shape))]
 
 
 @evaluator("ExpandDims")
 def expand_dims(rec, xs, a):
-    return [mx.expand_dims(xs[0], list(a["axes"]))]
+    return [mx.expand_dims(xs[0], list(a.axes))]
 
 
 @evaluator("Squeeze")
 def squeeze(rec, xs, a):
-    return [mx.squeeze(xs[0], list(a["axes"])) if a["axes"] else xs[0]]
+    return [mx.squeeze(xs[0], list(a.axes)) if a.axes else xs[0]]
 
 
 @evaluator("Transpose")
 def transpose(rec, xs, a):
-    return [mx.transpose(xs[0], list(a["perm"]))]
+    return [mx.transpose(xs[0], list(a.perm))]
 
 
 @evaluator("Concatenate")
 def concatenate(rec, xs, a):
-    return [mx.concatenate(xs, axis=a["axis"])]
+    return [mx.concatenate(xs, axis=a.axis)]
 
 
 @evaluator("Split")
 def split(rec, xs, a):
-    return list(mx.split(xs[0], list(a["indices"]), axis=a["axis"]))
+    return list(mx.split(xs[0], list(a.indices), axis=a.axis))
 
 
 @evaluator("Pad")
 def pad(rec, xs, a):
     x, value = xs
     width = [(0, 0)] * x.ndim
-    for axis, low, high in zip(a["axes"], a["low_pad"], a["high_pad"]):
+    for axis, low, high in zip(a.axes, a.low_pad, a.high_pad):
         width[axis] = (low, high)
     return [mx.pad(x, width, constant_values=value)]
 
 
 @evaluator("Arange")
 def arange(rec, xs, a):
-    return [mx.arange(a["start"], a["stop"], a["step"], dtype=_out(rec).dtype)]
+    return [mx.arange(a.start, a.stop, a.step, dtype=_out(rec).dtype)]
 
 
 @evaluator("Full")
@@ -367,7 +370,7 @@ def full(rec, xs, a):
 
 @evaluator("AsStrided")
 def as_strided(rec, xs, a):
-    return [mx.as_strided(xs[0], list(a["shape"]), list(a["strides"]), a["offset"])]
+    return [mx.as_strided(xs[0], list(a.shape), list(a.strides), a.offset)]
 
 
 @evaluator("Copy", "StopGradient")
@@ -382,7 +385,7 @@ def depends(rec, xs, a):
 
 # -- indexing -----------------------------------------------------------------------------
 def _slices(a) -> tuple:
-    return tuple(slice(s, e, st) for s, e, st in zip(a["start"], a["stop"], a["strides"]))
+    return tuple(slice(s, e, st) for s, e, st in zip(a.start, a.stop, a.strides))
 
 
 @evaluator("Slice")
@@ -390,28 +393,29 @@ def slice_(rec, xs, a):
     return [xs[0][_slices(a)]]
 
 
-_AT = {"Sum": "add", "Prod": "multiply", "Max": "maximum", "Min": "minimum"}
+_AT = {ScatterReduce.Sum: "add", ScatterReduce.Prod: "multiply", ScatterReduce.Max: "maximum",
+       ScatterReduce.Min: "minimum"}
 
 
 @evaluator("SliceUpdate")
 def slice_update(rec, xs, a):
     src, update = xs
     index = _slices(a)
-    if a["reduce"] == "None":
+    if str(a.reduce) == "None":
         out = mx.array(src)  # a copy: item assignment must not rebind the caller's array
         out[index] = update
         return [out]
-    return [getattr(src.at[index], _AT[a["reduce"]])(update)]
+    return [getattr(src.at[index], _AT[a.reduce])(update)]
 
 
 @evaluator("DynamicSlice")
 def dynamic_slice(rec, xs, a):
-    return [mx.slice(xs[0], xs[1], list(a["axes"]), list(a["slice_size"]))]
+    return [mx.slice(xs[0], xs[1], list(a.axes), list(a.slice_size))]
 
 
 @evaluator("DynamicSliceUpdate")
 def dynamic_slice_update(rec, xs, a):
-    return [mx.slice_update(xs[0], xs[1], xs[2], list(a["axes"]))]
+    return [mx.slice_update(xs[0], xs[1], xs[2], list(a.axes))]
 
 
 def _index_grid(shape: Sequence[int], axes: Sequence[int], indices: Sequence[mx.array],
@@ -440,7 +444,7 @@ def _index_grid(shape: Sequence[int], axes: Sequence[int], indices: Sequence[mx.
 @evaluator("Gather")
 def gather(rec, xs, a):
     x, *indices = xs
-    axes, sizes = list(a["axes"]), list(a["slice_sizes"])
+    axes, sizes = list(a.axes), list(a.slice_sizes)
     if x.ndim == 0:
         return [x]
     return [x[_index_grid(x.shape, axes, indices, sizes)]]
@@ -448,29 +452,29 @@ def gather(rec, xs, a):
 
 @evaluator("GatherAxis")
 def gather_axis(rec, xs, a):
-    return [mx.take_along_axis(xs[0], xs[1], axis=a["axis"])]
+    return [mx.take_along_axis(xs[0], xs[1], axis=a.axis)]
 
 
 @evaluator("Scatter")
 def scatter(rec, xs, a):
     x, *indices, updates = xs
-    axes = list(a["axes"])
+    axes = list(a.axes)
     batch_rank = updates.ndim - x.ndim
     window = list(updates.shape[batch_rank:])
     grid = _index_grid(x.shape, axes, indices, window)
     updates = mx.broadcast_to(updates, mx.broadcast_shapes(*[tuple(g.shape) for g in grid], tuple(updates.shape)))
-    if a["reduce"] == "None":
+    if str(a.reduce) == "None":
         out = mx.array(x)
         out[grid] = updates
         return [out]
-    return [getattr(x.at[grid], _AT[a["reduce"]])(updates)]
+    return [getattr(x.at[grid], _AT[a.reduce])(updates)]
 
 
 @evaluator("ScatterAxis")
 def scatter_axis(rec, xs, a):
     x, idx, updates = xs
-    axis = a["axis"]
-    if a["reduce"] == "None":
+    axis = a.axis
+    if str(a.reduce) == "None":
         return [mx.put_along_axis(x, idx, updates, axis=axis)]
     idx = idx.astype(mx.int64)
     idx = mx.where(idx < 0, idx + x.shape[axis], idx)
@@ -496,39 +500,39 @@ def masked_scatter(rec, xs, a):
 # -- sort and search ------------------------------------------------------------------------
 @evaluator("Sort")
 def sort(rec, xs, a):
-    return [mx.sort(xs[0], axis=a["axis"])]
+    return [mx.sort(xs[0], axis=a.axis)]
 
 
 @evaluator("ArgSort")
 def argsort(rec, xs, a):
-    return [mx.argsort(xs[0], axis=a["axis"])]
+    return [mx.argsort(xs[0], axis=a.axis)]
 
 
 @evaluator("Partition")
 def partition(rec, xs, a):
-    return [mx.partition(xs[0], a["kth"], axis=a["axis"])]
+    return [mx.partition(xs[0], a.kth, axis=a.axis)]
 
 
 @evaluator("ArgPartition")
 def argpartition(rec, xs, a):
-    return [mx.argpartition(xs[0], a["kth"], axis=a["axis"])]
+    return [mx.argpartition(xs[0], a.kth, axis=a.axis)]
 
 
 @evaluator("SearchSorted")
 def searchsorted(rec, xs, a):
-    return [mx.searchsorted(xs[0], xs[1], side="right" if a["right"] else "left")]
+    return [mx.searchsorted(xs[0], xs[1], side="right" if a.right else "left")]
 
 
 # -- FFT and linear algebra -----------------------------------------------------------------
 @evaluator("FFT")
 def fft(rec, xs, a):
     (x,) = xs
-    axes = list(a["axes"])
+    axes = list(a.axes)
     out = _out(rec)
-    if not a["real"]:
-        fn = mx.fft.ifftn if a["inverse"] else mx.fft.fftn
+    if not a.real:
+        fn = mx.fft.ifftn if a.inverse else mx.fft.fftn
         return [fn(x, s=[out.shape[ax] for ax in axes], axes=axes)]
-    if not a["inverse"]:
+    if not a.inverse:
         return [mx.fft.rfftn(x, s=[x.shape[ax] for ax in axes], axes=axes)]
     return [mx.fft.irfftn(x, s=[out.shape[ax] for ax in axes], axes=axes)]
 
@@ -543,65 +547,65 @@ def qrf(rec, xs, a):
 
 @evaluator("SVD")
 def svd(rec, xs, a):
-    result = mx.linalg.svd(xs[0], compute_uv=bool(a["compute_uv"]), stream=_CPU)
+    result = mx.linalg.svd(xs[0], compute_uv=bool(a.compute_uv), stream=_CPU)
     return list(result) if isinstance(result, (list, tuple)) else [result]
 
 
 @evaluator("Inverse")
 def inverse(rec, xs, a):
-    if a["tri"]:
-        return [mx.linalg.tri_inv(xs[0], upper=bool(a["upper"]), stream=_CPU)]
+    if a.tri:
+        return [mx.linalg.tri_inv(xs[0], upper=bool(a.upper), stream=_CPU)]
     return [mx.linalg.inv(xs[0], stream=_CPU)]
 
 
 @evaluator("Cholesky")
 def cholesky(rec, xs, a):
-    return [mx.linalg.cholesky(xs[0], upper=bool(a["upper"]), stream=_CPU)]
+    return [mx.linalg.cholesky(xs[0], upper=bool(a.upper), stream=_CPU)]
 
 
 @evaluator("Eig")
 def eig(rec, xs, a):
-    if a["compute_eigenvectors"]:
+    if a.compute_eigenvectors:
         return list(mx.linalg.eig(xs[0], stream=_CPU))
     return [mx.linalg.eigvals(xs[0], stream=_CPU)]
 
 
 @evaluator("Eigh")
 def eigh(rec, xs, a):
-    if a["compute_eigenvectors"]:
-        return list(mx.linalg.eigh(xs[0], UPLO=a["uplo"], stream=_CPU))
-    return [mx.linalg.eigvalsh(xs[0], UPLO=a["uplo"], stream=_CPU)]
+    if a.compute_eigenvectors:
+        return list(mx.linalg.eigh(xs[0], UPLO=a.uplo, stream=_CPU))
+    return [mx.linalg.eigvalsh(xs[0], UPLO=a.uplo, stream=_CPU)]
 
 
 # -- fused mx.fast primitives (GPU traces) ---------------------------------------------------
 @evaluator("RMSNorm")
 def rms_norm(rec, xs, a):
     x, w = xs
-    return [mx.fast.rms_norm(x, w if w.ndim else None, a["eps"])]
+    return [mx.fast.rms_norm(x, w if w.ndim else None, a.eps)]
 
 
 @evaluator("LayerNorm")
 def layer_norm(rec, xs, a):
     x, w, b = xs
-    return [mx.fast.layer_norm(x, w if w.ndim else None, b if b.ndim else None, a["eps"])]
+    return [mx.fast.layer_norm(x, w if w.ndim else None, b if b.ndim else None, a.eps)]
 
 
 @evaluator("RoPE")
 def rope(rec, xs, a):
-    if not a["forward"]:
+    if not a.forward:
         raise CannotEvaluate("RoPE with forward=False only appears in gradients")
     x, offset, *freqs = xs
     freqs = freqs[0] if freqs else None
-    return [mx.fast.rope(x, a["dims"], traditional=bool(a["traditional"]),
-                         base=None if freqs is not None else a["base"], scale=a["scale"],
+    return [mx.fast.rope(x, a.dims, traditional=bool(a.traditional),
+                         base=None if freqs is not None else a.base, scale=a.scale,
                          offset=offset, freqs=freqs)]
 
 
 @evaluator("ScaledDotProductAttention")
 def sdpa(rec, xs, a):
-    if a["output_logsumexp"]:
+    if a.output_logsumexp:
         raise CannotEvaluate("ScaledDotProductAttention with output_logsumexp has no Python op")
     q, k, v, *rest = xs
-    sinks = rest.pop() if a["has_sinks"] else None
-    mask = "causal" if a["do_causal"] else (rest[0] if rest else None)
-    return [mx.fast.scaled_dot_product_attention(q, k, v, scale=a["scale"], mask=mask, sinks=sinks)]
+    sinks = rest.pop() if a.has_sinks else None
+    mask = "causal" if a.do_causal else (rest[0] if rest else None)
+    return [mx.fast.scaled_dot_product_attention(q, k, v, scale=a.scale, mask=mask, sinks=sinks)]

@@ -6,7 +6,6 @@
 """
 
 from ._version import __version__
-from .exporter import Exporter, export, save, supported_primitives
 from .capture import Dim, Trace, capture
 from .errors import (
     CaptureError,
@@ -18,6 +17,7 @@ from .errors import (
     UnsupportedPrimitiveError,
     VerificationError,
 )
+from .exporter import Exporter, export, save, supported_primitives
 from .verify.parity import Verifier, VerifyReport, verify
 
 __all__ = [

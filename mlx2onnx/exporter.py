@@ -15,20 +15,24 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import mlx.core as mx
 import onnx
 import onnx_ir as ir
 
-import mlx.core as mx
-
 from .capture.dynamic import capture_dynamic
 from .capture.symbolic import Plan
-from .capture.tracing import capture
 from .capture.trace import Trace
+from .capture.tracing import capture
 from .dtypes import FloatPolicy
 from .errors import ExportOptionError
 from .io.metadata import describe_export
-from .io.saving import check_output_path, needs_external_data, save_model, stream_strided
-from .passes.pipeline import optimize
+from .io.saving import (
+    check_output_path,
+    needs_external_data,
+    save_model,
+    stream_strided,
+)
+from .passes import optimize
 from .translate import registry
 from .translate.assemble import build_model
 from .translate.context import Context

@@ -1,21 +1,28 @@
-"""docs/primitives.md is generated (python -m mlx2onnx.coverage --write docs/primitives.md)
-and must match what the registry and the case tables say now."""
+"""The reference pages in docs/ are generated (python scripts/generate_docs.py) and must
+match what the code says now: records.md (record layouts), primitives.md (registry and
+case tables), passes.md (the pass pipeline)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from mlx2onnx import coverage
+import importlib.util
+
+from mlx2onnx.capture import records
 from mlx2onnx.translate import registry
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "primitives.md"
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "primitives.md"
+_spec = importlib.util.spec_from_file_location("generate_docs", ROOT / "scripts" / "generate_docs.py")
+generate_docs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(generate_docs)
 
 
 def test_committed_primitive_table_is_current():
-    generated = coverage.generate()
+    generated = generate_docs.primitives_markdown()
     committed = DOC.read_text() if DOC.exists() else ""
     assert committed == generated, (
-        f"{DOC} is stale: regenerate it with `python -m mlx2onnx.coverage --write docs/primitives.md` and commit it"
+        f"{DOC} is stale: regenerate it with `python scripts/generate_docs.py primitives.md` and commit it"
     )
 
 
@@ -24,7 +31,7 @@ def test_table_lists_every_registered_primitive_once():
     rows = [line.split("|")[1].strip().strip("`") for line in text.splitlines() if line.startswith("| `")]
     assert len(rows) == len(set(rows))
     assert set(registry.handlers()) | set(registry.refusals()) <= set(rows)
-    assert set(coverage.CALLBACK_PRIMITIVES) <= set(rows)
+    assert set(records.CALLBACK_PRIMITIVES) <= set(rows)
 
 
 def test_refused_rows_carry_their_reason():
@@ -35,11 +42,20 @@ def test_refused_rows_carry_their_reason():
 
 
 def test_committed_records_reference_is_current():
-    """docs/records.md is generated from mlx2onnx/records.py (argument layouts, enum codes)."""
-    from pathlib import Path
-
-    from mlx2onnx.capture import records
-
-    path = Path(__file__).resolve().parent.parent / "docs" / "records.md"
+    """docs/records.md is generated from mlx2onnx/capture/records.py (argument layouts, enum codes)."""
+    path = ROOT / "docs" / "records.md"
     assert path.read_text() == records.reference_markdown(), (
-        f"{path} is stale: regenerate it with `python -m mlx2onnx.records --write docs/records.md`")
+        f"{path} is stale: regenerate it with `python scripts/generate_docs.py records.md`")
+
+
+def test_committed_pass_reference_is_current():
+    """docs/passes.md is generated from mlx2onnx.passes.PIPELINE."""
+    from mlx2onnx import passes
+
+    path = ROOT / "docs" / "passes.md"
+    assert path.read_text() == passes.reference_markdown(), (
+        f"{path} is stale: regenerate it with `python scripts/generate_docs.py passes.md`")
+
+
+def test_generate_docs_check_passes_on_the_committed_pages():
+    assert generate_docs.main(["--check", "records.md", "passes.md"]) == 0

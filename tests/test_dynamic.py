@@ -239,7 +239,7 @@ def test_dynamic_pools_are_fused_only_where_the_steps_prove_them():
     from dataclasses import replace
 
     from mlx2onnx.capture import capture_dynamic
-    from mlx2onnx.passes.pipeline import optimize
+    from mlx2onnx.passes import optimize
 
     net, x = pools(nn.MaxPool2d(3, stride=2, padding=1))
     exporter = Exporter(dynamic={"x": IMAGE}, optimize=False)

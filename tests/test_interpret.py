@@ -187,15 +187,11 @@ def _compare(got, want, atol, label):
             np.testing.assert_allclose(a, b, atol=atol, rtol=atol, err_msg=f"{label} output {k}")
 
 
-TRACED: set[str] = set()
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_interpreter_matches_function(case):
     label, fun, make, atol = case
     inputs = make()
     trace = capture(fun, inputs, {})
-    TRACED.update(trace.primitive_counts())
     _check_decoding(trace)
     got = interpret.run(trace, *inputs)
     want = _as_list(fun(*inputs))
@@ -207,7 +203,6 @@ def test_interpreter_matches_function(case):
 def test_interpreter_matches_reference_model(name):
     model, args, kwargs = REFERENCE_MODELS[name](seed=3)
     trace = capture(model, args, kwargs)
-    TRACED.update(trace.primitive_counts())
     _check_decoding(trace)
     want = _as_list(model(*args, **kwargs))
     mx.eval(want)
@@ -233,7 +228,7 @@ def _record(name, arguments, inputs, outputs):
 # Records the CPU never traces (fused mx.fast primitives appear only on a GPU stream,
 # NumberOfElements and BroadcastAxes only in shapeless exports): built by hand from
 # docs/records.md and checked against the op MLX itself runs.
-def test_fast_primitive_records():
+def _hand_built_records():
     x, w, b = randn(2, 3, 8), randn(8), randn(8)
     cases = [
         (_record("RMSNorm", [1e-5], [x, w], [(x.shape, x.dtype)]), [x, w], mx.fast.rms_norm(x, w, 1e-5)),
@@ -258,9 +253,12 @@ def test_fast_primitive_records():
                   mx.broadcast_to(a5, (2, 3, 5, 8))))
     for name in ("Copy", "StopGradient"):
         cases.append((_record(name, [], [y], [(y.shape, y.dtype)]), [y], y))
-    for rec, inputs, want in cases:
+    return cases
+
+
+def test_fast_primitive_records():
+    for rec, inputs, want in _hand_built_records():
         (got,) = interpret.evaluate(rec, inputs)
-        TRACED.add(rec.name)
         _compare([got], [want], 1e-6, rec.name)
 
 
@@ -273,16 +271,21 @@ def test_unknown_records_are_refused_with_a_reason():
 
 
 def test_decoding_tables_cover_the_registry_and_the_interpreter():
-    from mlx2onnx import coverage
+    from mlx2onnx.capture import records
     from mlx2onnx.translate import registry
 
-    names = set(coverage.CALLBACK_PRIMITIVES) | set(registry.handlers()) | set(registry.refusals()) | set(interpret.EVALUATORS) | set(interpret.SKIPPED)
+    names = set(records.CALLBACK_PRIMITIVES) | set(registry.handlers()) | set(registry.refusals()) | set(interpret.EVALUATORS) | set(interpret.SKIPPED)
     assert not sorted(names - set(records.FIELDS))
 
 
 def test_every_evaluator_is_exercised():
-    """Runs last in this file (pytest keeps file order): every evaluator was used above."""
-    if len(TRACED) < 20:
-        pytest.skip("run the whole file to check coverage")
-    untested = sorted(set(interpret.EVALUATORS) - TRACED)
+    """Every evaluator meets a record in the cases above (traced here again, on its own, so
+    the check does not depend on which tests ran before it in this process)."""
+    traced = {rec.name for rec, _, _ in _hand_built_records()}
+    for _label, fun, make, _atol in CASES:
+        traced.update(capture(fun, make(), {}).primitive_counts())
+    for name in REFERENCE_MODELS:
+        model, args, kwargs = REFERENCE_MODELS[name](seed=3)
+        traced.update(capture(model, args, kwargs).primitive_counts())
+    untested = sorted(set(interpret.EVALUATORS) - traced)
     assert not untested, f"evaluators without a test case: {untested}"

@@ -21,6 +21,7 @@ import mlx.core as mx
 from ..errors import DynamicShapeError, DynamicSpecError
 from .symbolic import Plan, SymFloat, SymInt
 
+
 @dataclass(frozen=True)
 class Dim:
     """A dynamic dimension: ``Dim("seq")``, or ``Dim("h", multiple_of=32)`` for a size the
@@ -367,9 +368,9 @@ def _first_difference(a, b) -> int:
 def capture_dynamic(fun: Any, args: tuple, kwargs: Mapping[str, Any], dynamic: Any):
     """Trace ``fun`` at the sizes of :func:`trace_sizes` and merge the traces:
     ``(trace, plan)``."""
-    from .tracing import capture_signature
-    from .inputs import input_labels, normalize_inputs, resolve_callable, with_arrays
     from ..errors import CaptureError
+    from .inputs import input_labels, normalize_inputs, resolve_callable, with_arrays
+    from .tracing import capture_signature
 
     call, module, display = resolve_callable(fun)
     signature = normalize_inputs(args, kwargs)

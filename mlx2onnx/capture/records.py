@@ -281,7 +281,7 @@ def known_primitives() -> list[str]:
 # -- the reference page: docs/records.md ------------------------------------------------
 REFERENCE_HEAD = """# MLX primitive records: argument layouts and enum codes
 
-Generated from `mlx2onnx/records.py` (`python -m mlx2onnx.records --write docs/records.md`;
+Generated from `mlx2onnx/capture/records.py` (`python scripts/generate_docs.py records.md`;
 a test fails while it is stale). Verified against MLX {mlx}. What each handler does with
 a record is in [primitives.md](primitives.md).
 
@@ -326,15 +326,28 @@ def reference_markdown() -> str:
     return "".join(lines)
 
 
-if __name__ == "__main__":
-    import argparse
+# The keys of PrimitiveFactory in MLX's mlx/export.cpp (0.32.2 source), plus FloorDivide
+# (added in 0.32.4): every name the export callback can report.
+CALLBACK_PRIMITIVES = (
+    "Abs", "Add", "AddMM", "Arange", "ArcCos", "ArcCosh", "ArcSin", "ArcSinh", "ArcTan", "ArcTan2",
+    "ArcTanh", "ArgPartition", "ArgReduce", "ArgSort", "AsStrided", "AsType", "BitwiseBinary",
+    "BlockMaskedMM", "Broadcast", "BroadcastAxes", "Ceil", "Cholesky", "Concatenate", "Conjugate",
+    "Convolution", "Copy", "Cos", "Cosh", "CustomKernel", "Depends", "DivMod", "Divide",
+    "DynamicSlice", "DynamicSliceUpdate", "Eig", "Eigh", "Equal", "Erf", "ErfInv", "Exp",
+    "ExpandDims", "Expm1", "FFT", "Flatten", "Floor", "FloorDivide", "Full", "Gather", "GatherAxis",
+    "GatherMM", "GatherQMM", "Greater", "GreaterEqual", "Hadamard", "Imag", "Inverse", "LayerNorm",
+    "LayerNormVJP", "Less", "LessEqual", "Log", "Log1p", "LogAddExp", "LogSumExp", "LogicalAnd",
+    "LogicalNot", "LogicalOr", "MaskedScatter", "Matmul", "Maximum", "Minimum", "Multiply",
+    "Negative", "NotEqual", "NumberOfElements", "Pad", "Partition", "Power", "QRF", "Quantize",
+    "QuantizedMatmul", "RMSNorm", "RMSNormVJP", "RandomBits", "Real", "Reduce", "Remainder",
+    "Reshape", "RoPE", "Round", "SVD", "ScaledDotProductAttention", "Scan", "Scatter",
+    "ScatterAxis", "SearchSorted", "Select", "Sigmoid", "Sign", "Sin", "Sinh", "Slice",
+    "SliceUpdate", "Softmax", "Sort", "Split", "Sqrt", "Square", "Squeeze", "StopGradient",
+    "Subtract", "Tan", "Tanh", "Transpose", "Unflatten", "View",
+)
 
-    parser = argparse.ArgumentParser(description="print or write docs/records.md")
-    parser.add_argument("--write", metavar="PATH")
-    ns = parser.parse_args()
-    text = reference_markdown()
-    if ns.write:
-        with open(ns.write, "w") as f:
-            f.write(text)
-    else:
-        print(text, end="")
+# In the factory, but removed by MLX's compile_simplify before the callback sees them.
+NOT_EMITTED = {
+    "Copy": "removed by MLX's simplify pass before export (a no-op copy)",
+    "StopGradient": "removed by MLX's simplify pass before export (no-op in inference)",
+}

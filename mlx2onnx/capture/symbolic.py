@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+
 class NeedsStatic(Exception):
     """A handler needed a fixed number where the value depends on a dynamic size."""
 

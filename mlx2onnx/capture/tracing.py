@@ -18,7 +18,14 @@ import numpy as np
 from mlx.utils import tree_flatten
 
 from ..errors import CaptureError
-from .inputs import Signature, flatten_outputs, normalize_inputs, owned_modules, positional_names, resolve_callable
+from .inputs import (
+    Signature,
+    flatten_outputs,
+    normalize_inputs,
+    owned_modules,
+    positional_names,
+    resolve_callable,
+)
 from .trace import Constant, GraphInput, GraphOutput, Primitive, TensorSpec, Trace
 
 

@@ -24,7 +24,6 @@ from .primitives import cmd_primitives
 from .progress import Progress
 from .suite import cmd_check_suite
 
-
 # -- parser -----------------------------------------------------------------------------------
 _EPILOG = """exit codes:
   0  success
@@ -183,9 +182,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print as JSON")
     p.add_argument("--status", choices=("handled", "refused", "missing", "not emitted"),
                    help="only the primitives with this status")
-    p.add_argument("--full", action="store_true",
-                   help="the complete docs/primitives.md page, with the ONNX ops each handler emits and the "
-                        "tested dtypes (exports every parity case: slow, needs a source checkout's tests/)")
     p.set_defaults(run=cmd_primitives)
 
     p = sub.add_parser(
@@ -213,7 +209,13 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(ns, "run", None) is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    from ..errors import CheckOptionError, ExportOptionError, Mlx2OnnxError, UserFunctionError, VerificationError
+    from ..errors import (
+        CheckOptionError,
+        ExportOptionError,
+        Mlx2OnnxError,
+        UserFunctionError,
+        VerificationError,
+    )
     from ..targets import UsageError, UserCodeError
 
     progress = Progress(quiet=ns.quiet)

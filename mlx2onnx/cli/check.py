@@ -5,8 +5,17 @@ from __future__ import annotations
 import json
 import os
 
-from .common import EXIT_MISMATCH, EXIT_OK, Mismatch, error, target_and_inputs, tolerances, verify_against
+from .common import (
+    EXIT_MISMATCH,
+    EXIT_OK,
+    Mismatch,
+    error,
+    target_and_inputs,
+    tolerances,
+    verify_against,
+)
 from .progress import Progress
+
 
 # -- check ----------------------------------------------------------------------------------
 def _load_model(path: str):
@@ -28,7 +37,8 @@ def _check_interface(proto, fun, args, kwargs) -> None:
 
     from .. import dtypes
     from ..capture.inputs import normalize_inputs
-    from ..io.metadata import float_policy, io as io_metadata
+    from ..io.metadata import float_policy
+    from ..io.metadata import io as io_metadata
 
     io = io_metadata(proto)
     policy = float_policy(proto)

@@ -128,9 +128,8 @@ def value_text(value) -> str:
 
 
 def verify_against(model, fun, args, kwargs, ns, progress: Progress):
-    from ..verify.parity import Verifier
-
     from ..targets import parse_sizes
+    from ..verify.parity import Verifier
 
     verifier = Verifier(seed=ns.seed, random_inputs=not ns.example_inputs, tolerances=tolerances(ns),
                         sizes=parse_sizes(ns.sizes))

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-from .common import EXIT_MISMATCH, EXIT_OK, capture_traced, fmt_bytes, names, run_user, target_and_inputs, value_text, verify_against
+from .common import (
+    EXIT_MISMATCH,
+    EXIT_OK,
+    capture_traced,
+    fmt_bytes,
+    names,
+    run_user,
+    target_and_inputs,
+    value_text,
+    verify_against,
+)
 from .progress import Progress
+
 
 # -- export -------------------------------------------------------------------------------
 def cmd_export(ns, progress: Progress) -> int:
     from ..exporter import Exporter
-    from ..targets import parse_dynamic_specs
     from ..io.saving import initializer_bytes, save_model
+    from ..targets import parse_dynamic_specs
 
     fun, args, kwargs, label = target_and_inputs(ns)
     external = {"auto": None, "always": True, "never": False}[ns.external_data]

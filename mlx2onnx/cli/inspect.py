@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import json
 
-from .common import EXIT_EXPORT, EXIT_OK, capture_traced, fmt_bytes, spec_text, target_and_inputs
+from .common import (
+    EXIT_EXPORT,
+    EXIT_OK,
+    capture_traced,
+    fmt_bytes,
+    spec_text,
+    target_and_inputs,
+)
 from .progress import Progress
+
 
 # -- inspect ---------------------------------------------------------------------------------
 def cmd_inspect(ns, progress: Progress) -> int:

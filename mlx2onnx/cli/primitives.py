@@ -7,42 +7,20 @@ import json
 from .common import EXIT_OK
 from .progress import Progress
 
+
 # -- primitives ------------------------------------------------------------------------------
 def coverage_rows() -> list[tuple[str, str, str]]:
-    """(primitive, status, note) for every primitive MLX can emit and every registered one.
+    """(primitive, status, note) for every primitive MLX can emit and every registered one
+    (statuses handled / refused / not emitted / missing)."""
+    from ..translate import catalog
 
-    Uses :mod:`mlx2onnx.coverage` (statuses handled / refused / not emitted / missing) when
-    it is available, else the registry alone.
-    """
-    from ..translate import registry
-
-    try:
-        from .. import coverage
-    except ImportError:
-        coverage = None
-    if coverage is not None and hasattr(coverage, "rows"):
-        result = []
-        for row in coverage.rows({}, {}):
-            name, status, _ops, restriction, _tested, reason = row
-            result.append((name.strip("`"), status, reason if reason else restriction.replace("\\|", "|")))
-        return result
-    rows = []
-    for name, fn in registry.handlers().items():
-        doc = (fn.__doc__ or "").strip().splitlines()
-        rows.append((name, "handled", doc[0].strip() if doc else ""))
-    for name, refusal in registry.refusals().items():
-        rows.append((name, "refused", str(refusal)))
-    return sorted(rows)
+    result = []
+    for name, status, _ops, restriction, _tested, reason in catalog.rows():
+        result.append((name.strip("`"), status, reason if reason else restriction.replace("\\|", "|")))
+    return result
 
 
 def cmd_primitives(ns, progress: Progress) -> int:
-    if ns.full:
-        from .. import coverage
-
-        with progress.stage("exporting every parity case to collect ONNX ops and dtypes"):
-            text = coverage.generate()
-        print(text, end="")
-        return EXIT_OK
     rows = coverage_rows()
     if ns.status:
         rows = [r for r in rows if r[1].split(" ")[0] == ns.status or r[1] == ns.status]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .common import EXIT_MISMATCH, EXIT_OK
 from .progress import Progress
 
-from pathlib import Path
 
 # -- check-suite ---------------------------------------------------------------------------
 def cmd_check_suite(ns, progress: Progress) -> int:

@@ -1,5 +1,12 @@
 """Decoder LLMs: export with a KV cache, and generate tokens with the export."""
 
-from .decoder import DecoderExport, StaticKVCache, cache_layout, export_decoder, generate, mlx_generate
+from .decoder import (
+    DecoderExport,
+    StaticKVCache,
+    cache_layout,
+    export_decoder,
+    generate,
+    mlx_generate,
+)
 
 __all__ = ["DecoderExport", "StaticKVCache", "cache_layout", "export_decoder", "generate", "mlx_generate"]

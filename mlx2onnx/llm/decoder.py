@@ -30,9 +30,9 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from ..exporter import Exporter
 from ..capture.dynamic import Dim
 from ..errors import ExportOptionError
+from ..exporter import Exporter
 from ..io.saving import check_output_path, staging_folder
 
 

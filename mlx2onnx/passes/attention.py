@@ -24,13 +24,11 @@ or NaN (an infinite query or key) still takes part in onnxruntime's softmax.
 
 from __future__ import annotations
 
-import mlx.core as mx
 import numpy as np
 import onnx_ir as ir
 
-from ..translate import kernels
-from .graph import const_eval, initializer, producer, replace_value
 from ..translate.markers import BOOL_MASK_BIAS
+from .graph import const_eval, initializer, producer, replace_value
 from .graph import dims as _dims
 from .graph import same_dim as _same
 
@@ -225,10 +223,8 @@ class _Chain:
         replace_value(graph, self.out, result)
 
 
-def fuse_attention(model: ir.Model, opset: int) -> int:
+def fuse_attention(model: ir.Model) -> int:
     """MLX's CPU attention chain -> Attention (float32, opset 23, where onnxruntime runs it)."""
-    if opset < 23 or not kernels.has_kernel("Attention", mx.float32, opset, "T1"):
-        return 0
     graph = model.graph
     fused = 0
     for node in list(graph):

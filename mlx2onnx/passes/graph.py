@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Iterable
+
 import numpy as np
 import onnx_ir as ir
 
@@ -50,6 +52,46 @@ def const_eval(value: ir.Value | None, limit: int = 1 << 22, depth: int = 8) -> 
     with np.errstate(all="ignore"):
         result = _EVAL[node.op_type](*args)
     return np.asarray(result).astype(args[0].dtype, copy=False)
+
+
+def named_shape(value: ir.Value | None) -> tuple[int | str, ...] | None:
+    """Static dims as ints, named dynamic ones as their dim_param; None if any is unknown."""
+    if value is None or value.shape is None:
+        return None
+    dims = [d if isinstance(d, int) else d.value for d in value.shape]
+    if not all(isinstance(d, (int, str)) for d in dims):
+        return None
+    return tuple(dims)
+
+
+def broadcast_named(shapes: Iterable[tuple[int | str, ...] | None]) -> tuple[int | str, ...] | None:
+    """The broadcast of shapes whose named dims are equal exactly when their names are
+    (an unnamed or mismatched pair gives None)."""
+    shapes = list(shapes)
+    if any(s is None for s in shapes):
+        return None
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for axis in range(rank):
+        dims = {s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0} - {1}
+        if len(dims) > 1:
+            return None
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+
+def scalar(value: ir.Value | None) -> float | None:
+    array = const_eval(value, depth=0)
+    if array is None or array.size != 1:
+        return None
+    return float(array.reshape(()))
+
+
+def other_input(node: ir.Node, value: ir.Value) -> ir.Value | None:
+    a, b = node.inputs
+    return b if a is value else a if b is value else None
+
 
 
 def static_shape(value: ir.Value | None) -> tuple[int, ...] | None:

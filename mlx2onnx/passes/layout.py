@@ -24,8 +24,17 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from .graph import (const_eval, fresh_name, initializer, int_attr, producer, rank, remove_dead, replace_value,
-                        static_shape)
+from .graph import (
+    const_eval,
+    fresh_name,
+    initializer,
+    int_attr,
+    producer,
+    rank,
+    remove_dead,
+    replace_value,
+    static_shape,
+)
 
 UNARY = frozenset(
     "Abs Acos Acosh Asin Asinh Atan Atanh Cast Ceil Celu Clip Cos Cosh Elu Erf Exp Floor Gelu HardSigmoid "

@@ -37,8 +37,17 @@ import math
 import numpy as np
 import onnx_ir as ir
 
-from .graph import const_eval, initializer, int_attr, producer, rank, remove_dead, replace_value, static_shape
 from ..capture.symbolic import Plan, Poly
+from .graph import (
+    const_eval,
+    initializer,
+    int_attr,
+    producer,
+    rank,
+    remove_dead,
+    replace_value,
+    static_shape,
+)
 from .sizes import Sizes
 
 

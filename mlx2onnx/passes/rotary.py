@@ -18,11 +18,9 @@ product: results differ by at most a couple of float32 ulps.
 
 from __future__ import annotations
 
-import mlx.core as mx
 import numpy as np
 import onnx_ir as ir
 
-from ..translate import kernels
 from .graph import const_eval, initializer, producer, replace_value, slice_bounds
 from .graph import dims as _dims
 from .graph import same_dim as _same
@@ -172,10 +170,8 @@ class _Builder:
         return self.node("Expand", [span, grid])
 
 
-def fuse_rotary_embedding(model: ir.Model, opset: int) -> int:
+def fuse_rotary_embedding(model: ir.Model) -> int:
     """MLX's CPU rotary embedding (half-split layout) -> RotaryEmbedding, float32, opset 23."""
-    if opset < 23 or not kernels.has_kernel("RotaryEmbedding", mx.float32, opset):
-        return 0
     graph = model.graph
     b = _Builder(graph)
     fused = 0

@@ -24,8 +24,8 @@ from typing import Any, Callable, Sequence
 
 import onnx
 
-from ..exporter import Exporter
 from ..errors import Mlx2OnnxError
+from ..exporter import Exporter
 from ..verify.parity import Verifier, VerifyReport
 
 RUNTIMES = ("onnxruntime",)

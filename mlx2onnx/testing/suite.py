@@ -145,10 +145,16 @@ def _in_folder(folder: Path):
 def run_target(item: SuiteTarget) -> list[Row]:
     """Load, export and check one target in each of its runtimes; failures become rows."""
     from ..exporter import Exporter
+    from ..targets import (
+        bind_inputs,
+        load_target,
+        parse_dynamic_specs,
+        parse_input_spec,
+        parse_sizes,
+    )
     from ..verify.compare import uniform_tolerances
-    from ..targets import bind_inputs, load_target, parse_dynamic_specs, parse_input_spec, parse_sizes
-    from .check import RUNTIMES, Check
     from ..verify.parity import Verifier
+    from .check import RUNTIMES, Check
 
     opts = item.options
     runtimes = list(opts.get("runtimes", RUNTIMES))

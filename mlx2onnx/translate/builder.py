@@ -13,9 +13,8 @@ import mlx.core as mx
 import numpy as np
 import onnx_ir as ir
 
-from . import kernels
 from ..capture.symbolic import NeedsStatic, is_dynamic, onnx_dim
-
+from . import kernels
 
 _BOOL_OUT = frozenset(
     "Equal Less Greater LessOrEqual GreaterOrEqual And Or Xor Not IsNaN IsInf".split()

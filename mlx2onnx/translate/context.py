@@ -16,13 +16,13 @@ import numpy as np
 import onnx_ir as ir
 
 from .. import dtypes
-from ..dtypes import FloatPolicy
-from .builder import OpBuilder, OpsetHelpers, infer_dtype
-from .settings import ExportSettings
-from ..capture.trace import Constant, Primitive, TensorSpec, Trace
 from ..capture.symbolic import onnx_dim
-from .dims import DimBuilder
+from ..capture.trace import Constant, Primitive, TensorSpec, Trace
+from ..dtypes import FloatPolicy
 from ..errors import ConversionError
+from .builder import OpBuilder, OpsetHelpers, infer_dtype
+from .dims import DimBuilder
+from .settings import ExportSettings
 
 
 def onnx_layout(spec: TensorSpec, floats: FloatPolicy) -> tuple[ir.DataType, tuple[int, ...]]:

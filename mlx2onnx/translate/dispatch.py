@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from collections import Counter
 
-from . import registry
-from ..capture.trace import Trace
-from .context import Context, is_complex, refuse_complex_io
 from ..capture.symbolic import NeedsStatic, SymInt
-from ..errors import ConversionError, DynamicShapeError, Mlx2OnnxError, UnsupportedPrimitiveError
+from ..capture.trace import Trace
+from ..errors import (
+    ConversionError,
+    DynamicShapeError,
+    Mlx2OnnxError,
+    UnsupportedPrimitiveError,
+)
+from . import registry
+from .context import Context, is_complex, refuse_complex_io
 
 
 def check_supported(trace: Trace) -> None:

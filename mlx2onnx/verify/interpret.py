@@ -21,11 +21,17 @@ from typing import Any, Callable, Mapping, Sequence
 
 import mlx.core as mx
 
-from ..capture.trace import Primitive, Trace
-
 from ..capture.inputs import normalize_inputs
-from ..capture.records import (ArgReduceType, BitwiseOp, LogBase, QuantizationMode, ReduceType, ScanType,
-                               ScatterReduce)
+from ..capture.records import (
+    ArgReduceType,
+    BitwiseOp,
+    LogBase,
+    QuantizationMode,
+    ReduceType,
+    ScanType,
+    ScatterReduce,
+)
+from ..capture.trace import Primitive, Trace
 
 Evaluator = Callable[[Primitive, list, dict], Sequence[mx.array]]
 

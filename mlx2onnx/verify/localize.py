@@ -22,16 +22,17 @@ import numpy as np
 import onnx
 
 from .. import dtypes
-from . import interpret
 from ..capture import records
+from ..capture.inputs import normalize_inputs
 from ..capture.trace import Primitive, Trace
 from ..capture.tracing import capture
-from ..capture.inputs import normalize_inputs
-from ..io.metadata import float_policy, io as io_metadata
 from ..errors import VerificationError
+from ..io.metadata import float_policy
+from ..io.metadata import io as io_metadata
+from . import interpret
 from .compare import DEFAULT_TOLERANCES, EXACT, OutputReport, compare
-from .session import as_declared_types, open_session, run_session
 from .parity import random_like
+from .session import as_declared_types, open_session, run_session
 
 # Records whose output order is implementation-defined: compare values sorted on the axis.
 ORDER_INSENSITIVE = {"Partition"}

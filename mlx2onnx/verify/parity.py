@@ -21,11 +21,23 @@ import onnx_ir as ir
 from mlx.utils import tree_flatten
 
 from .. import dtypes
-from ..io import metadata
-from ..capture.inputs import flatten_outputs, normalize_inputs, owned_modules, resolve_callable
-from .compare import DEFAULT_TOLERANCES, EXACT, OutputReport, check_tolerance, compare, failed
-from .session import LEVELS, as_declared_types, open_session, run_session
+from ..capture.inputs import (
+    flatten_outputs,
+    normalize_inputs,
+    owned_modules,
+    resolve_callable,
+)
 from ..errors import CheckOptionError, UserFunctionError, VerificationError
+from ..io import metadata
+from .compare import (
+    DEFAULT_TOLERANCES,
+    EXACT,
+    OutputReport,
+    check_tolerance,
+    compare,
+    failed,
+)
+from .session import LEVELS, as_declared_types, open_session, run_session
 
 __all__ = ["DEFAULT_TOLERANCES", "EXACT", "OutputReport", "VerifyReport", "Verifier", "compare", "verify"]
 

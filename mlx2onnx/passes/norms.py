@@ -9,37 +9,18 @@ exporter's own translation these chains read::
                y = d * (1 / sqrt(ReduceSum(d * d, [-1]) * (1/N) + eps))  [* w] [+ b]
 
 and become ``RMSNormalization`` (opset 23) and ``LayerNormalization`` (opset 17).
-``nn.gelu`` and ``nn.gelu_approx`` (MLX computes them from plain ops everywhere) read::
-
-    erf:  x * (1 + Erf(x / sqrt(2))) / 2       (or 0.5 * x * (...), x * 0.7071...)
-    tanh: 0.5 * x * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
-
-and become ``Gelu`` (opset 20). Where MLX multiplies x by (1 + erf) before halving, the
-product overflows to +inf for x > FLT_MAX / 2 and ``Gelu`` would not: a Greater/Where
-guard keeps MLX's +inf there. Attention chains are re-fused in :mod:`mlx2onnx.attention`.
+GELU is re-fused in :mod:`.gelu`, attention chains are re-fused in :mod:`.attention`.
 Matching is structural and strict (constants, axes and shapes are checked), so a chain
 that only looks similar is left alone.
 """
 
 from __future__ import annotations
 
-import mlx.core as mx
 import numpy as np
 import onnx_ir as ir
 
-from .graph import const_eval, initializer, producer, replace_value
-
-
-def _scalar(value: ir.Value | None) -> float | None:
-    array = const_eval(value, depth=0)
-    if array is None or array.size != 1:
-        return None
-    return float(array.reshape(()))
-
-
-def _other(node: ir.Node, value: ir.Value) -> ir.Value | None:
-    a, b = node.inputs
-    return b if a is value else a if b is value else None
+from .cleanup import prune
+from .graph import const_eval, other_input, producer, replace_value, scalar
 
 
 def _rank(value: ir.Value | None) -> int | None:
@@ -73,7 +54,7 @@ def _mean_of(value: ir.Value, n: int) -> ir.Value | None:
     if mul is None:
         return None
     for candidate in mul.inputs:
-        factor = _scalar(_other(mul, candidate))
+        factor = scalar(other_input(mul, candidate))
         reduce = producer(candidate, "ReduceSum")
         if reduce is not None and factor is not None and np.isclose(factor, 1.0 / n, rtol=1e-6):
             x = reduce.inputs[0]
@@ -86,7 +67,7 @@ def _rsqrt_of(value: ir.Value) -> tuple[ir.Value, float] | None:
     """(v, eps) when ``value`` = 1 / sqrt(v + eps) (Div(1, Sqrt) or Reciprocal(Sqrt))."""
     div = producer(value, "Div")
     if div is not None:
-        if _scalar(div.inputs[0]) != 1.0:
+        if scalar(div.inputs[0]) != 1.0:
             return None
         root = producer(div.inputs[1], "Sqrt")
     else:
@@ -98,7 +79,7 @@ def _rsqrt_of(value: ir.Value) -> tuple[ir.Value, float] | None:
     if add is None:
         return None
     for candidate in add.inputs:
-        eps = _scalar(_other(add, candidate))
+        eps = scalar(other_input(add, candidate))
         if eps is not None and eps >= 0:
             return candidate, eps
     return None
@@ -129,7 +110,7 @@ def _then(y: ir.Value, op_type: str, n: int) -> tuple[ir.Value | None, ir.Value]
     node = uses[0].node
     if node.op_type != op_type or node.domain != "":
         return None, y
-    p = _other(node, y)
+    p = other_input(node, y)
     if p is None or p.shape is None or tuple(p.shape) != (n,) or p.dtype != y.dtype:
         return None, y
     return p, node.outputs[0]
@@ -171,7 +152,7 @@ def fuse_rms_norm(model: ir.Model) -> int:
     fused = 0
     for node in _live_muls(graph):
         for x in node.inputs:
-            r = _other(node, x)
+            r = other_input(node, x)
             n = _last_dim(x)
             if r is None or n is None or x is r or x.dtype not in (ir.DataType.FLOAT, ir.DataType.FLOAT16):
                 continue
@@ -185,6 +166,8 @@ def fuse_rms_norm(model: ir.Model) -> int:
             _fuse_norm(graph, node, "RMSNormalization", x, n, eps, bias=False)
             fused += 1
             break
+    if fused:
+        prune(model)  # the chains the fused ops replaced
     return fused
 
 
@@ -194,7 +177,7 @@ def fuse_layer_norm(model: ir.Model) -> int:
     fused = 0
     for node in _live_muls(graph):
         for d in node.inputs:
-            r = _other(node, d)
+            r = other_input(node, d)
             sub = producer(d, "Sub")
             if r is None or sub is None or d is r:
                 continue
@@ -212,131 +195,6 @@ def fuse_layer_norm(model: ir.Model) -> int:
             _fuse_norm(graph, node, "LayerNormalization", x, n, eps, bias=True)
             fused += 1
             break
+    if fused:
+        prune(model)  # the chains the fused ops replaced
     return fused
-
-
-_SQRT2, _SQRT_2_OVER_PI = float(np.sqrt(2.0)), float(np.sqrt(2.0 / np.pi))
-
-
-def _close(value: float | None, want: float) -> bool:
-    return value is not None and bool(np.isclose(value, want, rtol=1e-6, atol=0))
-
-
-def _sole_use(value: ir.Value, op_type: str) -> ir.Node | None:
-    """The single standard-domain ``op_type`` consumer of ``value`` (not a graph output)."""
-    uses = value.uses()
-    if len(uses) != 1 or value.is_graph_output():
-        return None
-    node = uses[0].node
-    return node if node.op_type == op_type and node.domain == "" else None
-
-
-def _scaled(value: ir.Value, factor: float) -> ir.Value | None:
-    """x when ``value`` is x * factor (Mul, either order) or x / (1 / factor) (Div)."""
-    node = value.producer()
-    if node is None or node.domain != "" or len(node.inputs) != 2:
-        return None
-    a, b = node.inputs
-    if node.op_type == "Mul":
-        return a if _close(_scalar(b), factor) else b if _close(_scalar(a), factor) else None
-    if node.op_type == "Div" and _close(_scalar(b), 1.0 / factor):
-        return a
-    return None
-
-
-def _one_plus(value: ir.Value) -> ir.Node | None:
-    """The Add(value, 1) (either order) that alone reads ``value``."""
-    add = _sole_use(value, "Add")
-    return add if add is not None and _close(_scalar(_other(add, value)), 1.0) else None
-
-
-def _gelu_tail(x: ir.Value, one_plus: ir.Value) -> tuple[ir.Value, bool] | None:
-    """(out, overflows) when ``one_plus`` = 1 + f(x) goes on to 0.5 * x * one_plus:
-    ``overflows`` when x * one_plus is formed before the halving (MLX's nn.gelu)."""
-    mul = _sole_use(one_plus, "Mul")
-    if mul is None:
-        return None
-    other = _other(mul, one_plus)
-    if other is x:  # x * (1 + f), then / 2 or * 0.5
-        halving = mul.outputs[0].uses()
-        if len(halving) == 1 and not mul.outputs[0].is_graph_output():
-            out = halving[0].node.outputs[0]
-            if _scaled(out, 0.5) is mul.outputs[0]:
-                return out, True
-        return None
-    if other is not None and _scaled(other, 0.5) is x:  # (0.5 * x) * (1 + f)
-        return mul.outputs[0], False
-    return None
-
-
-def _erf_gelu(erf: ir.Node) -> tuple[ir.Value, ir.Value, str, bool] | None:
-    x = _scaled(erf.inputs[0], 1.0 / _SQRT2)
-    add = _one_plus(erf.outputs[0]) if x is not None else None
-    tail = _gelu_tail(x, add.outputs[0]) if add is not None else None
-    return (x, tail[0], "none", tail[1]) if tail is not None else None
-
-
-def _cube_of(value: ir.Value) -> ir.Value | None:
-    pow_ = producer(value, "Pow")
-    if pow_ is not None and _scalar(pow_.inputs[1]) == 3.0:
-        return pow_.inputs[0]
-    return None
-
-
-def _tanh_gelu(tanh: ir.Node) -> tuple[ir.Value, ir.Value, str, bool] | None:
-    inner = producer(_scaled(tanh.inputs[0], _SQRT_2_OVER_PI), "Add")
-    if inner is None:
-        return None
-    for x in inner.inputs:
-        cubed = _scaled(_other(inner, x), 0.044715)
-        if cubed is not None and _cube_of(cubed) is x:
-            add = _one_plus(tanh.outputs[0])
-            tail = _gelu_tail(x, add.outputs[0]) if add is not None else None
-            return (x, tail[0], "tanh", tail[1]) if tail is not None else None
-    return None
-
-
-def fuse_gelu(model: ir.Model, opset: int) -> int:
-    """x * (1 + erf(x / sqrt 2)) / 2 and its tanh approximation -> Gelu(x, approximate)."""
-    from ..translate import kernels
-
-    graph = model.graph
-    fused = 0
-    for node in list(graph):
-        if node.graph is None or node.domain != "" or node.op_type not in ("Erf", "Tanh"):
-            continue
-        found = _erf_gelu(node) if node.op_type == "Erf" else _tanh_gelu(node)
-        if found is None:
-            continue
-        x, out, approximate, overflows = found
-        if x.dtype != ir.DataType.FLOAT or not kernels.has_kernel("Gelu", mx.float32, opset):
-            continue
-        anchor = out.producer()
-        gelu = ir.Node("", "Gelu", [x], attributes=[ir.AttrString("approximate", approximate)],
-                       name=f"{node.name}/fused_Gelu")
-        gelu.metadata_props.update(node.metadata_props)
-        graph.insert_before(anchor, gelu)
-        result = gelu.outputs[0]
-        result.shape, result.type = out.shape, out.type
-        if overflows:  # MLX's x * (1 + erf) is +inf above FLT_MAX / 2
-            big = initializer(graph, np.array(np.finfo(np.float32).max / 2, np.float32), "gelu_overflow")
-            inf = initializer(graph, np.array(np.inf, np.float32), "inf")
-            above = ir.Node("", "Greater", [x, big], name=f"{node.name}/overflow")
-            guard = ir.Node("", "Where", [above.outputs[0], inf, result], name=f"{node.name}/overflow_inf")
-            graph.insert_before(anchor, above)
-            graph.insert_before(anchor, guard)
-            result = guard.outputs[0]
-            result.shape, result.type = out.shape, out.type
-        replace_value(graph, out, result)
-        fused += 1
-    return fused
-
-
-def fuse_all(model: ir.Model, opset: int) -> dict[str, int]:
-    from onnx_ir.passes import common as common_passes
-
-    report = {"fuse_layer_norm": fuse_layer_norm(model) if opset >= 17 else 0}
-    report["fuse_rms_norm"] = fuse_rms_norm(model) if opset >= 23 else 0
-    report["fuse_gelu"] = fuse_gelu(model, opset) if opset >= 20 else 0
-    common_passes.RemoveUnusedNodesPass()(model)
-    return report

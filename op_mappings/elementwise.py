@@ -269,7 +269,7 @@ def select_value(ctx, cond, x, y, dtype):
     inverse = ctx.op.Where(cond, _reciprocal(ctx, x, work), _reciprocal(ctx, y, work))
     flip = ctx.op.Less(ctx.op.Mul(ctx.op.Div(one, chosen), inverse), ctx.scalar(0, work))  # only at zeros
     repaired = ctx.op.Mul(chosen, ctx.op.Where(flip, ctx.scalar(-1, work), one))
-    # (mlx2onnx/passes.py bypasses the repair where no consumer can see the sign of a zero)
+    # (mlx2onnx/passes/zero_sign.py bypasses the repair where no consumer can see the sign of a zero)
     repaired.producer().metadata_props[ZERO_SIGN_REPAIR] = "1"
     return ctx.cast(repaired, dtype)
 

@@ -9,7 +9,7 @@ self-contained reproducer (``program.source()``). Every fourth pair of programs 
 with MLX's ``shapeless=True`` (see ``fuzzgen.check``), and every sixteenth program is a random
 record of a primitive MLX on this CPU never emits (``tests/fuzzrecords.py``). Exit status 1 when anything failed.
 
-The tolerances are the parity check's (mlx2onnx/compare.py), loosened to a half
+The tolerances are the parity check's (mlx2onnx/verify/compare.py), loosened to a half
 precision's where a program computes in one (fuzzgen.generate). Two classes of mismatch
 remain that no tolerance should hide, because the two results are each right within the
 arithmetic MLX defines, and one MLX bug that the export does not copy (seed 20261301 x

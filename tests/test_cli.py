@@ -209,7 +209,7 @@ def test_user_code_error_shows_the_users_traceback(workdir, capsys):
     out = cli("export", "usermod:broken", "-o", "x.onnx", "-i", "x=3", cwd=workdir, check_rc=4)
     assert "RuntimeError: user bug in helper" in out.stderr
     assert "usermod.py" in out.stderr and "in helper" in out.stderr and "in broken" in out.stderr
-    assert "mlx2onnx/capture.py" not in out.stderr and "mlx2onnx/cli.py" not in out.stderr
+    assert "mlx2onnx/capture/" not in out.stderr and "mlx2onnx/cli/" not in out.stderr
     (workdir / "badimport.py").write_text("import mlx.core as mx\nvalue = 1 / 0\n")
     rc, _, err = inprocess("inspect", "badimport.py:value", cwd=workdir, capsys=capsys)
     assert rc == 4 and "ZeroDivisionError" in err and "badimport.py\", line 2" in err

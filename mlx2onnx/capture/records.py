@@ -292,7 +292,7 @@ a record is in [primitives.md](primitives.md).
   in topological order: `name`, `arguments` (the primitive's state as a bare list, laid
   out below), `inputs` and `outputs` as `(name, shape, dtype)`.
 - Shapes are concrete numbers, even with `shapeless=True`: a dynamic export compares
-  several traces to find which numbers follow a size (`mlx2onnx/dynamic.py`).
+  several traces to find which numbers follow a size (`mlx2onnx/capture/dynamic.py`).
 - MLX simplifies the graph first: equal expressions are merged, and no-op `Copy` and
   `StopGradient` nodes are dropped (an output can lose its producer that way).
 - The device decides the decomposition: on the CPU the `mx.fast` ops (RMSNorm, LayerNorm,

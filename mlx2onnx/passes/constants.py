@@ -5,7 +5,7 @@ rules :mod:`onnxscript.rewriter.rules.common` exports by name. :data:`TRUSTED_RU
 the rules we run, in onnxscript's own order, each audited to give the values MLX
 computes; :data:`REPLACED_RULES` are replaced by our exact versions
 (:mod:`.exact_rules`); :data:`EXCLUDED_RULES` are left out, each for the reason given.
-The onnxscript version is pinned in pyproject.toml and ``tests/test_passes.py`` shows
+The onnxscript version is pinned in pyproject.toml and ``tests/test_pass_contracts.py`` shows
 that each exclusion still matters.
 """
 

@@ -2,7 +2,7 @@
 affine ops folded into the Conv before them, ``Max(x, 0)`` as ``Relu``.
 
 MLX convolutions are channels-last, ONNX Conv channels-first, so the export wraps every
-Conv (and every fused pool, :mod:`mlx2onnx.pooling`) in ``Transpose`` NHWC->NCHW before
+Conv (and every fused pool, :mod:`.pooling`) in ``Transpose`` NHWC->NCHW before
 and NCHW->NHWC after. :func:`sink_transposes` moves each Transpose down past the ops that
 do not care about the layout (elementwise ops, with per-channel constants re-laid out
 and other operands reshaped when only their size-1 axes move, as a gate [N, 1, 1, C];

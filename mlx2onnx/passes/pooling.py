@@ -14,7 +14,7 @@ Each match is checked exactly: the index grid is compared element by element wit
 sliding-window grid it claims to be, a max pool's padding must be -inf (ONNX pads are
 ignored by MaxPool, the same thing) and an average pool's 0 with the divisor 1/prod(K)
 (``count_include_pad=1``). The replacement is channels-first, wrapped in the two layout
-Transposes that :func:`mlx2onnx.layout.sink_transposes` then cancels across the net::
+Transposes that :func:`.layout.sink_transposes` then cancels across the net::
 
     Transpose -> MaxPool -> Where(MaxPool(IsNaN -> float) > 0, NaN, .) -> Transpose
 
@@ -23,7 +23,7 @@ Transposes that :func:`mlx2onnx.layout.sink_transposes` then cancels across the 
 With dynamic image sizes the windows' numbers are computed from ``Shape`` at run time:
 the Gather index is a sum of ``Range(0, n) * step`` terms laid along one axis each (and
 constant ones), the blocked Reshape's target a Concat of ``Shape``-derived sizes.
-:class:`~mlx2onnx.symsizes.Sizes` reads them as polynomials in the model's symbols, and
+:class:`.sizes.Sizes` reads them as polynomials in the model's symbols, and
 the match is proven for every admitted size: each step is a constant multiple of the
 padded input's natural stride, the kernel constant, and the output size MLX's
 ``floor((S - dilation*(K-1) - 1) / stride) + 1`` (which is MaxPool's floor mode), its

@@ -1,7 +1,7 @@
 """What handlers leave in the graph for the passes that run after them.
 
 Handlers (``op_mappings/``) write these node metadata keys and constants; the passes
-(``mlx2onnx/passes.py``, ``attention.py``) read them. They live here, in the translate
+(``mlx2onnx/passes/zero_sign.py``, ``attention.py``, ``constants.py``) read them. They live here, in the translate
 stage, so that nothing in a handler imports a later stage.
 """
 

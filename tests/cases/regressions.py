@@ -13,7 +13,7 @@ from harness import Case, rand
 def cummax_of_two_split_by_onnxscript(x):
     """A length-2 reverse cummax slices [0:1] and [1:2]; onnxscript's SlicesSplit rule turned
     the two Slices into Split(num_outputs=2), an opset-18 attribute, at opset 17 (fixed in
-    mlx2onnx/passes.py: explicit split sizes below opset 18)."""
+    mlx2onnx/passes/constants.py: explicit split sizes below opset 18)."""
     return mx.cummax(mx.squeeze(x), axis=-1, reverse=True)
 
 
@@ -27,8 +27,8 @@ def reversed_slice_starting_before_the_beginning(x):
 def select_and_cast_sharing_a_cast(x):
     """``where(x, x, x)`` on bools casts x to uint8 inside the Select handler, and the
     second output is the same cast: CSE made that handler-internal value the graph output,
-    which had no shape, and onnx.checker refused the model. Fixed in mlx2onnx/passes.py:
-    graph outputs keep their declared shape and type."""
+    which had no shape, and onnx.checker refused the model. Fixed in mlx2onnx/passes/base.py:
+    graph outputs keep their declared shape and type after every pass."""
     y = mx.where(x, x, x)
     return mx.logical_not(mx.stack([y, y, y], axis=-2)), x.astype(mx.uint8)
 
@@ -36,7 +36,7 @@ def select_and_cast_sharing_a_cast(x):
 def two_clips_of_one_value(x):
     """Two clips of the same value: onnxscript's Max/Min -> Clip rule named both bounds
     after the value, and the second pair was left unregistered, so the model referred to
-    undefined values (checker: "not topologically sorted"). Fixed in mlx2onnx/passes.py:
+    undefined values (checker: "not topologically sorted"). Fixed in mlx2onnx/passes/constants.py:
     such constants are registered under a free name."""
     y = mx.nan_to_num(x, neginf=-1000.0, posinf=1000.0)
     return mx.clip(y, -128.0, 127.0).astype(mx.int8), mx.clip(y, -0.5, 1.25)
@@ -61,7 +61,7 @@ def floor_divide_bfloat16(x):
 def matmul_of_a_reshaped_scalar(x, s):
     """``reshape(s, [-1, 1, 1]) @ x`` with a 0-d ``s``: onnxscript's Reshape -> MatMul ->
     Reshape rule read ``shape[-1]`` of the 0-d value and its IndexError failed the whole
-    export (PassError). Fixed in mlx2onnx/passes.py: that rule is not tried on 0-d inputs."""
+    export (PassError). Fixed in mlx2onnx/passes/exact_rules.py: our collapse needs operands of rank >= 2."""
     return mx.matmul(mx.reshape(s, [-1, 1, 1]), x)
 
 
@@ -126,7 +126,7 @@ def clip_of_a_scalar_broadcast_to_one_element(x):
     axis): the optimizer folded the bounds' Expands into [1]-shaped constants, and
     onnxscript's Max/Min -> Clip rule took them as Clip's scalar bounds, so Clip(x[]) lost
     the axis the Max had broadcast (checker: "Inferred shape and existing shape differ in
-    rank"). Fixed in mlx2onnx/passes.py (_clip_guarded): no Clip where a bound outranks x."""
+    rank"). Fixed in mlx2onnx/passes/exact_rules.py (.MinMaxToClip): no Clip where a bound outranks x."""
     y = mx.clip(mx.broadcast_to(x, [1]), -0.5, 1.25)
     return mx.prod(y, axis=0), mx.clip(mx.broadcast_to(x, [1, 1]), None, 0.25)
 
@@ -144,7 +144,7 @@ _WEIGHT = mx.array(np.random.default_rng(20261207).standard_normal((3, 2, 4)).as
 
 def transposed_weight_returned(x):
     """A transposed constant returned as it is: the weight-transpose fold replaced the
-    graph output's uses and onnx-ir refused (export error). Fixed in mlx2onnx/passes.py:
+    graph output's uses and onnx-ir refused (export error). Fixed in mlx2onnx/passes/weights.py:
     fold_weight_transposes leaves a Transpose that is a graph output."""
     return x * 2, mx.transpose(_WEIGHT, [1, 0, 2])
 
@@ -180,8 +180,8 @@ def floor_divide_float16(x):
 def relative_position_einsum(r_q, rel):
     """SAM-style relative positions, ``einsum("bhwc,hkc->bhwk")`` with b == h: onnxscript's
     Reshape-MatMul-Reshape collapse saw only that the plain MatMul had the final shape, and
-    paired the query's batch axis with the table's h axis. Fixed in mlx2onnx/passes.py
-    (_matmul_collapse_guarded): the collapse is applied only where the axes line up."""
+    paired the query's batch axis with the table's h axis. Fixed in mlx2onnx/passes/exact_rules.py
+    (ReshapeMatMulReshape): the collapse is applied only where the axes line up."""
     return mx.einsum("bhwc,hkc->bhwk", r_q, rel)
 
 

@@ -32,6 +32,7 @@ from .io.saving import (
     save_model,
     stream_strided,
 )
+from .op_mappings import FAMILIES  # noqa: F401  (importing the handlers registers them)
 from .passes import optimize
 from .translate import registry
 from .translate.assemble import build_model
@@ -98,7 +99,7 @@ class Exporter:
         return capture(fun, args, kwargs)
 
     def to_ir(self, fun: Any, /, *args: Any, **kwargs: Any) -> ir.Model:
-        self._validate()
+        self.validate()
         if not self.dynamic:
             return self.trace_to_ir(capture(fun, args, kwargs))
         return self.trace_to_ir(*capture_dynamic(fun, args, kwargs, self.dynamic))
@@ -165,7 +166,8 @@ class Exporter:
     def resolved_opset(self) -> int:
         return default_opset() if self.opset is None else int(self.opset)
 
-    def _validate(self) -> None:
+    def validate(self) -> None:
+        """Raise ExportOptionError for an option that cannot work, before any work is done."""
         self.float_policy()
         if self.quantized_weights is not None and self.quantized_weights not in QUANTIZED_WEIGHT_CHOICES:
             raise ExportOptionError(

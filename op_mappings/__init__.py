@@ -3,16 +3,20 @@
 Each module is imported explicitly so that a broken handler file fails loudly here.
 """
 
-from . import elementwise  # noqa: F401
-from . import bitwise  # noqa: F401
-from . import shape  # noqa: F401
-from . import creation  # noqa: F401
-from . import indexing  # noqa: F401
-from . import matmul  # noqa: F401
-from . import reduce  # noqa: F401
-from . import sort  # noqa: F401
-from . import conv  # noqa: F401
-from . import fast  # noqa: F401
-from . import quantized  # noqa: F401
-from . import fft  # noqa: F401
-from . import refusals  # noqa: F401
+from . import (
+    bitwise,
+    conv,
+    creation,
+    elementwise,
+    fast,
+    fft,
+    indexing,
+    matmul,
+    quantized,
+    reduce,
+    refusals,
+    shape,
+    sort,
+)
+
+FAMILIES = (elementwise, bitwise, shape, creation, indexing, matmul, reduce, sort, conv, fast, quantized, fft, refusals)

@@ -6,10 +6,9 @@ import mlx.core as mx
 import numpy as np
 
 from mlx2onnx import dtypes
+from mlx2onnx.capture.records import BitwiseOp
 from mlx2onnx.capture.symbolic import is_dynamic
 from mlx2onnx.translate.registry import handles
-
-from mlx2onnx.capture.records import BitwiseOp
 
 from .bitwise import bitwise_via_planes
 

@@ -12,8 +12,8 @@ import mlx.core as mx
 import numpy as np
 
 from mlx2onnx import dtypes
-from mlx2onnx.translate.markers import ZERO_SIGN_REPAIR
 from mlx2onnx.capture.records import LogBase
+from mlx2onnx.translate.markers import ZERO_SIGN_REPAIR
 from mlx2onnx.translate.registry import handles, register
 
 # MLX name -> ONNX op; inputs and output share one dtype.

@@ -16,9 +16,8 @@ bins exactly as MLX's pocketfft c2r does.
 
 from __future__ import annotations
 
-import numpy as np
-
 import mlx.core as mx
+import numpy as np
 
 from mlx2onnx.capture.records import ReduceType
 from mlx2onnx.translate.registry import handles, handles_complex

@@ -29,8 +29,8 @@ import numpy as np
 import onnx_ir as ir
 
 from mlx2onnx import dtypes
-from mlx2onnx.capture.symbolic import any_dynamic, is_dynamic
 from mlx2onnx.capture.records import ScatterAxisReduce, ScatterReduce
+from mlx2onnx.capture.symbolic import any_dynamic, is_dynamic
 from mlx2onnx.translate.registry import handles
 
 # Scatter / SliceUpdate reduce codes -> ONNX reduction names.

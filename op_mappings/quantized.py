@@ -32,12 +32,11 @@ import math
 
 import mlx.core as mx
 import numpy as np
-
 import onnx_ir as ir
 
+from mlx2onnx.capture.records import QuantizationMode
 from mlx2onnx.dtypes import array_to_numpy, numpy_to_array
 from mlx2onnx.translate.markers import KEEP_PACKED
-from mlx2onnx.capture.records import QuantizationMode
 from mlx2onnx.translate.registry import handles
 from mlx2onnx.translate.settings import QUANTIZED_WEIGHT_CHOICES
 

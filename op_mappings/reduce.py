@@ -26,8 +26,8 @@ import numpy as np
 import onnx_ir as ir
 
 from mlx2onnx import dtypes
-from mlx2onnx.translate import kernels
 from mlx2onnx.capture.records import ArgReduceType, ReduceType, ScanType
+from mlx2onnx.translate import kernels
 from mlx2onnx.translate.registry import handles
 
 REDUCE_OPS = {ReduceType.Sum: "ReduceSum", ReduceType.Prod: "ReduceProd", ReduceType.Min: "ReduceMin",

@@ -37,7 +37,7 @@ def cmd_export(ns, progress: Progress) -> int:
         quantized_weights=ns.quantized_weights,
         dynamic=parse_dynamic_specs(ns.dynamic),
     )
-    exporter._validate()  # opset and output path, before any work
+    exporter.validate()  # opset and output path, before any work
     plan = None
     if exporter.dynamic:
         from ..capture.dynamic import capture_dynamic

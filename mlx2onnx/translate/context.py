@@ -15,10 +15,10 @@ import mlx.core as mx
 import numpy as np
 import onnx_ir as ir
 
-from .. import dtypes
 from ..capture.symbolic import onnx_dim
 from ..capture.trace import Constant, Primitive, TensorSpec, Trace
-from ..dtypes import FloatPolicy
+from ..dtypes import FloatPolicy, array_to_numpy, from_onnx
+from ..dtypes import name as dtype_name
 from ..errors import ConversionError
 from .builder import OpBuilder, OpsetHelpers, infer_dtype
 from .dims import DimBuilder
@@ -141,7 +141,7 @@ class Context(DimBuilder, OpsetHelpers):
         source = constant.array
         if self.carried(spec.dtype) != spec.dtype:  # the export's float policy
             source = source.astype(self.carried(spec.dtype))
-        array = dtypes.array_to_numpy(source)
+        array = array_to_numpy(source)
         if is_complex(spec):  # the (real, imaginary) pair layout of onnx_layout()
             array = np.stack([array.real, array.imag], axis=-1).astype(np.float32)
         base = constant.path or (self._const_name(array) if array.size <= 4 else f"const_{spec.name}")
@@ -185,7 +185,7 @@ class Context(DimBuilder, OpsetHelpers):
         return f"c_{array.dtype.name}_{'x'.join(map(str, array.shape))}"
 
     def spec_dtype(self, value: ir.Value) -> mx.Dtype | None:
-        return dtypes.from_onnx(value.dtype) if value.dtype is not None else None
+        return from_onnx(value.dtype) if value.dtype is not None else None
 
     # -- emitting ---------------------------------------------------------------------
     def emit(self, op_type: str, inputs: Sequence, attributes: dict, num_outputs: int, domain: str):
@@ -249,7 +249,7 @@ class Context(DimBuilder, OpsetHelpers):
             if value.dtype is not None and value.dtype != expected:
                 raise ConversionError(
                     rec.name,
-                    f"output {k} would be {value.dtype.name} but MLX produces {dtypes.name(spec.dtype)} "
+                    f"output {k} would be {value.dtype.name} but MLX produces {dtype_name(spec.dtype)} "
                     f"(carried as {expected.name}) (handler bug)",
                     rec.index,
                 )

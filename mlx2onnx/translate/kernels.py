@@ -13,7 +13,7 @@ import functools
 
 import mlx.core as mx
 
-from .. import dtypes
+from ..dtypes import name as dtype_name
 
 _WIDER = {
     mx.float16: (mx.float32, mx.float64),
@@ -132,7 +132,7 @@ def compute_dtype(op_type: str, dtype: mx.Dtype, opset: int, constraint: str | N
 
 
 def describe(dtype: mx.Dtype) -> str:
-    return dtypes.name(dtype)
+    return dtype_name(dtype)
 
 
 def runs_bfloat16(opset: int) -> bool:

@@ -99,46 +99,34 @@ def handles_complex(*names: str) -> Callable[[Handler], Handler]:
 
 
 def lookup_complex(name: str) -> Handler | None:
-    _load()
     return _COMPLEX_HANDLERS.get(name)
 
 
 def complex_handlers() -> dict[str, Handler]:
-    _load()
     return dict(_COMPLEX_HANDLERS)
 
 
 def complex_primitives() -> list[str]:
     """Sorted names of the primitives that have a complex64 handler."""
-    _load()
     return sorted(_COMPLEX_HANDLERS)
 
 
 def lookup(name: str) -> Handler | None:
-    _load()
     return _HANDLERS.get(name)
 
 
 def refusal(name: str) -> Refusal | None:
-    _load()
     return _REFUSALS.get(name)
 
 
 def handlers() -> dict[str, Handler]:
-    _load()
     return dict(_HANDLERS)
 
 
 def refusals() -> dict[str, Refusal]:
-    _load()
     return dict(_REFUSALS)
 
 
 def supported_primitives() -> list[str]:
     """Sorted names of every MLX primitive that has a handler."""
-    _load()
     return sorted(_HANDLERS)
-
-
-def _load() -> None:
-    from .. import op_mappings  # noqa: F401  (importing registers every handler

@@ -22,6 +22,7 @@ import onnx_ir as ir
 from .cleanup import prune
 from .graph import const_eval, other_input, producer, replace_value, scalar
 
+_NORMED = (ir.DataType.FLOAT, ir.DataType.FLOAT16)  # the dtypes the fused norms run in
 
 def _rank(value: ir.Value | None) -> int | None:
     if value is None or value.shape is None:
@@ -146,6 +147,22 @@ def _fuse_norm(graph: ir.Graph, node: ir.Node, op_type: str, x: ir.Value, n: int
     _replace(graph, out, fused, anchor)
 
 
+def _scaled_by_rsqrt_mean_square(r: ir.Value, of: ir.Value, n: int) -> float | None:
+    """eps when ``r`` is rsqrt(mean(of * of over the last n) + eps), else None."""
+    found = _rsqrt_of(r)
+    if found is None:
+        return None
+    mean_sq, eps = found
+    squared = _mean_of(mean_sq, n)
+    return eps if squared is not None and _square_of(squared) is of else None
+
+
+def _finish(model: ir.Model, fused: int) -> int:
+    if fused:
+        prune(model)  # the chains the fused ops replaced
+    return fused
+
+
 def fuse_rms_norm(model: ir.Model) -> int:
     """x * rsqrt(mean(x^2) + eps) [* w] -> RMSNormalization(x, w, axis=-1, epsilon)."""
     graph = model.graph
@@ -154,21 +171,14 @@ def fuse_rms_norm(model: ir.Model) -> int:
         for x in node.inputs:
             r = other_input(node, x)
             n = _last_dim(x)
-            if r is None or n is None or x is r or x.dtype not in (ir.DataType.FLOAT, ir.DataType.FLOAT16):
+            if r is None or n is None or x is r or x.dtype not in _NORMED:
                 continue
-            found = _rsqrt_of(r)
-            if found is None:
-                continue
-            mean_sq, eps = found
-            squared = _mean_of(mean_sq, n)
-            if squared is None or _square_of(squared) is not x:
-                continue
-            _fuse_norm(graph, node, "RMSNormalization", x, n, eps, bias=False)
-            fused += 1
-            break
-    if fused:
-        prune(model)  # the chains the fused ops replaced
-    return fused
+            eps = _scaled_by_rsqrt_mean_square(r, x, n)
+            if eps is not None:
+                _fuse_norm(graph, node, "RMSNormalization", x, n, eps, bias=False)
+                fused += 1
+                break
+    return _finish(model, fused)
 
 
 def fuse_layer_norm(model: ir.Model) -> int:
@@ -183,18 +193,11 @@ def fuse_layer_norm(model: ir.Model) -> int:
                 continue
             x, mean = sub.inputs
             n = _last_dim(x)
-            if n is None or x.dtype not in (ir.DataType.FLOAT, ir.DataType.FLOAT16) or _mean_of(mean, n) is not x:
+            if n is None or x.dtype not in _NORMED or _mean_of(mean, n) is not x:
                 continue
-            found = _rsqrt_of(r)
-            if found is None:
-                continue
-            var, eps = found
-            squared = _mean_of(var, n)
-            if squared is None or _square_of(squared) is not d:
-                continue
-            _fuse_norm(graph, node, "LayerNormalization", x, n, eps, bias=True)
-            fused += 1
-            break
-    if fused:
-        prune(model)  # the chains the fused ops replaced
-    return fused
+            eps = _scaled_by_rsqrt_mean_square(r, d, n)
+            if eps is not None:
+                _fuse_norm(graph, node, "LayerNormalization", x, n, eps, bias=True)
+                fused += 1
+                break
+    return _finish(model, fused)

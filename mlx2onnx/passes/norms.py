@@ -17,7 +17,7 @@ Why by hand, not as onnxscript pattern rules: written as ``RewriteRule`` pattern
 on 2026-12-04 with onnxscript 0.7.2), each chain needs every commuted order of its
 Mul/Add operands (2^7 for a LayerNorm with weight and bias), times Reciprocal/Div, times
 the weight/bias variants; the rewriter tries every variant at every Mul and Add, and
-the test suite ran 2.5x slower. It also fires the weightless pattern at the inner Mul
+the first 1,600 tests took 227 s (the whole suite of 7,000 takes 88 s). It also fires the weightless pattern at the inner Mul
 before it reaches the weight Mul after it, so the weights stayed outside (llama 89 -> 94
 nodes, encoder 80 -> 90). One walk back from each Mul finds all orders at once.
 """

@@ -144,17 +144,14 @@ def initializer(graph: ir.Graph, array: np.ndarray, base: str) -> ir.Value:
 
 
 def replace_value(graph: ir.Graph, old: ir.Value, new: ir.Value) -> None:
-    """Every use of ``old`` reads ``new``; a graph output keeps its name."""
+    """Every use of ``old`` reads ``new``; a graph output keeps its name, shape and type."""
     if old.is_graph_output():
-        name = old.name
-        for i, out in enumerate(graph.outputs):
-            if out is old:
-                graph.outputs[i] = new
+        name, shape, type_ = old.name, old.shape, old.type
         old.name = None
         new.name = name
-        new.shape = new.shape if new.shape is not None else old.shape
-        new.type = new.type if new.type is not None else old.type
-    old.replace_all_uses_with(new)
+        new.shape = new.shape if new.shape is not None else shape
+        new.type = new.type if new.type is not None else type_
+    old.replace_all_uses_with(new, replace_graph_outputs=True)
 
 
 def remove_dead(graph: ir.Graph, nodes) -> None:

@@ -79,3 +79,7 @@ class UserFunctionError(Mlx2OnnxError):
         self.where = where
         self.error = error
         super().__init__(f"{where} raised {type(error).__name__}: {error}")
+
+
+class RuntimeUnavailableError(CheckOptionError):
+    """The runtime asked to run the check is unknown or not installed here."""

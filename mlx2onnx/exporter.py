@@ -39,7 +39,7 @@ from .translate.assemble import build_model
 from .translate.context import Context
 from .translate.dispatch import translate
 from .translate.kernels import runs_bfloat16
-from .translate.opset import MIN_OPSET, default_opset
+from .translate.opset import MIN_OPSET, TARGETS, target_opset
 from .translate.settings import QUANTIZED_WEIGHT_CHOICES, ExportSettings
 
 
@@ -48,7 +48,12 @@ class Exporter:
     """Export options; call :meth:`export` with the function and its example inputs.
 
     Attributes:
-        opset: target ONNX opset (default: the newest the installed onnxruntime fully runs).
+        target: ``"portable"`` (default) writes a model every major runtime runs
+            (onnxruntime, onnxruntime-web and -node, OpenVINO, tract: see
+            docs/runtimes.md): opset 24 and only element types all of them compute in;
+            ``"onnxruntime"`` targets the installed onnxruntime alone: the newest opset it
+            fully runs and every type it has kernels for.
+        opset: ONNX opset, honoured exactly (default: the target's, see :mod:`mlx2onnx.opset`).
         input_names: graph input names, a list in MLX input order or a mapping from the
             default name (parameter name or keyword) to the new one.
         output_names: graph output names, in output order (default ``output_N``, or the
@@ -59,8 +64,9 @@ class Exporter:
             always; ``False`` never.
         overwrite: replace an existing file at ``path``.
         bfloat16: how bfloat16 values are carried in the graph: ``"auto"`` (default:
-            ``"keep"`` when onnxruntime's CPU provider has bfloat16 kernels for the core
-            ops, else ``"float32"``), ``"keep"``, ``"float16"`` or ``"float32"``.
+            ``"float32"`` for the portable target; for target ``"onnxruntime"``, ``"keep"``
+            when its CPU provider has bfloat16 kernels for the core ops), ``"keep"``,
+            ``"float16"`` or ``"float32"``.
         float16: ``"keep"`` (default) or ``"float32"``.
         quantized_weights: how quantized weights are stored: ``"packed"`` (the default: MLX's
             packed codes, unpacked exactly in the graph, so a 4-bit model stays ~4-bit),
@@ -77,6 +83,7 @@ class Exporter:
     """
 
     opset: int | None = None
+    target: str = "portable"
     input_names: Sequence[str] | Mapping[str, str] | None = None
     output_names: Sequence[str] | None = None
     path: str | os.PathLike | None = None
@@ -111,7 +118,7 @@ class Exporter:
     def settings(self, plan: Plan | None = None) -> ExportSettings:
         """What the export of a trace knows (with ``plan`` for a dynamic one)."""
         return ExportSettings(opset=self.resolved_opset(), floats=FloatPolicy.of(self.float_policy()),
-                              quantized_weights=self.quantized_weights or "packed", plan=plan)
+                              quantized_weights=self.quantized_weights or "packed", plan=plan, target=self.target)
 
     def _translate(self, trace: Trace, plan: Plan | None = None) -> ir.Model:
         settings = self.settings(plan)
@@ -136,7 +143,8 @@ class Exporter:
         policy = {}
         bf16 = self.bfloat16
         if bf16 == "auto":
-            bf16 = "keep" if runs_bfloat16(self.resolved_opset()) else "float32"
+            native = self.target == "onnxruntime" and runs_bfloat16(self.resolved_opset())
+            bf16 = "keep" if native else "float32"  # tract has no bfloat16 type at all
         if choices[bf16] is not None:
             policy[mx.bfloat16] = choices[bf16]
         if self.float16 == "float32":
@@ -164,7 +172,7 @@ class Exporter:
 
     # -- option handling ----------------------------------------------------------------
     def resolved_opset(self) -> int:
-        return default_opset() if self.opset is None else int(self.opset)
+        return target_opset(self.target) if self.opset is None else int(self.opset)
 
     def validate(self) -> None:
         """Raise ExportOptionError for an option that cannot work, before any work is done."""
@@ -174,11 +182,14 @@ class Exporter:
                 f"quantized_weights={self.quantized_weights!r} is not a choice: use one of "
                 f"{', '.join(repr(c) for c in QUANTIZED_WEIGHT_CHOICES)}"
             )
+        if self.target not in TARGETS:
+            raise ExportOptionError(f"target={self.target!r} is not a target: use 'portable' (every major runtime) "
+                                    "or 'onnxruntime' (the installed onnxruntime's newest opset and kernels)")
         newest = onnx.defs.onnx_opset_version()
         if self.opset is not None and not (MIN_OPSET <= int(self.opset) <= newest):
             raise ExportOptionError(
                 f"opset={self.opset} is not supported: choose an opset from {MIN_OPSET} to {newest} "
-                f"(default {default_opset()}, the newest the installed onnxruntime runs)"
+                f"(default {target_opset(self.target)} for target={self.target!r})"
             )
         if self.path is not None:
             check_output_path(self.path, self.overwrite)

@@ -56,13 +56,24 @@ def _axis(axis, rank):
     return int(axis) % rank if rank else 0
 
 
-def dft(ctx, x, axis: int, inverse: bool, onesided: bool = False):
-    """ONNX DFT along ``axis`` (a non-negative axis of the MLX shape; the pair dim is last).
+def dft(ctx, x, axis: int, inverse: bool, rank: int, onesided: bool = False):
+    """ONNX DFT along ``axis`` (a non-negative axis of the MLX shape) of pair value ``x``
+    (rank ``rank``, the pair dim last).
 
-    The axis is an attribute in opset 17 and an input from opset 20."""
-    if ctx.opset >= 20:
-        return ctx.op.DFT(x, None, ctx.const(np.array(axis, np.int64)), inverse=int(inverse), onesided=int(onesided))
-    return ctx.op.DFT(x, axis=axis, inverse=int(inverse), onesided=int(onesided))
+    The axis is an attribute in opset 17 and an input from opset 20. OpenVINO (2026.4)
+    reads DFT-20 as if its axis input were always 1, so a portable export moves the signal
+    to axis 1 first (Unsqueeze or Transpose: data movement, exact) and back after."""
+    attrs = dict(inverse=int(inverse), onesided=int(onesided))
+    if ctx.opset < 20:
+        return ctx.op.DFT(x, axis=axis, **attrs)
+    if axis == 1 or not ctx.portable:
+        return ctx.op.DFT(x, None, ctx.const(np.array(axis, np.int64)), **attrs)
+    one = ctx.const(np.array(1, np.int64))
+    if axis == 0:
+        return ctx.squeeze(ctx.op.DFT(ctx.unsqueeze(x, [0]), None, one, **attrs), [0])
+    perm = list(range(rank))
+    perm[1], perm[axis] = axis, 1
+    return ctx.op.Transpose(ctx.op.DFT(ctx.op.Transpose(x, perm=perm), None, one, **attrs), perm=perm)
 
 
 # -- FFT ------------------------------------------------------------------------------
@@ -80,16 +91,16 @@ def fft(ctx, rec):
         return [ctx.op.Identity(x)]
     if not real:
         for axis in axes:
-            x = dc_bin_summed(ctx, x, dft(ctx, x, axis, inverse), axis, inverse, src.shape)
+            x = dc_bin_summed(ctx, x, dft(ctx, x, axis, inverse, src.rank + 1), axis, inverse, src.shape)
         return [x]
     if not inverse:  # rfftn: one-sided DFT of the real input on the last axis, then full DFTs
         x = ctx.unsqueeze(ctx.cast(x, F32), [-1])
-        x = real_bins_exact(ctx, dft(ctx, x, axes[-1], False, onesided=True), axes[-1], src.shape)
+        x = real_bins_exact(ctx, dft(ctx, x, axes[-1], False, src.rank + 1, onesided=True), axes[-1], src.shape)
         for axis in axes[:-1]:
-            x = dft(ctx, x, axis, False)
+            x = dft(ctx, x, axis, False, src.rank + 1)
         return [x]
     for axis in axes[:-1]:  # irfftn: full inverse DFTs, then the Hermitian inverse on the last axis
-        x = dft(ctx, x, axis, True)
+        x = dft(ctx, x, axis, True, src.rank + 1)
     last = axes[-1]
     n, m = out.shape[last], src.shape[last]
     tail = n - m  # the bins m..n-1 are conj(X[n-k]) for k = m..n-1, i.e. X[n-m], ..., X[1]
@@ -99,7 +110,7 @@ def fft(ctx, rec):
         x = ctx.op.Concat(x, mirrored, axis=last)
     elif tail < 0:
         x = ctx.slice(x, [0], [n], [last])
-    x = dft(ctx, x, last, True)
+    x = dft(ctx, x, last, True, src.rank + 1)
     return [ctx.cast(real_part(ctx, x), out.dtype)]
 
 

@@ -388,6 +388,8 @@ def gather(ctx, rec):
     others = [d for d in range(n) if d not in axes]
     if any(sizes[d] != src.shape[d] for d in others):
         a = ctx.slice(a, [0] * len(others), [sizes[d] for d in others], others)
+    if len(axes) == 1 and axes[0] < n - 1 and src.dtype == mx.uint32 and ctx.portable and a.const_value is not None:
+        return [gather_packed_rows(ctx, a, indices[0], rec)]
     if len(axes) == 1:
         axis = axes[0]
         gathered = ctx.op.Gather(a, index_int64(ctx, indices[0], rec.inputs[1]), axis=axis)  # pre + I + post
@@ -404,6 +406,26 @@ def gather(ctx, rec):
     )
     gathered = ctx.op.GatherND(moved, stacked)  # I + [sizes[o] for o in others]
     return [ctx.reshape(gathered, out.shape)]
+
+
+def gather_packed_rows(ctx, a, index, rec):
+    """Rows of a constant uint32 table (a quantized embedding's packed words) for the
+    portable target: the table is stored as its bytes (shared with the quantized matmul
+    that reads the same weights, a tied lm_head) and the gathered rows are joined back
+    into words: OpenVINO misreads uint32 constants at or above 2^31."""
+    from .quantized import as_bytes, words_from_bytes
+
+    src, out = rec.inputs[0], rec.outputs[0]
+    data = as_bytes(ctx, a, a.const_value.numpy())
+    words = src.shape[-1]
+    axis = rec.args.axes[0]
+    gathered = ctx.op.Gather(data, index_int64(ctx, index, rec.inputs[1]), axis=axis)
+    k = rec.inputs[1].rank
+    n = src.rank
+    perm = list(range(axis, axis + k)) + list(range(axis)) + list(range(axis + k, n - 1 + k))
+    rows = transpose(ctx, gathered, perm)
+    lead = [*rec.inputs[1].shape, *[src.shape[d] for d in range(n) if d != axis][:-1]]
+    return ctx.reshape(words_from_bytes(ctx, rows, [*lead, words]), out.shape)
 
 
 @handles("GatherAxis")

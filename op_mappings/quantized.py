@@ -116,6 +116,9 @@ def unpack_codes(ctx, packed, shape, bits: int):
 
 
 def _unpack_codes(ctx, packed, shape, bits: int):
+    words = _constant(packed)
+    if ctx.portable and words is not None:
+        return _unpack_bytes(ctx, as_bytes(ctx, packed, words), shape, bits)
     *lead, words = shape
     count = words * 32 // bits
     if 32 % bits == 0:
@@ -132,6 +135,55 @@ def _unpack_codes(ctx, packed, shape, bits: int):
     picked = ctx.op.Gather(pairs, ctx.ints(starts // 32), axis=-1)
     shifted = ctx.op.BitShift(picked, ctx.const((starts % 32).astype(np.uint64)), direction="RIGHT")
     return ctx.reshape(_mask(ctx, shifted, bits, np.uint64), [*lead, count])
+
+
+def as_bytes(ctx, packed, words: np.ndarray):
+    """Constant packed words as their little-endian bytes ``[..., P * 4]`` (uint8), under
+    the words' own name. A portable export stores them so: OpenVINO's CPU plugin computes
+    uint32 (and 64-bit integers) in 32-bit signed or float arithmetic, which loses every
+    word at or above 2^31, while its uint8 arithmetic is exact."""
+    if id(packed) in ctx.byte_views:
+        return ctx.byte_views[id(packed)]
+    raw = np.ascontiguousarray(words.astype("<u4", copy=False)).view(np.uint8)
+    name = packed.name
+    packed.name = ctx.fresh(f"{name}.words")  # left unused: the passes drop it
+    ctx.release(name)
+    ctx.byte_views[id(packed)] = ctx.const(raw.reshape(*words.shape[:-1], words.shape[-1] * 4), name=name)
+    return ctx.byte_views[id(packed)]
+
+
+def words_from_bytes(ctx, data, shape):
+    """uint32 words ``[..., P]`` joined from their little-endian bytes ``[..., P * 4]`` by
+    shifts and Add (disjoint bits), the operations OpenVINO computes exactly on uint32."""
+    *lead, words = shape
+    parts = ctx.cast(ctx.reshape(data, [*lead, words, 4]), mx.uint32)
+    shifted = ctx.op.BitShift(parts, ctx.const(np.array([0, 8, 16, 24], np.uint32)), direction="LEFT")
+    b0, b1, b2, b3 = (ctx.op.Gather(shifted, ctx.ints(k), axis=-1) for k in range(4))
+    return ctx.op.Add(ctx.op.Add(b0, b1), ctx.op.Add(b2, b3))
+
+
+def _unpack_bytes(ctx, data, shape, bits: int):
+    """The LSB-first codes of bytes ``[..., P * 4]`` in byte arithmetic: codes of 2, 4 or 8
+    bits sit inside one byte (uint8 BitShift and mask); 3, 5 and 6-bit codes may cross into
+    the next byte, so two bytes are joined in int32 (values below 2^16) and the code is cut
+    out with Div and Mod by powers of two (exact for non-negative integers)."""
+    *lead, words = shape
+    count = words * 32 // bits
+    if bits == 8:
+        return ctx.reshape(data, [*lead, count])
+    if 8 % bits == 0:
+        shifts = ctx.const(np.arange(8 // bits, dtype=np.uint8) * bits)
+        parts = ctx.op.BitShift(ctx.unsqueeze(data, [len(shape)]), shifts, direction="RIGHT")
+        return ctx.reshape(_mask(ctx, parts, bits, np.uint8), [*lead, count])
+    codes = 8 // math.gcd(8, bits)
+    span = codes * bits // 8
+    starts = np.arange(codes) * bits
+    grouped = ctx.reshape(ctx.cast(data, mx.int32), [*lead, words * 4 // span, span])
+    low = ctx.op.Gather(grouped, ctx.ints(starts // 8), axis=-1)
+    high = ctx.op.Gather(grouped, ctx.ints(np.minimum(starts // 8 + 1, span - 1)), axis=-1)
+    pairs = ctx.op.Add(low, ctx.op.Mul(high, ctx.const(np.asarray(256, np.int32))))
+    shifted = ctx.op.Div(pairs, ctx.const((2 ** (starts % 8)).astype(np.int32)))
+    return ctx.reshape(ctx.op.Mod(shifted, ctx.const(np.asarray(1 << bits, np.int32))), [*lead, count])
 
 
 def dequantize_weights(ctx, w, scales, biases, w_shape, group_size, bits, mode, dtype, work):

@@ -15,7 +15,7 @@ import mlx2onnx
 import mlx2onnx.exporter
 from mlx2onnx.translate import registry
 from mlx2onnx.io import saving as save_module
-from mlx2onnx.translate.opset import MIN_OPSET, default_opset
+from mlx2onnx.translate.opset import MIN_OPSET, default_opset, ir_version_for, target_opset
 
 from harness import rand, rng_for
 
@@ -208,7 +208,12 @@ def test_registry_refuses_duplicates():
 def test_default_opset_is_recorded():
     (x,) = arrays((2,))
     model = mlx2onnx.export(mx.abs, x)
-    assert model.opset_import[0].version == default_opset() >= 17
+    assert model.opset_import[0].version == target_opset("portable") == min(24, default_opset())
+    assert model.ir_version == ir_version_for(model.opset_import[0].version) <= 13  # onnxruntime-web's newest
+    native = mlx2onnx.Exporter(target="onnxruntime").export(mx.abs, x)
+    assert native.opset_import[0].version == default_opset()
+    with pytest.raises(mlx2onnx.ExportOptionError, match="target='browser'"):
+        mlx2onnx.Exporter(target="browser").export(mx.abs, x)
     with pytest.raises(mlx2onnx.ExportOptionError, match="opset=12"):
         mlx2onnx.Exporter(opset=12).export(mx.abs, x)
 

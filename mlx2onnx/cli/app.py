@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="for a model with dynamic dimensions, check it at these sizes of SYMBOL "
                                "(repeatable; every combination; default: the example sizes, the smallest, and "
                                "one beyond the traced sizes)")
+    checking.add_argument("--runtime", default="onnxruntime",
+                          help="the runtime that runs the model: onnxruntime (default), onnxruntime-web (wasm, "
+                               "under Node), onnxruntime-node, openvino (CPU, float32) or tract; it must be installed")
     checking.add_argument("--example-inputs", action="store_true",
                           help="compare on the example inputs themselves instead of fresh random ones")
 

@@ -71,6 +71,7 @@ class OpsetHelpers:
 
     op: OpBuilder
     opset: int
+    portable: bool = True  # compute only in (op, dtype) pairs every portable runtime runs
 
     def carried(self, dtype: mx.Dtype) -> mx.Dtype:  # pragma: no cover
         raise NotImplementedError
@@ -173,7 +174,7 @@ class OpsetHelpers:
         type onnxruntime has a kernel for (see :mod:`mlx2onnx.kernels`), and return the
         result in ``out_dtype`` (default ``dtype``). Inputs at the positions in ``fixed``,
         and inputs of another known type (shapes, axes, conditions), are passed unchanged."""
-        work = kernels.compute_dtype(op_type, self.carried(dtype), self.opset, constraint)
+        work = kernels.compute_dtype(op_type, self.carried(dtype), self.opset, constraint, self.portable)
         data_type = self.onnx_type(dtype)
         cast_inputs = [
             self.cast(v, work) if v is not None and i not in fixed and v.dtype in (None, data_type) else v
@@ -190,7 +191,7 @@ class OpsetHelpers:
         return self.cast(build(*[self.cast(v, work) for v in inputs], work), dtype)
 
     def work_dtype(self, op_type: str, dtype: mx.Dtype, constraint: str | None = "T") -> mx.Dtype:
-        return kernels.compute_dtype(op_type, self.carried(dtype), self.opset, constraint)
+        return kernels.compute_dtype(op_type, self.carried(dtype), self.opset, constraint, self.portable)
 
     def reduce_via(self, op_type: str, x: ir.Value, axes: Sequence[int], dtype: mx.Dtype,
                    keepdims: bool = True) -> ir.Value:

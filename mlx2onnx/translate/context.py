@@ -75,6 +75,7 @@ class Context(DimBuilder, OpsetHelpers):
         self.nodes: list[ir.Node] = []
         self.initializers: list[ir.Value] = []
         self.parameters: set[int] = set()  # ids of the initializers that hold module parameters
+        self.byte_views: dict[int, ir.Value] = {}  # id(uint32 initializer) -> its bytes (portable target)
         self.domains: dict[str, int] = {}
         self.values: dict[str, ir.Value] = {}  # MLX name -> ONNX value
         self.specs: dict[str, TensorSpec] = {}  # MLX name -> its shape and dtype
@@ -90,6 +91,10 @@ class Context(DimBuilder, OpsetHelpers):
     @property
     def opset(self) -> int:
         return self.settings.opset
+
+    @property
+    def portable(self) -> bool:
+        return self.settings.portable
 
     # -- the export's float policy ------------------------------------------------------
     def carried(self, dtype: mx.Dtype) -> mx.Dtype:
@@ -112,6 +117,10 @@ class Context(DimBuilder, OpsetHelpers):
             k += 1
         self._names.add(name)
         return name
+
+    def release(self, name: str) -> None:
+        """Make ``name`` free again (its value was renamed)."""
+        self._names.discard(name)
 
     def _prefix(self) -> str:
         rec = self._current

@@ -102,7 +102,20 @@ def _supported_types(op_type: str, opset: int, constraint: str | None, domain: s
     return found
 
 
-def has_kernel(op_type: str, dtype: mx.Dtype, opset: int, constraint: str | None = "T", domain: str = "") -> bool:
+# (op, dtype) pairs that onnxruntime runs but another runtime of the portable target does
+# not, so a portable export computes them in a wider type (see docs/runtimes.md)
+NOT_PORTABLE = {
+    ("ReduceMax", mx.bool_): "tract 0.23 reduces numbers only ('Bool is not a number')",
+    ("ReduceMin", mx.bool_): "tract 0.23 reduces numbers only ('Bool is not a number')",
+}
+
+
+def has_kernel(op_type: str, dtype: mx.Dtype, opset: int, constraint: str | None = "T", domain: str = "",
+               portable: bool = False) -> bool:
+    """Whether onnxruntime's CPU provider runs ``op_type`` in ``dtype`` at ``opset`` (and,
+    when ``portable``, the pair is not one of :data:`NOT_PORTABLE`)."""
+    if portable and (op_type, dtype) in NOT_PORTABLE:
+        return False
     types = _supported_types(op_type, opset, constraint, domain)
     if types is None:
         return False
@@ -118,15 +131,16 @@ _ORDERED = frozenset(
 )
 
 
-def compute_dtype(op_type: str, dtype: mx.Dtype, opset: int, constraint: str | None = "T") -> mx.Dtype:
+def compute_dtype(op_type: str, dtype: mx.Dtype, opset: int, constraint: str | None = "T",
+                  portable: bool = False) -> mx.Dtype:
     """The dtype to run ``op_type`` in for values carried as ``dtype`` (``dtype`` when
-    onnxruntime has a kernel for it)."""
-    if has_kernel(op_type, dtype, opset, constraint):
+    onnxruntime has a kernel for it and, when ``portable``, every portable runtime does)."""
+    if has_kernel(op_type, dtype, opset, constraint, portable=portable):
         return dtype
     for wider in _WIDER.get(dtype, ()):
         if dtype == mx.uint64 and op_type in _ORDERED:
             break
-        if has_kernel(op_type, wider, opset, constraint):
+        if has_kernel(op_type, wider, opset, constraint, portable=portable):
             return wider
     return dtype  # nothing better: let the checker/runtime report it
 

@@ -1,4 +1,16 @@
-"""Which ONNX opset to target: the newest one the installed onnxruntime fully runs."""
+"""Which ONNX opset to target, by export target.
+
+* ``"portable"`` (the default): opset :data:`PORTABLE_OPSET`, the newest opset every
+  runtime of the consumer matrix loads and runs (docs/runtimes.md): onnxruntime-web and
+  onnxruntime-node 1.30/1.31 stop at IR version 13 and ai.onnx opset 26, and from opset 25
+  onnxruntime no longer has a kernel for ``Attention`` (it runs the op's function body), so
+  24 is the newest opset with every fused op the export writes (LayerNormalization,
+  Gelu, RMSNormalization, Attention, RotaryEmbedding) running as one kernel everywhere.
+* ``"onnxruntime"``: the newest opset the installed onnxruntime fully runs (may be an
+  opset other runtimes do not load yet).
+
+An explicit ``opset=N`` is honoured exactly with either target.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +19,15 @@ import functools
 import onnx
 
 MIN_OPSET = 17
+PORTABLE_OPSET = 24
+TARGETS = ("portable", "onnxruntime")
+
+
+def target_opset(target: str) -> int:
+    """The default opset of export target ``target`` (one of :data:`TARGETS`)."""
+    if target == "onnxruntime":
+        return default_opset()
+    return min(PORTABLE_OPSET, default_opset())
 
 
 @functools.lru_cache(maxsize=None)
@@ -53,7 +74,8 @@ def default_opset() -> int:
 
 
 def ir_version_for(opset: int) -> int:
-    """The lowest ONNX IR version that can carry ``opset`` (so older runtimes load it)."""
+    """The lowest ONNX IR version that can carry ``opset`` (so older runtimes load it):
+    the IR version of the first onnx release with that opset (24 -> 12, 26 -> 13)."""
     best = None
     for _release, ir_version, ai_onnx, *_ in onnx.helper.VERSION_TABLE:
         if ai_onnx >= opset and (best is None or ir_version < best):

@@ -32,6 +32,12 @@ class ExportSettings:
     floats: FloatPolicy = field(default_factory=FloatPolicy)
     quantized_weights: str = "packed"
     plan: Plan | None = None
+    target: str = "portable"
+
+    @property
+    def portable(self) -> bool:
+        """Whether the export must run in every runtime of the portable target."""
+        return self.target == "portable"
 
     @property
     def dynamic(self) -> bool:

@@ -1,4 +1,4 @@
-"""Parity harness: run the ONNX model in onnxruntime and the function in MLX, compare.
+"""Parity harness: run the ONNX model in a runtime (onnxruntime by default) and the function in MLX, compare.
 
 The inputs are fresh seeded random arrays with the shapes and dtypes of the example
 inputs (or the caller's own arrays), fed to both sides. Each output gets its max
@@ -37,7 +37,9 @@ from .compare import (
     compare,
     failed,
 )
-from .session import LEVELS, as_declared_types, open_session, run_session
+from .runtimes import RUNTIMES, declared_feeds, open_runtime
+from .runtimes.registry import unknown as unknown_runtime
+from .session import LEVELS
 
 __all__ = ["DEFAULT_TOLERANCES", "EXACT", "OutputReport", "VerifyReport", "Verifier", "compare", "verify"]
 
@@ -47,11 +49,12 @@ __all__ = ["DEFAULT_TOLERANCES", "EXACT", "OutputReport", "VerifyReport", "Verif
 class VerifyReport:
     outputs: tuple[OutputReport, ...]
     device: str
-    onnxruntime_version: str
+    runtime_version: str
     mlx_version: str
     seed: int | None
     inputs: Mapping[str, tuple[tuple[int, ...], str]] = field(default_factory=dict)
     problems: tuple[str, ...] = ()  # what fails the check beyond the outputs (weights, interface)
+    runtime: str = "onnxruntime"
 
     @property
     def passed(self) -> bool:
@@ -60,9 +63,14 @@ class VerifyReport:
     def __bool__(self) -> bool:  # so `assert mlx2onnx.verify(...)` reads naturally
         return self.passed
 
+    @property
+    def onnxruntime_version(self) -> str:
+        """The runtime's version (kept for callers of the onnxruntime-only report)."""
+        return self.runtime_version
+
     def __str__(self) -> str:
         head = (
-            f"parity {'PASSED' if self.passed else 'FAILED'}: onnxruntime {self.onnxruntime_version} vs "
+            f"parity {'PASSED' if self.passed else 'FAILED'}: {self.runtime} {self.runtime_version} vs "
             f"MLX {self.mlx_version} on {self.device}"
             + (f", random inputs seed {self.seed}" if self.seed is not None else ", caller's inputs")
         )
@@ -74,7 +82,9 @@ class VerifyReport:
         return {
             "passed": self.passed,
             "device": self.device,
-            "onnxruntime_version": self.onnxruntime_version,
+            "runtime": self.runtime,
+            "runtime_version": self.runtime_version,
+            **({"onnxruntime_version": self.runtime_version} if self.runtime == "onnxruntime" else {}),
             "mlx_version": self.mlx_version,
             "seed": self.seed,
             "problems": list(self.problems),
@@ -127,8 +137,12 @@ class Verifier:
             ``False`` feeds the example inputs themselves.
         tolerances: ``{"float32": (atol, rtol), ...}`` overriding :data:`DEFAULT_TOLERANCES`
             (finite, >= 0).
-        providers: onnxruntime execution providers.
-        graph_optimization_level: onnxruntime's level (``"all"``, ``"extended"``, ``"basic"``, ``"disabled"``).
+        runtime: the runtime that runs the model, one of :data:`mlx2onnx.runtimes.RUNTIMES`
+            (``"onnxruntime"``, ``"onnxruntime-web"``, ``"onnxruntime-node"``, ``"openvino"``,
+            ``"tract"``); it must be installed.
+        providers: onnxruntime execution providers (onnxruntime only).
+        graph_optimization_level: onnxruntime's level (``"all"``, ``"extended"``, ``"basic"``,
+            ``"disabled"``; onnxruntime only).
         sizes: for a model with dynamic dimensions, the sizes to check it at: a list of
             ``{symbol: size}``, or ``{symbol: [sizes]}`` for every combination. Default:
             the example sizes, every symbol at 1, and every symbol at a size no trace used.
@@ -144,8 +158,11 @@ class Verifier:
     graph_optimization_level: str = "all"
     sizes: Mapping[str, Sequence[int]] | Sequence[Mapping[str, int]] | None = None
     compare_weights: bool = True
+    runtime: str = "onnxruntime"
 
     def __post_init__(self) -> None:
+        if self.runtime not in RUNTIMES:
+            raise CheckOptionError(unknown_runtime(self.runtime))
         if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool) or self.seed < 0:
             raise CheckOptionError(f"seed={self.seed!r}: the seed must be an integer >= 0")
         for dtype, pair in (self.tolerances or {}).items():
@@ -176,8 +193,6 @@ class Verifier:
     def verify(self, model: Any, fun: Any, /, *args: Any, **kwargs: Any) -> VerifyReport:
         """Run ``model`` and ``fun`` on the same inputs and compare every output (at
         every size of :attr:`sizes` when the model has dynamic dimensions)."""
-        import onnxruntime as ort
-
         proto, path = _as_proto(model)
         io = metadata.io(proto)
         dynamic = metadata.dynamic(proto)
@@ -187,28 +202,29 @@ class Verifier:
         problems = []
         if self.compare_weights:
             problems += weight_problems(proto, None if path is None else str(Path(path).parent), call, module)
-        session = open_session(path if path is not None else proto.SerializeToString(),
-                               self.graph_optimization_level, self.providers)
         listed = {e["name"] for e in io["outputs"]}
-        unlisted = [o.name for o in session.get_outputs() if o.name not in listed]
+        unlisted = [o.name for o in proto.graph.output if o.name not in listed]
         if unlisted:
             problems.append(f"the model has outputs {unlisted} that its mlx2onnx metadata does not list")
         runs = self.size_assignments(dynamic) if dynamic and self.random_inputs else [None]
         reports: list[OutputReport] = []
         first_inputs: dict = {}
-        for k, sizes in enumerate(runs):
-            rng = np.random.default_rng(self.seed + k)
-            outputs, feeds = self._run_once(session, io, policy, call, signature, rng, dynamic, sizes)
-            reports.extend(outputs)
-            first_inputs = first_inputs or {n: (tuple(v.shape), str(v.dtype)) for n, v in feeds.items()}
+        with open_runtime(self.runtime, path if path is not None else proto.SerializeToString(),
+                          self.graph_optimization_level, self.providers) as runner:
+            for k, sizes in enumerate(runs):
+                rng = np.random.default_rng(self.seed + k)
+                outputs, feeds = self._run_once(runner, proto, io, policy, call, signature, rng, dynamic, sizes)
+                reports.extend(outputs)
+                first_inputs = first_inputs or {n: (tuple(v.shape), str(v.dtype)) for n, v in feeds.items()}
         return VerifyReport(
             outputs=tuple(reports),
             device=str(mx.default_device()),
-            onnxruntime_version=ort.__version__,
+            runtime_version=runner.version,
             mlx_version=mx.__version__,
             seed=self.seed if self.random_inputs else None,
             inputs=first_inputs,
             problems=tuple(problems),
+            runtime=self.runtime,
         )
 
     def size_assignments(self, dynamic: Mapping) -> list[dict[str, int]]:
@@ -234,7 +250,7 @@ class Verifier:
             rows.append({**symbols, **{s: int(v) for s, v in row.items()}})
         return rows
 
-    def _run_once(self, session, io, policy, call, signature, rng, dynamic, sizes):
+    def _run_once(self, runner, proto, io, policy, call, signature, rng, dynamic, sizes):
         axes_of = {name: {int(a): s for a, s in axes.items()} for name, axes in (dynamic or {}).get("inputs", {}).items()}
         by_slot = {}
         for entry in io["inputs"]:
@@ -267,11 +283,11 @@ class Verifier:
             feeds[entry["name"]] = dtypes.array_to_numpy(array)
         where = f" at {_sizes_text(sizes)}" if sizes is not None else ""
         names = [o["name"] for o in io["outputs"]]
-        try:  # first: onnxruntime checks indices, so inputs MLX would read out of bounds never reach MLX
-            got = run_session(session, names, as_declared_types(session, feeds))
+        try:  # first: the runtime checks indices, so inputs MLX would read out of bounds never reach MLX
+            got = runner.run(declared_feeds(proto, feeds), names)
         except Exception as exc:
             raise VerificationError(
-                f"onnxruntime could not run the model{where}: {exc} (MLX was not run on these inputs: if an "
+                f"{self.runtime} could not run the model{where}: {exc} (MLX was not run on these inputs: if an "
                 "input indexes something, give example inputs that span its valid range, or use the example inputs)"
             ) from exc
         try:

@@ -1,0 +1,71 @@
+"""OpenVINO on the CPU, at float32 inference precision (its default on CPUs with AMX is
+bfloat16, which would make every float comparison a bfloat16 one)."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import ml_dtypes
+import numpy as np
+
+from ...errors import VerificationError
+from .base import ModelFile, Runner
+
+CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
+
+
+class OpenvinoRunner(Runner):
+    name = "openvino"
+
+    def __init__(self, source, level: str = "all", providers=()):
+        import openvino as ov
+
+        self.version = version() or ""
+        self._file = ModelFile(source)
+        try:
+            core = ov.Core()
+            self.compiled = core.compile_model(self._file.path, "CPU", CONFIG)
+        except Exception as exc:
+            self._file.close()
+            raise VerificationError(f"openvino could not compile the model: {_first_line(exc)}") from exc
+        self.output_names = [o.get_any_name() for o in self.compiled.outputs]
+        self._request = self.compiled.create_infer_request()
+
+    def run(self, feeds: Mapping[str, np.ndarray], names: Sequence[str]) -> list[np.ndarray]:
+        import openvino as ov
+
+        inputs = {}
+        for name, array in feeds.items():
+            array = np.ascontiguousarray(array).reshape(np.shape(array))
+            if array.dtype == ml_dtypes.bfloat16:
+                inputs[name] = ov.Tensor(array.view(np.uint16), array.shape, ov.Type.bf16)
+            else:
+                inputs[name] = ov.Tensor(array, shared_memory=False)
+        self._request.infer(inputs)
+        out = []
+        for name in names:
+            tensor = self._request.get_tensor(self.compiled.output(name))
+            if tensor.element_type == ov.Type.bf16:
+                bits = np.array(tensor.data, copy=True).view(np.uint16)
+                out.append(bits.view(ml_dtypes.bfloat16).reshape(tuple(tensor.shape)))
+            else:
+                out.append(np.array(tensor.data, copy=True).reshape(tuple(tensor.shape)))
+        return out
+
+    def close(self) -> None:
+        self._request = None
+        self.compiled = None
+        self._file.close()
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def version() -> str | None:
+    try:
+        import openvino
+    except ImportError:
+        return None
+    return openvino.get_version().split("-")[0]

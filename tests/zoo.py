@@ -1,0 +1,332 @@
+"""The models of the consumer matrix: the bundled reference models and real third-party
+MLX model code (random weights, tiny configs, nothing downloaded), each as a builder
+returning ``(model, args, kwargs)``. A builder raises ``pytest.skip`` when its package is
+not installed (``pip install --no-deps -r tests/third_party.txt``).
+
+``tests/test_runtimes.py`` exports each with default options and runs it in every
+runtime; ``scripts/runtime_matrix.py`` writes the same matrix to ``docs/runtimes.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+import pytest
+from mlx.utils import tree_flatten, tree_map, tree_unflatten
+
+from mlx2onnx.models import example as reference_example
+
+
+def randomised(model, seed):
+    """Random weights at He scale (so a deep net's signal neither dies nor explodes),
+    BatchNorm/LayerNorm scales near one, small biases, non-trivial BatchNorm statistics,
+    eval mode."""
+    rng = np.random.default_rng(seed)
+    params = []
+    for path, value in tree_flatten(model.parameters()):
+        if not mx.issubdtype(value.dtype, mx.floating):
+            continue  # index tables stored as arrays (Swin's relative_position_index)
+        if value.ndim > 1:
+            drawn = rng.standard_normal(value.shape) * math.sqrt(2.0 / math.prod(value.shape[1:]))
+        elif path.endswith("weight"):
+            drawn = rng.uniform(0.9, 1.3, value.shape)
+        else:
+            drawn = rng.standard_normal(value.shape) * 0.1
+        params.append((path, mx.array(drawn.astype(np.float32))))
+    model.update(tree_unflatten(params))
+    for module in model.modules():
+        if isinstance(module, nn.BatchNorm) and "running_mean" in module:
+            module.running_mean = mx.array(rng.standard_normal(module.running_mean.shape).astype(np.float32) * 0.1)
+            module.running_var = mx.array(rng.uniform(0.5, 2.0, module.running_var.shape).astype(np.float32))
+    model.eval()
+    mx.eval(model.parameters(), model.state)
+    return model
+
+
+# -- mlx-image --------------------------------------------------------------------------
+IMAGE_MODELS = ["resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "regnet_y_400mf"]
+
+
+def mlxim_classifier(name, seed=1):
+    mlxim_model = pytest.importorskip("mlxim.model")
+    mx.random.seed(0)
+    return randomised(mlxim_model.create_model(name, weights=False, num_classes=10), seed=seed)
+
+
+def tiny_vision_transformer(name):
+    swin = pytest.importorskip("mlxim.model.swin_transformer.swin_transformer")
+    vit = pytest.importorskip("mlxim.model.vit.vit")
+    common = dict(patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=[4, 4], num_classes=10)
+    mx.random.seed(0)
+    if name == "swin":
+        model = swin.SwinTransformer(**common)
+    elif name == "swin_v2":
+        model = swin.SwinTransformer(**common, block=swin.SwinTransformerBlockV2, downsample_layer=swin.PatchMergingV2)
+    else:
+        model = vit.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=16,
+                                      mlp_dim=32, num_classes=10)
+    return randomised(model, seed=3)
+
+
+# -- mlx-whisper --------------------------------------------------------------------------
+def whisper_audio_encoder(dtype=mx.float32):
+    pytest.importorskip("tiktoken")
+    whisper = pytest.importorskip("mlx_whisper.whisper")
+    mx.random.seed(0)
+    encoder = whisper.AudioEncoder(n_mels=16, n_ctx=8, n_state=32, n_head=4, n_layer=2, dtype=dtype)
+    encoder.update(tree_map(lambda p: p.astype(dtype), encoder.parameters()))
+    mx.eval(encoder.parameters())
+    return encoder
+
+
+def whisper_model():
+    """A small whole Whisper model (16 mels, 8 audio positions, vocab 64, 16 text positions)."""
+    pytest.importorskip("tiktoken")
+    whisper = pytest.importorskip("mlx_whisper.whisper")
+    dims = whisper.ModelDimensions(n_mels=16, n_audio_ctx=8, n_audio_state=32, n_audio_head=4, n_audio_layer=2,
+                                   n_vocab=64, n_text_ctx=16, n_text_state=32, n_text_head=4, n_text_layer=2)
+    mx.random.seed(0)
+    model = whisper.Whisper(dims, dtype=mx.float32)
+    mx.eval(model.parameters())
+    return model
+
+
+# -- mflux ---------------------------------------------------------------------------------
+def flux2_decoder():
+    decoder_module = pytest.importorskip("mflux.models.flux2.model.flux2_vae.decoder.decoder")
+    mx.random.seed(0)
+    decoder = decoder_module.Flux2Decoder(in_channels=4, block_out_channels=(32, 64), layers_per_block=1, norm_num_groups=8)
+    mx.eval(decoder.parameters())
+    return decoder
+
+
+@contextlib.contextmanager
+def flux_precision(dtype):
+    """mflux reads its activation precision from ``ModelConfig.precision`` at call time."""
+    from mflux.models.common.config.model_config import ModelConfig
+
+    saved = ModelConfig.precision
+    ModelConfig.precision = dtype
+    try:
+        yield
+    finally:
+        ModelConfig.precision = saved
+
+
+class AtPrecision(nn.Module):
+    """``model`` run with mflux's activation precision set to ``dtype``."""
+
+    def __init__(self, model, dtype):
+        super().__init__()
+        self.model = model
+        self._dtype = dtype
+
+    def __call__(self, *args):
+        with flux_precision(self._dtype):
+            return self.model(*args)
+
+
+def depth_pro_fusion():
+    block_module = pytest.importorskip("mflux.models.depth_pro.model.decoder.feature_fusion_block_2d")
+    mx.random.seed(0)
+    block = block_module.FeatureFusionBlock2d(8, deconv=True)
+    mx.eval(block.parameters())
+    return block
+
+
+# -- mlx-audio ---------------------------------------------------------------------------------
+def dac_decoder():
+    dac = pytest.importorskip("mlx_audio.codec.models.descript.dac")
+    mx.random.seed(0)
+    decoder = dac.Decoder(8, 16, [2, 2])
+    mx.eval(decoder.parameters())
+    return decoder
+
+
+def encodec_decoder(causal: bool):
+    """EnCodec's SEANet decoder (4 filters, hidden 16, ratios 2, 2, one LSTM layer). Its
+    LSTM weights start at zero, so every parameter is drawn at random."""
+    encodec = pytest.importorskip("mlx_audio.codec.models.encodec.encodec")
+    config = encodec.EncodecConfig(num_filters=4, hidden_size=16, upsampling_ratios=[2, 2], num_lstm_layers=1,
+                                   use_causal_conv=causal, pad_mode="reflect")
+    mx.random.seed(0)
+    decoder = encodec.EncodecDecoder(config)
+    decoder.update(tree_map(lambda p: mx.random.normal(p.shape) * 0.3, decoder.parameters()))
+    mx.eval(decoder.parameters())
+    return decoder
+
+
+def vocoder():
+    """Vocos: ConvNeXt-1D backbone and its ISTFT head (inverse real DFT, overlap-add)."""
+    vocos = pytest.importorskip("mlx_audio.codec.models.vocos.vocos")
+
+    class Vocoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone = vocos.VocosBackbone(input_channels=8, dim=16, intermediate_dim=32, num_layers=2)
+            self.head = vocos.ISTFTHead(dim=16, n_fft=16, hop_length=4)
+
+        def __call__(self, features):
+            return self.head(self.backbone(features))
+
+    mx.random.seed(0)
+    model = Vocoder()
+    mx.eval(model.parameters())
+    return model
+
+
+def parakeet_conformer():
+    conformer = pytest.importorskip("mlx_audio.stt.models.parakeet.conformer")
+    args = conformer.ConformerArgs(feat_in=16, n_layers=2, d_model=32, n_heads=4, ff_expansion_factor=2,
+                                   subsampling_factor=4, self_attention_model="rel_pos", subsampling="dw_striding",
+                                   conv_kernel_size=9, subsampling_conv_channels=8, pos_emb_max_len=64,
+                                   mask_padding=True)
+    mx.random.seed(0)
+    return randomised(conformer.Conformer(args), seed=4)
+
+
+# -- mlx-diffuser ---------------------------------------------------------------------------
+def unet2d():
+    module = pytest.importorskip("mlx_diffuser.models.unet2d")
+    config = module.UNet2DConfig(in_channels=4, out_channels=4, block_out_channels=(8, 16), layers_per_block=1,
+                                 num_heads=2, norm_groups=4, cross_attention_dim=8)
+    mx.random.seed(0)
+    unet = module.UNet2D(config)
+    mx.eval(unet.parameters())
+    return unet
+
+
+# -- mlx-embeddings ----------------------------------------------------------------------------
+EMBEDDING_VOCAB = 128
+EMBEDDING_CONFIGS = {
+    "bert": dict(model_type="bert", num_hidden_layers=2, num_attention_heads=4, hidden_size=32,
+                 intermediate_size=64, max_position_embeddings=512, vocab_size=EMBEDDING_VOCAB),
+    # position ids are a cumsum over the non-padding tokens (pad id 1 is among the random ids),
+    # so up to seq + 2 positions are read
+    "xlm_roberta": dict(model_type="xlm-roberta", num_hidden_layers=2, num_attention_heads=4, hidden_size=32,
+                        intermediate_size=64, max_position_embeddings=514, vocab_size=EMBEDDING_VOCAB),
+    # layers 0 and 2 attend globally, layer 1 within a window of 4 on each side, with RoPE,
+    # a GLU MLP and the masked-LM head
+    "modernbert": dict(model_type="modernbert", num_hidden_layers=3, num_attention_heads=4, hidden_size=32,
+                       intermediate_size=48, vocab_size=EMBEDDING_VOCAB, local_attention=8,
+                       global_attn_every_n_layers=2),
+}
+
+
+def embedding_models(name: str):
+    """``mlx_embeddings.models.<name>`` without running ``mlx_embeddings/__init__.py``: that
+    imports ``.utils``, which imports mlx-vlm (and through it torch-sized dependencies) that
+    the model files never use. The models folder is loaded as a package of its own from its
+    file path; its ``__init__.py`` is empty and the model files import only mlx and
+    ``.base``."""
+    spec = importlib.util.find_spec("mlx_embeddings")
+    if spec is None or spec.origin is None:
+        pytest.skip("mlx-embeddings is not installed")
+    folder = Path(spec.origin).parent / "models"
+    package = "_mlx_embeddings_models"
+    if package not in sys.modules:
+        pspec = importlib.util.spec_from_file_location(package, folder / "__init__.py",
+                                                       submodule_search_locations=[str(folder)])
+        module = importlib.util.module_from_spec(pspec)
+        sys.modules[package] = module
+        pspec.loader.exec_module(module)
+    return importlib.import_module(f"{package}.{name}")
+
+
+def embedding_encoder(name: str):
+    """An mlx-embeddings encoder as a function of token ids and an int attention mask,
+    returning its three outputs."""
+    module = embedding_models(name)
+    mx.random.seed(0)
+    model = module.Model(module.ModelArgs.from_dict(EMBEDDING_CONFIGS[name]))
+    model.eval()
+    mx.eval(model.parameters())
+
+    def encode(input_ids, attention_mask):
+        # ModernBERT builds its additive masks in the mask's own dtype, so it gets float32
+        mask = attention_mask.astype(mx.float32) if name == "modernbert" else attention_mask
+        out = model(input_ids, attention_mask=mask)
+        return {"last_hidden_state": out.last_hidden_state, "text_embeds": out.text_embeds,
+                "pooler_output": out.pooler_output}
+
+    return encode
+
+
+# -- mlx-lm ------------------------------------------------------------------------------------
+LM_VOCAB = 256
+LM_COMMON = dict(hidden_size=64, num_hidden_layers=2, intermediate_size=128, num_attention_heads=4,
+                 num_key_value_heads=2, vocab_size=LM_VOCAB)
+LM_CONFIGS = {
+    "llama": dict(model_type="llama", rms_norm_eps=1e-5, **LM_COMMON),
+    "qwen3": dict(model_type="qwen3", rms_norm_eps=1e-6, head_dim=16, max_position_embeddings=512,
+                  rope_theta=1e6, tie_word_embeddings=True, **LM_COMMON),
+    "mixtral": dict(model_type="mixtral", rms_norm_eps=1e-5, num_local_experts=4, num_experts_per_tok=2, **LM_COMMON),
+    "gemma3_text": dict(model_type="gemma3_text", head_dim=16, rms_norm_eps=1e-6, sliding_window=4,
+                        sliding_window_pattern=2, **LM_COMMON),
+    "phi3": dict(model_type="phi3", rms_norm_eps=1e-5, **LM_COMMON),
+}
+
+
+def mlx_lm_model(name: str, seed: int = 0) -> nn.Module:
+    pytest.importorskip("mlx_lm")
+    module = importlib.import_module(f"mlx_lm.models.{name}")
+    mx.random.seed(seed)
+    model = module.Model(module.ModelArgs.from_dict(LM_CONFIGS[name]))
+    mx.eval(model.parameters())
+    return model
+
+
+def lm_tokens(shape, seed=0):
+    return mx.array(np.random.default_rng(seed).integers(0, LM_VOCAB, shape).astype(np.int32))
+
+
+def quantized(model, bits=4, group_size=64):
+    nn.quantize(model, group_size=group_size, bits=bits)
+    mx.eval(model.parameters())
+    return model
+
+
+def in_dtype(model, dtype):
+    model.set_dtype(dtype)
+    mx.eval(model.parameters())
+    return model
+
+
+def _normal(*shape):
+    return mx.random.normal(shape)
+
+
+# name -> builder of (model, args, kwargs), in the order the matrix lists them
+MATRIX = {
+    "mlp (bundled)": lambda: reference_example("mlp"),
+    "encoder (bundled)": lambda: reference_example("encoder"),
+    "llama (bundled)": lambda: reference_example("llama"),
+    **{f"mlx-image {n}": (lambda n=n: (mlxim_classifier(n), (_normal(1, 64, 64, 3),), {})) for n in IMAGE_MODELS},
+    **{f"mlx-image {n}": (lambda n=n: (tiny_vision_transformer(n), (_normal(1, 32, 32, 3),), {}))
+       for n in ("swin", "swin_v2", "vit")},
+    "mlx-whisper audio encoder": lambda: (whisper_audio_encoder(), (_normal(1, 16, 16),), {}),
+    "mlx-whisper encoder-decoder": lambda: (whisper_model(), (_normal(1, 16, 16), mx.array([[0, 17, 42, 63]], mx.int32)), {}),
+    "mflux FLUX.2 VAE decoder": lambda: (AtPrecision(flux2_decoder(), mx.float32), (_normal(1, 4, 8, 8),), {}),
+    "mflux FLUX.2 VAE decoder, bfloat16 activations": lambda: (AtPrecision(flux2_decoder(), mx.bfloat16),
+                                                               (_normal(1, 4, 8, 8),), {}),
+    "mflux Depth Pro fusion": lambda: (depth_pro_fusion(), (_normal(1, 8, 6, 6), _normal(1, 8, 6, 6)), {}),
+    "mlx-audio DAC decoder": lambda: (dac_decoder(), (_normal(1, 8, 8),), {}),
+    "mlx-audio EnCodec decoder": lambda: (encodec_decoder(True), (_normal(1, 6, 16),), {}),
+    "mlx-audio Vocos": lambda: (vocoder(), (_normal(1, 10, 8),), {}),
+    "mlx-audio Parakeet conformer": lambda: (parakeet_conformer(), (_normal(2, 32, 16), mx.array([20, 32])), {}),
+    "mlx-diffuser UNet2D": lambda: (unet2d(), (_normal(1, 8, 8, 4), mx.array([300.0]), _normal(1, 5, 8)), {}),
+    **{f"mlx-embeddings {n}": (lambda n=n: (embedding_encoder(n), (lm_tokens((2, 5)) % EMBEDDING_VOCAB,),
+                                            {"attention_mask": mx.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], mx.int32)}))
+       for n in EMBEDDING_CONFIGS},
+    **{f"mlx-lm {n}": (lambda n=n: (mlx_lm_model(n), (lm_tokens((2, 7)),), {})) for n in LM_CONFIGS},
+    "mlx-lm llama 4-bit": lambda: (quantized(mlx_lm_model("llama")), (lm_tokens((1, 7)),), {}),
+    "mlx-lm qwen3 bfloat16": lambda: (in_dtype(mlx_lm_model("qwen3"), mx.bfloat16), (lm_tokens((1, 7)),), {}),
+}

@@ -36,7 +36,7 @@ import onnx_ir as ir
 
 from mlx2onnx.capture.records import QuantizationMode
 from mlx2onnx.dtypes import array_to_numpy, numpy_to_array
-from mlx2onnx.translate.markers import KEEP_PACKED
+from mlx2onnx.translate.markers import KEEP_PACKED, WORDS_FROM_BYTES
 from mlx2onnx.translate.registry import handles
 from mlx2onnx.translate.settings import QUANTIZED_WEIGHT_CHOICES
 
@@ -154,31 +154,36 @@ def as_bytes(ctx, packed, words: np.ndarray):
 
 def words_from_bytes(ctx, data, shape):
     """uint32 words ``[..., P]`` joined from their little-endian bytes ``[..., P * 4]`` by
-    shifts and Add (disjoint bits), the operations OpenVINO computes exactly on uint32."""
+    shifts and Add (disjoint bits). OpenVINO misreads the words at or above 2^31, so the
+    fields MLX cuts out of them with shift pairs are read from the bytes by
+    passes.byte_fields."""
     *lead, words = shape
     parts = ctx.cast(ctx.reshape(data, [*lead, words, 4]), mx.uint32)
     shifted = ctx.op.BitShift(parts, ctx.const(np.array([0, 8, 16, 24], np.uint32)), direction="LEFT")
     b0, b1, b2, b3 = (ctx.op.Gather(shifted, ctx.ints(k), axis=-1) for k in range(4))
-    return ctx.op.Add(ctx.op.Add(b0, b1), ctx.op.Add(b2, b3))
+    words = ctx.op.Add(ctx.op.Add(b0, b1), ctx.op.Add(b2, b3))
+    words.producer().metadata_props[WORDS_FROM_BYTES] = "1"  # passes.byte_fields reads fields from the bytes
+    return words
 
 
 def _unpack_bytes(ctx, data, shape, bits: int):
-    """The LSB-first codes of bytes ``[..., P * 4]`` in byte arithmetic: codes of 2, 4 or 8
-    bits sit inside one byte (uint8 BitShift and mask); 3, 5 and 6-bit codes may cross into
-    the next byte, so two bytes are joined in int32 (values below 2^16) and the code is cut
-    out with Div and Mod by powers of two (exact for non-negative integers)."""
+    """The LSB-first codes of bytes ``[..., P * 4]``, cut out in int32 with Div and Mod by
+    powers of two (exact for these non-negative values): OpenVINO's CPU plugin folds
+    uint8 shifts and masks of constant bytes wrongly before a MatMul, and its int32
+    arithmetic is exact. Codes of 2 or 4 bits sit inside one byte; 3, 5 and 6-bit codes
+    may cross into the next byte, so two bytes are joined (values below 2^16) first."""
     *lead, words = shape
     count = words * 32 // bits
     if bits == 8:
         return ctx.reshape(data, [*lead, count])
+    wide = ctx.cast(data, mx.int32)
     if 8 % bits == 0:
-        shifts = ctx.const(np.arange(8 // bits, dtype=np.uint8) * bits)
-        parts = ctx.op.BitShift(ctx.unsqueeze(data, [len(shape)]), shifts, direction="RIGHT")
-        return ctx.reshape(_mask(ctx, parts, bits, np.uint8), [*lead, count])
+        shifted = ctx.op.Div(ctx.unsqueeze(wide, [len(shape)]), ctx.const(2 ** (np.arange(8 // bits, dtype=np.int32) * bits)))
+        return ctx.reshape(ctx.op.Mod(shifted, ctx.const(np.asarray(1 << bits, np.int32))), [*lead, count])
     codes = 8 // math.gcd(8, bits)
     span = codes * bits // 8
     starts = np.arange(codes) * bits
-    grouped = ctx.reshape(ctx.cast(data, mx.int32), [*lead, words * 4 // span, span])
+    grouped = ctx.reshape(wide, [*lead, words * 4 // span, span])
     low = ctx.op.Gather(grouped, ctx.ints(starts // 8), axis=-1)
     high = ctx.op.Gather(grouped, ctx.ints(np.minimum(starts // 8 + 1, span - 1)), axis=-1)
     pairs = ctx.op.Add(low, ctx.op.Mul(high, ctx.const(np.asarray(256, np.int32))))

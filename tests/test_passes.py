@@ -787,3 +787,30 @@ def test_reshape_matmul_reshape_with_misaligned_batch_axes():
     lean = mlx2onnx.export(rows, x, w)
     assert [n.op_type for n in lean.graph.node] == ["MatMul"]
     assert mlx2onnx.verify(lean, rows, x, w)
+
+
+@pytest.mark.parametrize("bits", [2, 3, 4, 5, 6, 8])
+def test_fields_of_gathered_packed_rows_are_cut_from_their_bytes(bits):
+    """A quantized embedding's rows: MLX's CPU dequantization cuts each code out of its
+    uint32 word with a shift pair; the portable export reads the codes from the bytes, so
+    no uint32 at or above 2^31 is formed (OpenVINO misreads those), and still matches MLX."""
+    import json
+
+    from mlx2onnx.verify.runtimes import registry
+
+    rng = rng_for(f"fields-{bits}")
+    table = nn.QuantizedEmbedding.from_embedding(nn.Embedding(64, 128), group_size=32, bits=bits)
+    table.weight = mx.array(rng.integers(0, 2**32, table.weight.shape, dtype=np.uint32))  # every bit pattern
+    table.scales = mx.ones_like(table.scales)  # the outputs are the codes themselves: compared exactly
+    table.biases = mx.zeros_like(table.biases)
+    ids = mx.array(rng.integers(0, 64, (3, 5)).astype(np.int32))
+    model = mlx2onnx.export(table, ids)
+    onnx.checker.check_model(model, full_check=True)
+    rewrites = json.loads(next(p.value for p in model.metadata_props if p.key == "mlx2onnx.passes"))
+    assert rewrites["fields_from_bytes"] > 0
+    fresh = mx.array(rng.integers(0, 64, (3, 5)).astype(np.int32))
+    for runtime in ("onnxruntime", "openvino"):
+        runner = registry.open_runtime(runtime, model.SerializeToString())
+        for tokens in (ids, fresh):
+            got = runner.run({model.graph.input[0].name: np.array(tokens)}, [model.graph.output[0].name])[0]
+            np.testing.assert_array_equal(got, np.array(table(tokens)), err_msg=runtime)

@@ -47,6 +47,7 @@ class Pass:
     opset: int = 0
     kernels: tuple[Kernel, ...] = ()
     dynamic_only: bool = False
+    portable_only: bool = False
     inputs: tuple[str, ...] = ()
 
     def requires(self) -> str:
@@ -54,10 +55,13 @@ class Pass:
         parts = [f"opset >= {self.opset}"] if self.opset else []
         parts += [f"onnxruntime runs {k.op_type} (float32)" for k in self.kernels]
         parts += ["dynamic inputs"] if self.dynamic_only else []
+        parts += ["the portable target"] if self.portable_only else []
         return ", ".join(parts)
 
     def applies(self, settings: ExportSettings, dynamic: bool) -> bool:
         if settings.opset < self.opset or (self.dynamic_only and not dynamic):
+            return False
+        if self.portable_only and not settings.portable:
             return False
         return all(k.available(settings.opset) for k in self.kernels)
 

@@ -17,6 +17,11 @@ ZERO_SIGN_REPAIR = "mlx2onnx.zero_sign_repair"
 # folding must not fold it, or the weights would be stored unpacked.
 KEEP_PACKED = "mlx2onnx.keep_packed"
 
+# Node metadata: the Add that joins packed words from their bytes (words_from_bytes in
+# op_mappings/quantized.py, portable target); passes.byte_fields cuts the bit fields MLX
+# reads from those words out of the bytes instead.
+WORDS_FROM_BYTES = "mlx2onnx.words_from_bytes"
+
 # A bool attention mask becomes an additive bias of this value for onnxruntime's
 # Attention: far below any real score (so a partly masked row gives its masked keys
 # weight 0) but above float32's lowest value, so a fully masked row stays a uniform

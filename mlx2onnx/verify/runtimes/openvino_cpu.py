@@ -1,5 +1,7 @@
-"""OpenVINO on the CPU, at float32 inference precision (its default on CPUs with AMX is
-bfloat16, which would make every float comparison a bfloat16 one)."""
+"""OpenVINO on the CPU with its precision-trading defaults off: float32 inference precision
+(its default on CPUs with AMX is bfloat16, which would make every float comparison a
+bfloat16 one) and no dynamic quantization of activations (by default it quantizes the
+activations of a MatMul by low-bit weights to int8 in groups of 32)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import numpy as np
 from ...errors import VerificationError
 from .base import ModelFile, Runner
 
-CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
+CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
 
 
 class OpenvinoRunner(Runner):

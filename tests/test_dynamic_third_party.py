@@ -10,16 +10,13 @@ when its package is missing. Random weights, tiny configs, nothing downloaded.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import itertools
-import sys
-from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
 import onnx
 import pytest
+from zoo import EMBEDDING_CONFIGS, EMBEDDING_VOCAB, embedding_encoder
 
 from mlx2onnx import Dim, DynamicShapeError, Exporter, Verifier
 
@@ -68,7 +65,8 @@ def tokens(shape, vocab, seed=0) -> mx.array:
 @pytest.mark.parametrize("name", ["llama", "qwen3"])
 def test_mlx_lm_dynamic_batch_and_sequence(name):
     pytest.importorskip("mlx_lm")
-    from test_mlx_lm import VOCAB, build  # the tiny random configs of the static tests
+    from zoo import LM_VOCAB as VOCAB  # the tiny random configs of the static tests
+    from zoo import mlx_lm_model as build
 
     model = build(name)
     ids = tokens((2, 5), VOCAB)
@@ -81,58 +79,11 @@ def test_mlx_lm_dynamic_batch_and_sequence(name):
 
 
 # -- mlx-embeddings: BERT-style encoders with a dynamic attention mask ---------------------
-EMBEDDING_VOCAB = 128
-EMBEDDING_CONFIGS = {
-    "bert": dict(model_type="bert", num_hidden_layers=2, num_attention_heads=4, hidden_size=32,
-                 intermediate_size=64, max_position_embeddings=512, vocab_size=EMBEDDING_VOCAB),
-    # position ids are a cumsum over the non-padding tokens (pad id 1 is among the random ids),
-    # so up to seq + 2 positions are read
-    "xlm_roberta": dict(model_type="xlm-roberta", num_hidden_layers=2, num_attention_heads=4, hidden_size=32,
-                        intermediate_size=64, max_position_embeddings=514, vocab_size=EMBEDDING_VOCAB),
-    # layers 0 and 2 attend globally, layer 1 within a window of 4 on each side (so seq 7,
-    # 64 and 256 cut it), with RoPE, a GLU MLP and the masked-LM head
-    "modernbert": dict(model_type="modernbert", num_hidden_layers=3, num_attention_heads=4, hidden_size=32,
-                       intermediate_size=48, vocab_size=EMBEDDING_VOCAB, local_attention=8,
-                       global_attn_every_n_layers=2),
-}
-
-
-def embedding_models(name: str):
-    """``mlx_embeddings.models.<name>`` without running ``mlx_embeddings/__init__.py``: that
-    imports ``.utils``, which imports mlx-vlm (and through it torch-sized dependencies) that
-    the model files never use. The models folder is loaded as a package of its own from its
-    file path; its ``__init__.py`` is empty and the model files import only mlx and
-    ``.base``."""
-    spec = importlib.util.find_spec("mlx_embeddings")
-    if spec is None or spec.origin is None:
-        pytest.skip("mlx-embeddings is not installed")
-    folder = Path(spec.origin).parent / "models"
-    package = "_mlx_embeddings_models"
-    if package not in sys.modules:
-        pspec = importlib.util.spec_from_file_location(package, folder / "__init__.py",
-                                                       submodule_search_locations=[str(folder)])
-        module = importlib.util.module_from_spec(pspec)
-        sys.modules[package] = module
-        pspec.loader.exec_module(module)
-    return importlib.import_module(f"{package}.{name}")
 
 
 @pytest.mark.parametrize("name", sorted(EMBEDDING_CONFIGS))
 def test_mlx_embeddings_dynamic_batch_sequence_and_mask(name):
-    module = embedding_models(name)
-    mx.random.seed(0)
-    model = module.Model(module.ModelArgs.from_dict(EMBEDDING_CONFIGS[name]))
-    model.eval()
-    mx.eval(model.parameters())
-
-    def encode(input_ids, attention_mask):
-        # a tokenizer's int mask; ModernBERT builds its additive masks in the mask's own
-        # dtype (its default mask is float), so it gets the mask as float32
-        mask = attention_mask.astype(mx.float32) if name == "modernbert" else attention_mask
-        out = model(input_ids, attention_mask=mask)
-        return {"last_hidden_state": out.last_hidden_state, "text_embeds": out.text_embeds,
-                "pooler_output": out.pooler_output}
-
+    encode = embedding_encoder(name)  # ModernBERT gets its tokenizer's int mask as float32
     ids = tokens((2, 5), EMBEDDING_VOCAB)
     mask = mx.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=mx.int32)  # fresh masks are random 0/1
     dynamic = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
@@ -153,7 +104,7 @@ IMAGE_SIZES = [{"batch": 1, "h": 64, "w": 64}, {"batch": 3, "h": 96, "w": 64},
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v3_small", "efficientnet_b0"])
 def test_mlxim_dynamic_batch_and_image_size(name):
     mlxim_model = pytest.importorskip("mlxim.model")
-    from test_third_party import randomised  # He-scaled weights, real BatchNorm statistics
+    from zoo import randomised  # He-scaled weights, real BatchNorm statistics
 
     mx.random.seed(0)
     model = randomised(mlxim_model.create_model(name, weights=False, num_classes=10), seed=1)

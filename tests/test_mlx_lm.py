@@ -14,37 +14,15 @@ import numpy as np
 import onnx
 import pytest
 from mlx.utils import tree_flatten
+from zoo import LM_CONFIGS as CONFIGS
+from zoo import lm_tokens as tokens
+from zoo import mlx_lm_model as build
 
 import mlx2onnx
-from mlx2onnx.llm import decoder as llm
 from mlx2onnx.errors import ExportOptionError
+from mlx2onnx.llm import decoder as llm
 
 pytest.importorskip("mlx_lm")
-
-VOCAB = 256
-COMMON = dict(hidden_size=64, num_hidden_layers=2, intermediate_size=128, num_attention_heads=4,
-              num_key_value_heads=2, vocab_size=VOCAB)
-CONFIGS = {
-    "llama": dict(model_type="llama", rms_norm_eps=1e-5, **COMMON),
-    "qwen3": dict(model_type="qwen3", rms_norm_eps=1e-6, head_dim=16, max_position_embeddings=512,
-                  rope_theta=1e6, tie_word_embeddings=True, **COMMON),
-    "mixtral": dict(model_type="mixtral", rms_norm_eps=1e-5, num_local_experts=4, num_experts_per_tok=2, **COMMON),
-    "gemma3_text": dict(model_type="gemma3_text", head_dim=16, rms_norm_eps=1e-6, sliding_window=4,
-                        sliding_window_pattern=2, **COMMON),
-    "phi3": dict(model_type="phi3", rms_norm_eps=1e-5, **COMMON),
-}
-
-
-def build(name: str, seed: int = 0) -> nn.Module:
-    module = importlib.import_module(f"mlx_lm.models.{name}")
-    mx.random.seed(seed)
-    model = module.Model(module.ModelArgs.from_dict(CONFIGS[name]))
-    mx.eval(model.parameters())
-    return model
-
-
-def tokens(shape, seed=0):
-    return mx.array(np.random.default_rng(seed).integers(0, VOCAB, shape).astype(np.int32))
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))

@@ -9,13 +9,13 @@ downloaded: every model is built with random weights and small inputs.
 
 from __future__ import annotations
 
-import math
-
 import mlx.core as mx
-import mlx.nn as nn
 import numpy as np
 import pytest
-from mlx.utils import tree_flatten, tree_map, tree_unflatten
+import zoo
+from mlx.utils import tree_map
+from zoo import IMAGE_MODELS, encodec_decoder, randomised, whisper_model
+from zoo import flux2_decoder as _flux2_decoder
 
 import mlx2onnx
 
@@ -47,34 +47,7 @@ def _main_output(outputs):
     return outputs[0] if isinstance(outputs, (tuple, list)) else outputs
 
 
-def randomised(model, seed):
-    """Random weights at He scale (so a deep net's signal neither dies nor explodes),
-    BatchNorm/LayerNorm scales near one, small biases, non-trivial BatchNorm statistics,
-    eval mode."""
-    rng = np.random.default_rng(seed)
-    params = []
-    for path, value in tree_flatten(model.parameters()):
-        if not mx.issubdtype(value.dtype, mx.floating):
-            continue  # index tables stored as arrays (Swin's relative_position_index)
-        if value.ndim > 1:
-            drawn = rng.standard_normal(value.shape) * math.sqrt(2.0 / math.prod(value.shape[1:]))
-        elif path.endswith("weight"):
-            drawn = rng.uniform(0.9, 1.3, value.shape)
-        else:
-            drawn = rng.standard_normal(value.shape) * 0.1
-        params.append((path, mx.array(drawn.astype(np.float32))))
-    model.update(tree_unflatten(params))
-    for module in model.modules():
-        if isinstance(module, nn.BatchNorm) and "running_mean" in module:
-            module.running_mean = mx.array(rng.standard_normal(module.running_mean.shape).astype(np.float32) * 0.1)
-            module.running_var = mx.array(rng.uniform(0.5, 2.0, module.running_var.shape).astype(np.float32))
-    model.eval()
-    mx.eval(model.parameters(), model.state)
-    return model
-
-
 # -- mlx-image (mlxim): image classifiers -------------------------------------------------
-IMAGE_MODELS = ["resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "regnet_y_400mf"]
 
 
 @pytest.mark.parametrize("name", IMAGE_MODELS)
@@ -145,18 +118,6 @@ def test_whisper_audio_encoder(dtype):
     export_and_verify(encoder, mel, bound=1e-5 if dtype == mx.float32 else 2e-2)
 
 
-def whisper_model():
-    """A small whole Whisper model (16 mels, 8 audio positions, vocab 64, 16 text positions)."""
-    pytest.importorskip("tiktoken")
-    whisper = pytest.importorskip("mlx_whisper.whisper")
-    dims = whisper.ModelDimensions(n_mels=16, n_audio_ctx=8, n_audio_state=32, n_audio_head=4, n_audio_layer=2,
-                                   n_vocab=64, n_text_ctx=16, n_text_state=32, n_text_head=4, n_text_layer=2)
-    mx.random.seed(0)
-    model = whisper.Whisper(dims, dtype=mx.float32)
-    mx.eval(model.parameters())
-    return model
-
-
 def test_whisper_encoder_decoder():
     """The whole Whisper model: audio encoder, then the text decoder (token and learned
     position embeddings, causal self-attention, cross-attention on the audio, tied output
@@ -168,12 +129,6 @@ def test_whisper_encoder_decoder():
 
 
 # -- mflux: FLUX.2 VAE decoder and the Depth Pro feature-fusion block ---------------------
-def _flux2_decoder():
-    decoder_module = pytest.importorskip("mflux.models.flux2.model.flux2_vae.decoder.decoder")
-    mx.random.seed(0)
-    decoder = decoder_module.Flux2Decoder(in_channels=4, block_out_channels=(32, 64), layers_per_block=1, norm_num_groups=8)
-    mx.eval(decoder.parameters())
-    return decoder
 
 
 def test_mflux_flux2_vae_decoder_float32(monkeypatch):
@@ -224,19 +179,6 @@ def test_mlx_audio_dac_decoder(opset):
     assert "ConvTranspose" in {n.op_type for n in proto.graph.node}
 
 
-def encodec_decoder(causal: bool):
-    """EnCodec's SEANet decoder (4 filters, hidden 16, ratios 2, 2, one LSTM layer). Its
-    LSTM weights start at zero, so every parameter is drawn at random."""
-    encodec = pytest.importorskip("mlx_audio.codec.models.encodec.encodec")
-    config = encodec.EncodecConfig(num_filters=4, hidden_size=16, upsampling_ratios=[2, 2], num_lstm_layers=1,
-                                   use_causal_conv=causal, pad_mode="reflect")
-    mx.random.seed(0)
-    decoder = encodec.EncodecDecoder(config)
-    decoder.update(tree_map(lambda p: mx.random.normal(p.shape) * 0.3, decoder.parameters()))
-    mx.eval(decoder.parameters())
-    return decoder
-
-
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "centred"])
 def test_mlx_audio_encodec_decoder(causal):
     """EnCodec's SEANet decoder: reflect-padded Conv1d, an LSTM unrolled over the frames,
@@ -268,20 +210,7 @@ def test_mlx_audio_vocos_backbone_and_istft_head():
     """Vocos vocoder: ConvNeXt-1D backbone (depthwise Conv1d, LayerNorm, GELU) and its
     ISTFT head (exp magnitude, cos/sin phase, complex spectrum, inverse STFT with a Hann
     window and overlap-add): features (1, 10 frames, 8) -> waveform (36,)."""
-    vocos = pytest.importorskip("mlx_audio.codec.models.vocos.vocos")
-
-    class Vocoder(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.backbone = vocos.VocosBackbone(input_channels=8, dim=16, intermediate_dim=32, num_layers=2)
-            self.head = vocos.ISTFTHead(dim=16, n_fft=16, hop_length=4)
-
-        def __call__(self, features):
-            return self.head(self.backbone(features))
-
-    mx.random.seed(0)
-    vocoder = Vocoder()
-    mx.eval(vocoder.parameters())
+    vocoder = zoo.vocoder()
     export_and_verify(vocoder, mx.random.normal((1, 10, 8)), bound=1e-5)
 
 

@@ -4,7 +4,7 @@ returning ``(model, args, kwargs)``. A builder raises ``pytest.skip`` when its p
 not installed (``pip install --no-deps -r tests/third_party.txt``).
 
 ``tests/test_runtimes.py`` exports each with default options and runs it in every
-runtime; ``scripts/runtime_matrix.py`` writes the same matrix to ``docs/runtimes.md``.
+runtime; ``python scripts/generate_docs.py runtimes.md`` writes the same matrix to ``docs/runtimes.md``.
 """
 
 from __future__ import annotations

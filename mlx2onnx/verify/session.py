@@ -38,16 +38,20 @@ _ORT_TYPES = {
 }
 
 
-def as_declared_types(session, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Cast float feeds to the types the model declares (an export's float policy may
-    carry bfloat16 inputs as float32, for example)."""
-    declared = {i.name: _ORT_TYPES.get(i.type) for i in session.get_inputs()}
+def cast_to(feeds: Mapping[str, np.ndarray], declared: Mapping[str, object]) -> dict[str, np.ndarray]:
+    """Float feeds cast to the NumPy float type ``declared`` names for them (None: kept)."""
     out = {}
     for name, array in feeds.items():
         target = declared.get(name)
         is_float = array.dtype.kind == "f" or array.dtype == ml_dtypes.bfloat16
         out[name] = array.astype(target) if target is not None and is_float and array.dtype != target else array
     return out
+
+
+def as_declared_types(session, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Cast float feeds to the types the model declares (an export's float policy may
+    carry bfloat16 inputs as float32, for example)."""
+    return cast_to(feeds, {i.name: _ORT_TYPES.get(i.type) for i in session.get_inputs()})
 
 
 def run_session(session, output_names: list[str], feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:

@@ -11,6 +11,8 @@ import ml_dtypes
 import numpy as np
 import onnx
 
+from ..session import cast_to
+
 _FLOAT_TYPES = {
     onnx.TensorProto.FLOAT: np.float32,
     onnx.TensorProto.FLOAT16: np.float16,
@@ -22,13 +24,7 @@ _FLOAT_TYPES = {
 def declared_feeds(proto: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Cast float feeds to the float types the model's inputs declare (an export's float
     policy may carry bfloat16 inputs as float32, for example); others pass unchanged."""
-    declared = {i.name: _FLOAT_TYPES.get(i.type.tensor_type.elem_type) for i in proto.graph.input}
-    out = {}
-    for name, array in feeds.items():
-        target = declared.get(name)
-        is_float = array.dtype.kind == "f" or array.dtype == ml_dtypes.bfloat16
-        out[name] = array.astype(target) if target is not None and is_float and array.dtype != target else array
-    return out
+    return cast_to(feeds, {i.name: _FLOAT_TYPES.get(i.type.tensor_type.elem_type) for i in proto.graph.input})
 
 
 class Runner:

@@ -24,6 +24,8 @@ Conventions shared by the handlers below (layouts: docs/records.md):
 
 from __future__ import annotations
 
+import math
+
 import mlx.core as mx
 import numpy as np
 import onnx_ir as ir
@@ -85,29 +87,47 @@ def index_grid(ctx, src_shape, sizes, batch, indexed):
     return parts[0] if n == 1 else ctx.op.Concat(*parts, axis=-1)
 
 
+# The most write targets whose last writer is found with a scatter-max buffer (an int64
+# buffer of this many entries is 128 MiB); larger targets use Unique.
+MAX_KEY_SPACE = 1 << 24
+
+
 def reverse(ctx, flat):
     """A 1-D value back to front (any length: the end is clamped to before the start)."""
     return ctx.slice(flat, [-1], [-(2**63)], [0], [-1])
 
 
-def last_writer(ctx, keys, count):
+def last_writer(ctx, keys, count, space=None):
     """For each of ``count`` flattened write keys, the position of the last write with the
-    same key (MLX's 'last write wins' order)."""
-    flipped = reverse(ctx, ctx.reshape(keys, [count]))
+    same key (MLX's 'last write wins' order). With the number of possible keys ``space``
+    known (and opset 18+), each key's latest position is scattered with reduction max into
+    a buffer of that size and read back, which every runtime of the portable target runs
+    (tract has no 3- or 4-output Unique); otherwise Unique over the reversed keys."""
+    flat = ctx.reshape(keys, [count])
+    if space is not None and not is_dynamic(space) and ctx.opset >= 18 and 0 < space <= MAX_KEY_SPACE:
+        zero = ctx.scalar(0, mx.int64)
+        # a static count as a plain number: tract types a Size as a symbolic dim it cannot scatter
+        limit = ctx.op.Size(flat) if is_dynamic(count) else ctx.scalar(count, mx.int64)
+        positions = ctx.op.Range(zero, limit, ctx.scalar(1, mx.int64))
+        latest = ctx.op.ScatterElements(ctx.op.Expand(zero, ctx.ints([space])), flat, positions, axis=0,
+                                        reduction="max")  # 0 is at most every position
+        return ctx.op.Gather(latest, flat, axis=0)
+    flipped = reverse(ctx, flat)
     _, first, inverse, _ = ctx.op.Unique(flipped, sorted=0, _outputs=4)
     winner_flipped = ctx.op.Gather(first, inverse)
     return ctx.op.Sub(_int64(ctx, count - 1), reverse(ctx, winner_flipped))
 
 
-def last_write_wins(ctx, keys, values, lead, rest):
+def last_write_wins(ctx, keys, values, lead, rest, space=None):
     """``values`` (shape lead + rest, one write per lead position, targets ``keys`` of shape
-    lead) with every duplicate write replaced by the last one to the same target."""
+    lead, ``space`` possible targets) with every duplicate write replaced by the last one
+    to the same target."""
     count = 1
     for d in lead:
         count = count * d
     if not is_dynamic(count) and count <= 1:
         return values
-    winner = last_writer(ctx, keys, count)
+    winner = last_writer(ctx, keys, count, space)
     flat = ctx.reshape(values, [count] + list(rest))
     return ctx.reshape(ctx.op.Gather(flat, winner, axis=0), list(lead) + list(rest))
 
@@ -487,7 +507,8 @@ def scatter(ctx, rec):
         nd = index_grid(ctx, src.shape, sizes, batch, indexed)
         lead, rest, key_dims = batch + sizes, [], list(src.shape)
     if reduction == "none":
-        values = last_write_wins(ctx, linear_keys(ctx, nd, key_dims), values, lead, rest)
+        values = last_write_wins(ctx, linear_keys(ctx, nd, key_dims), values, lead, rest,
+                                 space=math.prod(key_dims) if not any_dynamic(key_dims) else None)
     if emulate:
         shape = [src.shape[d] for d in order]
         result = scatter_extreme(ctx, data, shape, linear_keys(ctx, nd, key_dims), values, lead, rest, reduction, src.dtype)
@@ -515,7 +536,7 @@ def scatter_axis(ctx, rec):
         coords = np.indices(ispec.shape, dtype=np.int64)
         base = sum((coords[d] * strides[d] for d in range(src.rank) if d != axis), np.zeros(ispec.shape, np.int64))
         keys = ctx.op.Add(ctx.op.Mul(positions, ctx.scalar(int(strides[axis]), mx.int64)), ctx.const(base))
-        updates = last_write_wins(ctx, keys, updates, ispec.shape, [])
+        updates = last_write_wins(ctx, keys, updates, ispec.shape, [], space=src.size)
     return [scatter_op(ctx, "ScatterElements", a, positions, updates, reduction, src.dtype, axis=axis)]
 
 

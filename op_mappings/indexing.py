@@ -49,7 +49,8 @@ def index_int64(ctx, value, spec, dim=None):
     idx = ctx.cast(value, mx.int64)
     if dim is None or spec is None or spec.dtype not in dtypes.SIGNED or (not is_dynamic(dim) and dim == 0):
         return idx
-    return ctx.op.Mod(idx, _int64(ctx, dim))  # in-range values unchanged
+    # Where rather than Mod: tract's integer Mod takes the dividend's sign
+    return ctx.op.Where(ctx.op.Less(idx, ctx.scalar(0, mx.int64)), ctx.op.Add(idx, _int64(ctx, dim)), idx)
 
 
 def _int64(ctx, value):

@@ -155,8 +155,7 @@ def as_bytes(ctx, packed, words: np.ndarray):
 def words_from_bytes(ctx, data, shape):
     """uint32 words ``[..., P]`` joined from their little-endian bytes ``[..., P * 4]`` by
     shifts and Add (disjoint bits). OpenVINO misreads the words at or above 2^31, so the
-    fields MLX cuts out of them with shift pairs are read from the bytes by
-    passes.byte_fields."""
+    fields MLX cuts out of them are assembled from the bytes by passes.byte_fields."""
     *lead, words = shape
     parts = ctx.cast(ctx.reshape(data, [*lead, words, 4]), mx.uint32)
     shifted = ctx.op.BitShift(parts, ctx.const(np.array([0, 8, 16, 24], np.uint32)), direction="LEFT")

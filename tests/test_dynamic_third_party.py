@@ -150,7 +150,7 @@ def test_whisper_dynamic_batch_and_token_count():
     """The whole model: the text decoder slices its learned positional embedding and its
     causal mask to the token count, so tokens are dynamic up to n_text_ctx (16 here): a
     plain symbol is refused (the far trace is past the table), Dim(max=16) is not."""
-    from test_third_party import whisper_model
+    from zoo import whisper_model
 
     model = whisper_model()
     mel, ids = mx.random.normal((2, 16, 16)), tokens((2, 4), 64)
@@ -178,7 +178,7 @@ def test_mlx_audio_dac_decoder_dynamic_length():
 
 
 def encodec_decoder():
-    from test_third_party import encodec_decoder as build
+    from zoo import encodec_decoder as build
 
     return build(causal=True), mx.random.normal((2, 6, 16))
 

@@ -33,7 +33,6 @@ def _quantized_lm():
 
 MODELS = {**zoo.MATRIX, "llama 4-bit, float16 scales (bundled test LM)": _quantized_lm}
 
-# cells that do not match yet, with what was measured (the issue stays open while any is here)
 _BF16_CARRIED = ("the portable target carries bfloat16 as float32 (tract has no bfloat16 type) and rounds where "
                  "MLX casts; MLX's FLUX.2 decoder rounds every activation to bfloat16, and the float32 graph "
                  "drifts from it by 0.011 at the output, over the bfloat16 tolerance, in every runtime "

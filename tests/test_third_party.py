@@ -13,9 +13,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 import zoo
-from mlx.utils import tree_map
-from zoo import IMAGE_MODELS, encodec_decoder, randomised, whisper_model
-from zoo import flux2_decoder as _flux2_decoder
+from zoo import IMAGE_MODELS, randomised
 
 import mlx2onnx
 
@@ -52,9 +50,7 @@ def _main_output(outputs):
 
 @pytest.mark.parametrize("name", IMAGE_MODELS)
 def test_mlxim_classifier(name):
-    mlxim_model = pytest.importorskip("mlxim.model")
-    mx.random.seed(0)
-    model = randomised(mlxim_model.create_model(name, weights=False, num_classes=10), seed=1)
+    model = zoo.mlxim_classifier(name)
     x = mx.random.normal((1, 64, 64, 3))
     proto, _ = export_and_verify(model, x, bound=1e-5)
     ops = {n.op_type for n in proto.graph.node}
@@ -84,36 +80,19 @@ def test_mlxim_mobilenet_v3_float16():
     export_and_verify(model, mx.random.normal((1, 64, 64, 3)).astype(mx.float16), tolerances={"float16": (5e-3, 1e-2)})
 
 
-def _tiny_vision_transformer(name):
-    swin = pytest.importorskip("mlxim.model.swin_transformer.swin_transformer")
-    vit = pytest.importorskip("mlxim.model.vit.vit")
-    common = dict(patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=[4, 4], num_classes=10)
-    if name == "swin":
-        return swin.SwinTransformer(**common)
-    if name == "swin_v2":
-        return swin.SwinTransformer(**common, block=swin.SwinTransformerBlockV2, downsample_layer=swin.PatchMergingV2)
-    return vit.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=16, mlp_dim=32, num_classes=10)
-
-
 @pytest.mark.parametrize("name", ["swin", "swin_v2", "vit"])
 def test_mlxim_vision_transformer(name):
     """mlxim's own Swin (shifted windows: roll, window partition, relative position bias),
     Swin V2 (cosine attention, log-spaced continuous position bias MLP) and ViT classes,
     at a tiny width on 32x32 images."""
-    mx.random.seed(0)
-    model = randomised(_tiny_vision_transformer(name), seed=3)
+    model = zoo.tiny_vision_transformer(name)
     export_and_verify(model, mx.random.normal((1, 32, 32, 3)), bound=1e-5)
 
 
 # -- mlx-whisper: the audio encoder (Conv1d + GELU stem, attention blocks) ----------------
 @pytest.mark.parametrize("dtype", [mx.float32, mx.float16], ids=["float32", "float16"])
 def test_whisper_audio_encoder(dtype):
-    pytest.importorskip("tiktoken")
-    whisper = pytest.importorskip("mlx_whisper.whisper")
-    mx.random.seed(0)
-    encoder = whisper.AudioEncoder(n_mels=16, n_ctx=8, n_state=32, n_head=4, n_layer=2, dtype=dtype)
-    encoder.update(tree_map(lambda p: p.astype(dtype), encoder.parameters()))
-    mx.eval(encoder.parameters())
+    encoder = zoo.whisper_audio_encoder(dtype)
     mel = mx.random.normal((1, 16, 16)).astype(dtype)  # (batch, frames, mels); conv stride 2 -> 8 = n_ctx
     export_and_verify(encoder, mel, bound=1e-5 if dtype == mx.float32 else 2e-2)
 
@@ -122,7 +101,7 @@ def test_whisper_encoder_decoder():
     """The whole Whisper model: audio encoder, then the text decoder (token and learned
     position embeddings, causal self-attention, cross-attention on the audio, tied output
     projection). Token ids are an int32 input; verify draws them within the example's range."""
-    model = whisper_model()
+    model = zoo.whisper_model()
     mel, tokens = mx.random.normal((1, 16, 16)), mx.array([[0, 17, 42, 63]], dtype=mx.int32)
     proto, _ = export_and_verify(model, mel, tokens, bound=1e-5)
     assert "Gather" in {n.op_type for n in proto.graph.node}
@@ -134,7 +113,7 @@ def test_whisper_encoder_decoder():
 def test_mflux_flux2_vae_decoder_float32(monkeypatch):
     """Latents (1, 4, 8, 8) -> image (1, 3, 16, 16): GroupNorm + SiLU, conv, a mid-block
     single-head attention and nearest 2x upsampling (broadcast + reshape)."""
-    decoder = _flux2_decoder()
+    decoder = zoo.flux2_decoder()
     from mflux.models.common.config.model_config import ModelConfig
 
     monkeypatch.setattr(ModelConfig, "precision", mx.float32)
@@ -147,7 +126,7 @@ def test_mflux_flux2_vae_decoder_bfloat16_activations(monkeypatch):
     SiLU) differs from a correctly rounded one by one bfloat16 ulp on about 1 in 8 values;
     ~15 layers of random weights amplify those flips to ~1e-2 on outputs of order 1, so the
     bound is set from bfloat16 precision, not float32's."""
-    decoder = _flux2_decoder()
+    decoder = zoo.flux2_decoder()
     from mflux.models.common.config.model_config import ModelConfig
 
     monkeypatch.setattr(ModelConfig, "precision", mx.bfloat16)
@@ -157,10 +136,7 @@ def test_mflux_flux2_vae_decoder_bfloat16_activations(monkeypatch):
 @pytest.mark.parametrize("opset", [None, 17], ids=["default", "opset17"])
 def test_mflux_depth_pro_feature_fusion_deconv(opset):
     """Two residual conv blocks, then ConvTranspose2d (kernel 2, stride 2) and a 1x1 conv."""
-    block_module = pytest.importorskip("mflux.models.depth_pro.model.decoder.feature_fusion_block_2d")
-    mx.random.seed(0)
-    block = block_module.FeatureFusionBlock2d(8, deconv=True)
-    mx.eval(block.parameters())
+    block = zoo.depth_pro_fusion()
     x0, x1 = mx.random.normal((1, 8, 6, 6)), mx.random.normal((1, 8, 6, 6))
     proto, _ = export_and_verify(block, x0, x1, opset=opset, bound=1e-5)
     assert "ConvTranspose" in {n.op_type for n in proto.graph.node}
@@ -171,10 +147,7 @@ def test_mflux_depth_pro_feature_fusion_deconv(opset):
 def test_mlx_audio_dac_decoder(opset):
     """Weight-normed Conv1d / ConvTranspose1d upsampling (rates 2, 2), Snake activations,
     dilated residual units, tanh: latents (1, 8 frames, 8) -> audio (1, 32, 1)."""
-    dac = pytest.importorskip("mlx_audio.codec.models.descript.dac")
-    mx.random.seed(0)
-    decoder = dac.Decoder(8, 16, [2, 2])
-    mx.eval(decoder.parameters())
+    decoder = zoo.dac_decoder()
     proto, _ = export_and_verify(decoder, mx.random.normal((1, 8, 8)), opset=opset, bound=1e-5)
     assert "ConvTranspose" in {n.op_type for n in proto.graph.node}
 
@@ -184,7 +157,7 @@ def test_mlx_audio_encodec_decoder(causal):
     """EnCodec's SEANet decoder: reflect-padded Conv1d, an LSTM unrolled over the frames,
     ELU, ConvTranspose1d upsampling (ratios 2, 2) trimmed causally or centred, residual
     blocks."""
-    decoder = encodec_decoder(causal)
+    decoder = zoo.encodec_decoder(causal)
     proto, _ = export_and_verify(decoder, mx.random.normal((1, 6, 16)), bound=1e-5)
     assert "ConvTranspose" in {n.op_type for n in proto.graph.node}
 
@@ -195,12 +168,7 @@ def test_mlx_diffuser_unet2d_cross_attention(opset):
     """UNet2D with two levels: sinusoidal timestep embedding + MLP, GroupNorm + SiLU ResNet
     blocks, strided-conv downsampling, spatial self- and cross-attention on a text context,
     nearest Upsample and concatenated skips. The timestep is a graph input."""
-    unet2d = pytest.importorskip("mlx_diffuser.models.unet2d")
-    config = unet2d.UNet2DConfig(in_channels=4, out_channels=4, block_out_channels=(8, 16), layers_per_block=1,
-                                 num_heads=2, norm_groups=4, cross_attention_dim=8)
-    mx.random.seed(0)
-    unet = unet2d.UNet2D(config)
-    mx.eval(unet.parameters())
+    unet = zoo.unet2d()
     latents, timestep, context = mx.random.normal((1, 8, 8, 4)), mx.array([300.0]), mx.random.normal((1, 5, 8))
     proto, _ = export_and_verify(unet, latents, timestep, context, opset=opset, bound=1e-5)
     assert len(proto.graph.input) == 3
@@ -220,12 +188,7 @@ def test_mlx_audio_parakeet_conformer_encoder():
     conformer conv module (pointwise Conv1d + GLU, depthwise Conv1d, BatchNorm, SiLU) and
     macaron feed-forwards, with a padding mask built from the per-utterance lengths, which
     are a graph input (verify draws new lengths within the example's range)."""
-    conformer = pytest.importorskip("mlx_audio.stt.models.parakeet.conformer")
-    args = conformer.ConformerArgs(feat_in=16, n_layers=2, d_model=32, n_heads=4, ff_expansion_factor=2, subsampling_factor=4,
-                                   self_attention_model="rel_pos", subsampling="dw_striding", conv_kernel_size=9,
-                                   subsampling_conv_channels=8, pos_emb_max_len=64, mask_padding=True)
-    mx.random.seed(0)
-    encoder = randomised(conformer.Conformer(args), seed=4)
+    encoder = zoo.parakeet_conformer()
     mel, lengths = mx.random.normal((2, 32, 16)), mx.array([20, 32])
     proto, _ = export_and_verify(encoder, mel, lengths, bound=1e-5)
     assert len(proto.graph.input) == 2

@@ -40,8 +40,9 @@ PIPELINE: list[Pass] = [
          "Reshape-MatMul-Reshape collapse must see the MatMuls before they become Gemms",
          inputs=("opset", "parameters")),
     Pass("fields_from_bytes", byte_fields.fields_from_bytes,
-         "no bit field (w << a) >> b of packed words joined from bytes is cut from the words: it is "
-         "assembled from the bytes it spans (OpenVINO's CPU plugin misreads uint32 values at or above 2^31)",
+         "no bit field ((w << a) >> b, or (w >> t) & mask) of packed words joined from bytes is cut from the "
+         "words: it is assembled from the bytes it spans (OpenVINO's CPU plugin misreads uint32 values at or "
+         "above 2^31)",
          portable_only=True),
     Pass("gemm_with_transposed_weights", weights.gemm_with_transposed_weights,
          "a 2-D MatMul by a transposed float weight is Gemm(transB=1): the weight is stored as MLX holds it"),

@@ -45,15 +45,10 @@ def fields_from_bytes(model: ir.Model) -> int:
 
 def _shift_pair(node: ir.Node):
     """(w, start, width) of ``(w << a) >> b``, or None."""
-    if _direction(node) != "RIGHT":
+    found = _direction(node) == "RIGHT" and _constant_operands(node, "LEFT")
+    if not found:
         return None
-    left = node.inputs[0].producer()
-    if left is None or _direction(left) != "LEFT" or len(left.outputs[0].uses()) != 1:
-        return None
-    a, b = const_eval(left.inputs[1]), const_eval(node.inputs[1])
-    if a is None or b is None or a.size == 0 or b.size == 0:
-        return None
-    a, b = a.astype(np.int64), b.astype(np.int64)
+    left, a, b = found
     if np.any(a < 0) or np.any(a > b) or np.any(b < 1) or np.any(b > 31):
         return None
     return left.inputs[0], b - a, 32 - b
@@ -61,19 +56,27 @@ def _shift_pair(node: ir.Node):
 
 def _masked_shift(node: ir.Node):
     """(w, start, width) of ``(w >> t) & (2^n - 1)``, or None."""
-    if node.op_type != "BitwiseAnd" or node.domain != "":
+    found = node.op_type == "BitwiseAnd" and node.domain == "" and _constant_operands(node, "RIGHT")
+    if not found:
         return None
-    shift = node.inputs[0].producer()
-    if shift is None or _direction(shift) != "RIGHT" or len(shift.outputs[0].uses()) != 1:
-        return None
-    t, mask = const_eval(shift.inputs[1]), const_eval(node.inputs[1])
-    if t is None or mask is None or t.size == 0 or mask.size == 0:
-        return None
-    t, mask = t.astype(np.int64), mask.astype(np.int64)
+    shift, t, mask = found
     width = np.log2(mask + 1).round().astype(np.int64)
     if np.any(t < 0) or np.any(t > 31) or np.any(mask < 1) or np.any(mask != (1 << width) - 1) or np.any(width > 31):
         return None
     return shift.inputs[0], t, width
+
+
+def _constant_operands(node: ir.Node, inner_direction: str):
+    """(inner, its shift, ``node``'s second operand) when ``node`` reads the single-use
+    BitShift ``inner`` of ``inner_direction`` and both second operands are constants
+    (as int64 arrays); else None."""
+    inner = node.inputs[0].producer()
+    if inner is None or _direction(inner) != inner_direction or len(inner.outputs[0].uses()) != 1:
+        return None
+    amounts = [const_eval(v) for v in (inner.inputs[1], node.inputs[1])]
+    if any(a is None or a.size == 0 for a in amounts):
+        return None
+    return inner, *(a.astype(np.int64) for a in amounts)
 
 
 def _direction(node: ir.Node) -> str | None:

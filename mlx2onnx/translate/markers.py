@@ -18,8 +18,8 @@ ZERO_SIGN_REPAIR = "mlx2onnx.zero_sign_repair"
 KEEP_PACKED = "mlx2onnx.keep_packed"
 
 # Node metadata: the Add that joins packed words from their bytes (words_from_bytes in
-# op_mappings/quantized.py, portable target); passes.byte_fields cuts the bit fields MLX
-# reads from those words out of the bytes instead.
+# op_mappings/quantized.py, portable target); passes.byte_fields assembles the bit fields
+# MLX cuts out of those words from the bytes instead.
 WORDS_FROM_BYTES = "mlx2onnx.words_from_bytes"
 
 # A bool attention mask becomes an additive bias of this value for onnxruntime's

@@ -61,10 +61,15 @@ class FloatPolicy:
     the policy does not name is carried as itself."""
 
     carry: tuple[tuple[mx.Dtype, mx.Dtype], ...] = ()
+    emulate: tuple[mx.Dtype, ...] = ()  # carried dtypes rounded after every op, as MLX rounds them
 
     @classmethod
-    def of(cls, mapping: Mapping[mx.Dtype, mx.Dtype]) -> "FloatPolicy":
-        return cls(tuple(mapping.items()))
+    def of(cls, mapping: Mapping[mx.Dtype, mx.Dtype], emulate=()) -> "FloatPolicy":
+        return cls(tuple(mapping.items()), tuple(emulate))
+
+    def emulates(self, dtype: mx.Dtype) -> bool:
+        """Whether ``dtype`` is carried wider and rounded to itself after every op."""
+        return dtype in self.emulate
 
     def as_dict(self) -> dict[mx.Dtype, mx.Dtype]:
         return dict(self.carry)

@@ -66,8 +66,10 @@ class Exporter:
         bfloat16: how bfloat16 values are carried in the graph: ``"auto"`` (default:
             ``"float32"`` for the portable target; for target ``"onnxruntime"``, ``"keep"``
             when its CPU provider has bfloat16 kernels for the core ops), ``"keep"``,
-            ``"float16"`` or ``"float32"``.
-        float16: ``"keep"`` (default) or ``"float32"``.
+            ``"float16"``, ``"float32"`` (computed in float32, rounded where MLX casts) or
+            ``"emulate"`` (carried as float32 and rounded after every op, as MLX rounds:
+            MLX's bfloat16 numbers bit for bit, at about twice the float32 graph's time).
+        float16: ``"keep"`` (default), ``"float32"`` or ``"emulate"``.
         quantized_weights: how quantized weights are stored: ``"packed"`` (the default: MLX's
             packed codes, unpacked exactly in the graph, so a 4-bit model stays ~4-bit),
             ``"dequantize"`` (dequantized by MLX at export time, stored in the activation
@@ -117,7 +119,7 @@ class Exporter:
 
     def settings(self, plan: Plan | None = None) -> ExportSettings:
         """What the export of a trace knows (with ``plan`` for a dynamic one)."""
-        return ExportSettings(opset=self.resolved_opset(), floats=FloatPolicy.of(self.float_policy()),
+        return ExportSettings(opset=self.resolved_opset(), floats=FloatPolicy.of(self.float_policy(), self.emulated()),
                               quantized_weights=self.quantized_weights or "packed", plan=plan, target=self.target)
 
     def _translate(self, trace: Trace, plan: Plan | None = None) -> ir.Model:
@@ -131,15 +133,20 @@ class Exporter:
         describe_export(model, trace, input_names, output_names, floats=settings.floats, plan=plan, passes=report)
         return model
 
+    def emulated(self) -> tuple:
+        """The narrow dtypes carried as float32 and rounded after every op."""
+        return tuple(d for d, choice in ((mx.bfloat16, self.bfloat16), (mx.float16, self.float16))
+                     if choice == "emulate")
+
     def float_policy(self) -> dict:
         """MLX dtype -> the dtype that carries it in the graph, from ``bfloat16``/``float16``."""
-        choices = {"keep": None, "float16": mx.float16, "float32": mx.float32}
+        choices = {"keep": None, "float16": mx.float16, "float32": mx.float32, "emulate": mx.float32}
         if self.bfloat16 not in ("auto", *choices):
             raise ExportOptionError(
-                f"bfloat16={self.bfloat16!r} is not a policy: use 'auto', 'keep', 'float16' or 'float32'"
+                f"bfloat16={self.bfloat16!r} is not a policy: use 'auto', 'keep', 'float16', 'float32' or 'emulate'"
             )
-        if self.float16 not in ("keep", "float32"):
-            raise ExportOptionError(f"float16={self.float16!r} is not a policy: use 'keep' or 'float32'")
+        if self.float16 not in ("keep", "float32", "emulate"):
+            raise ExportOptionError(f"float16={self.float16!r} is not a policy: use 'keep', 'float32' or 'emulate'")
         policy = {}
         bf16 = self.bfloat16
         if bf16 == "auto":
@@ -147,7 +154,7 @@ class Exporter:
             bf16 = "keep" if native else "float32"  # tract has no bfloat16 type at all
         if choices[bf16] is not None:
             policy[mx.bfloat16] = choices[bf16]
-        if self.float16 == "float32":
+        if self.float16 in ("float32", "emulate"):
             policy[mx.float16] = mx.float32
             if mx.bfloat16 in policy and policy[mx.bfloat16] == mx.float16:
                 policy[mx.bfloat16] = mx.float32

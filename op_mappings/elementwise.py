@@ -15,6 +15,7 @@ from mlx2onnx import dtypes
 from mlx2onnx.capture.records import LogBase
 from mlx2onnx.translate.markers import ZERO_SIGN_REPAIR
 from mlx2onnx.translate.registry import handles, register
+from mlx2onnx.translate.rounding import NARROW, emulated, needs_rounding, round_to, round_within
 
 # MLX name -> ONNX op; inputs and output share one dtype.
 UNARY = {
@@ -146,13 +147,16 @@ def sign(ctx, rec):
 
 @handles("Sqrt")
 def sqrt(ctx, rec):
-    """inputs (x,); arguments [recip: bool]: sqrt(x), or 1/sqrt(x) when recip (rsqrt)."""
+    """inputs (x,); arguments [recip: bool]: sqrt(x), or 1/sqrt(x) when recip (rsqrt). MLX's
+    CPU rsqrt of float16/bfloat16 divides 1 by the square root rounded to that dtype."""
     (x,) = ctx.inputs(rec)
     (recip,) = rec.args
     dtype = rec.outputs[0].dtype
     work = ctx.work_dtype("Sqrt", dtype)
     root = ctx.op.Sqrt(ctx.cast(x, work))
     if recip:
+        if dtype in NARROW:
+            root = round_within(ctx, root, dtype, work)
         root = ctx.op.Div(ctx.scalar(1, work), root)
     return [ctx.cast(root, dtype)]
 
@@ -311,13 +315,14 @@ def astype(ctx, rec):
     source = rec.inputs[0].dtype
     if source == target:
         return [ctx.op.Identity(x)]
-    # Under a float policy (bfloat16 carried as float32, ...) round through the real
-    # dtypes, so the value is the one MLX computes (bf16 -> f32 keeps only bf16 bits).
-    if ctx.carried(source) != source:
-        x = ctx.op.Cast(x, to=dtypes.to_onnx(source))
-    y = ctx.op.Cast(x, to=dtypes.to_onnx(target))
-    if ctx.carried(target) != target:
-        y = ctx.op.Cast(y, to=ctx.onnx_type(target))
+    # Under a float policy (bfloat16 carried as float32, ...) a carried value is rounded to
+    # its own dtype first (already done after every op under "emulate"), and a carried
+    # target is rounded to its dtype's values, as MLX's cast rounds (translate.rounding).
+    if needs_rounding(ctx, source) and not emulated(ctx, source):
+        x = round_to(ctx, x, source)
+    y = ctx.op.Cast(x, to=ctx.onnx_type(target))
+    if needs_rounding(ctx, target):
+        y = round_to(ctx, y, target)
     return [y]
 
 
@@ -410,11 +415,18 @@ def exp(ctx, rec):
 @handles("Sigmoid")
 def sigmoid(ctx, rec):
     """inputs (x,); arguments []: Sigmoid; exactly 0 below -88, where MLX's 1 / (1 + exp(-x))
-    meets its exp overflow."""
+    meets its exp overflow. For float16/bfloat16 MLX's CPU kernel computes
+    y = 1 / (1 + exp(|x|)) with exp(|x|) rounded to that dtype, and gives y below 0, 1 - y
+    from 0 up: spelled out the same way, since Sigmoid would round differently."""
     (x,) = ctx.inputs(rec)
     dtype = rec.outputs[0].dtype
     work = ctx.work_dtype("Sigmoid", dtype)
     x = ctx.cast(x, work)
+    if dtype in NARROW:
+        one = ctx.scalar(1, work)
+        grown = round_within(ctx, mlx_exp_value(ctx, ctx.op.Abs(x), work), dtype, work)
+        y = ctx.op.Div(one, ctx.op.Add(one, grown))
+        return [ctx.cast(ctx.op.Where(ctx.op.Less(x, ctx.scalar(0, work)), y, ctx.op.Sub(one, y)), dtype)]
     result = ctx.op.Sigmoid(x)
     result = ctx.op.Where(ctx.op.Less(x, ctx.scalar(-EXP_OVERFLOW, work)), ctx.scalar(0, work), result)
     return [ctx.cast(result, dtype)]

@@ -29,14 +29,13 @@ from mlx2onnx import dtypes
 from mlx2onnx.capture.records import ArgReduceType, ReduceType, ScanType
 from mlx2onnx.translate import kernels
 from mlx2onnx.translate.registry import handles
+from mlx2onnx.translate.rounding import NARROW, needs_rounding, round_to
 
 REDUCE_OPS = {ReduceType.Sum: "ReduceSum", ReduceType.Prod: "ReduceProd", ReduceType.Min: "ReduceMin",
               ReduceType.Max: "ReduceMax"}
 SCAN_STEP = {ScanType.Max: "Max", ScanType.Min: "Min", ScanType.Sum: "Add", ScanType.Prod: "Mul"}
 
 SIGN_BIT = 1 << 63
-# The ONNX types of the MLX float dtypes themselves, whatever type the export carries them in
-ROUNDING = {mx.float16: dtypes.to_onnx(mx.float16), mx.bfloat16: dtypes.to_onnx(mx.bfloat16)}
 
 
 def any_nan(ctx, x, axes, dtype):
@@ -223,6 +222,16 @@ def sequential_scan(ctx, x, dtype, shape, kind, axis, reverse, inclusive):
     return run_scan(ctx, x, dtype, shape, kind, axis, reverse, False, start)
 
 
+class _BodyOps:
+    """``op.Name(*inputs, **attributes)`` for a subgraph's node list (see translate.rounding)."""
+
+    def __init__(self, node):
+        self._node = node
+
+    def __getattr__(self, op_type):
+        return lambda *inputs, **attributes: self._node(op_type, list(inputs), **attributes)
+
+
 def run_scan(ctx, x, dtype, shape, kind, axis, reverse, inclusive, start):
     """One ONNX ``Scan`` over ``axis`` of ``x`` from the state ``start``."""
     step = SCAN_STEP[kind]
@@ -246,13 +255,13 @@ def run_scan(ctx, x, dtype, shape, kind, axis, reverse, inclusive, start):
 
     a, b = (state_in, elem_in) if work == dtype else (cast(state_in, work), cast(elem_in, work))
     new = node(step, [a, b])
-    if step in ("Max", "Min") and dtype in ROUNDING:
+    if step in ("Max", "Min") and dtype in NARROW:
         # MLX 0.32.4's float16/bfloat16 cummax/cummin give 0 (not NaN) where either operand is NaN
         either = node("Or", [node("IsNaN", [a]), node("IsNaN", [b])])
         zero = node("Cast", [node("Constant", [], value_int=0)], to=ctx.onnx_type(work))
         new = node("Where", [either, zero, new])
-    if dtype in ROUNDING and ctx.carried(dtype) != dtype:  # carried wider: round each step
-        new = node("Cast", [node("Cast", [new], to=ROUNDING[dtype])], to=ctx.onnx_type(dtype))
+    if needs_rounding(ctx, dtype):  # carried wider: round each step
+        new = round_to(ctx, new, dtype, op=_BodyOps(node))
     elif work != dtype:
         new = cast(new, dtype)
     new.type, new.shape = onnx_type, ir.Shape(state_shape)

@@ -33,19 +33,8 @@ def _quantized_lm():
 
 MODELS = {**zoo.MATRIX, "llama 4-bit, float16 scales (bundled test LM)": _quantized_lm}
 
-_BF16_CARRIED = ("the portable target carries bfloat16 as float32 (tract has no bfloat16 type) and rounds where "
-                 "MLX casts; MLX's FLUX.2 decoder rounds every activation to bfloat16, and the float32 graph "
-                 "drifts from it by 0.011 at the output, over the bfloat16 tolerance, in every runtime "
-                 "(target='onnxruntime' keeps bfloat16 and matches)")
-_TRACT_BF16 = ("tract 0.23 has no bfloat16 type ('Unknown DatumType Bfloat16'): the float32 carriage rounds to "
-               "bfloat16 with a Cast through bfloat16; the float-only rounding (a Veltkamp split) differs from it "
-               "at ties and overflows near FLT_MAX, and BitCast needs opset 26: no exact form at opset 24 yet")
-
 # cells that do not match yet, with what was measured (the issue stays open while any is here)
-OPEN = {
-    ("mlx-lm qwen3 bfloat16", "tract"): _TRACT_BF16,
-    **{("mflux FLUX.2 VAE decoder, bfloat16 activations", r): _BF16_CARRIED for r in RUNTIMES},
-}
+OPEN: dict[tuple[str, str], str] = {}
 
 
 @pytest.fixture(scope="module")

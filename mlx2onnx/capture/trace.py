@@ -71,6 +71,9 @@ class GraphOutput:
     label: str | None  # key path when the function returned a dict, else None
 
 
+_NARROW = (mx.bfloat16, mx.float16)  # narrowest first
+
+
 @dataclass(frozen=True)
 class Trace:
     inputs: tuple[GraphInput, ...]
@@ -90,6 +93,46 @@ class Trace:
     def producers(self) -> dict[str, Primitive]:
         """Value name -> the record that produces it."""
         return {o.name: p for p in self.primitives for o in p.outputs}
+
+    def precision(self, name: str) -> mx.Dtype | None:
+        """The narrowest float dtype (bfloat16, then float16) that value ``name`` was rounded
+        to on its way from the inputs, when it is wider itself; else None.
+
+        A float32 output computed from bfloat16 activations carries their rounding: two
+        correct implementations that sum in different orders round an intermediate to
+        neighbouring bfloat16 values (2^-8 apart, relative), and the output inherits that
+        difference. It is compared under that dtype's tolerance, not float32's. Values
+        derived from constants alone (weights cast to float32) do not count.
+        """
+        specs = self._specs()
+        own = specs.get(name)
+        if own is None or own.dtype not in (mx.float32, mx.float64):
+            return None
+        live = self._from_inputs()
+        producer = self.producers()
+        found, stack, seen = set(), [name], set()
+        while stack:
+            value = stack.pop()
+            record = producer.get(value)
+            if value in seen or record is None:
+                continue
+            seen.add(value)
+            spec = specs[value]
+            if spec.dtype in _NARROW and value in live:
+                found.add(spec.dtype)
+            stack.extend(s.name for s in record.inputs)
+        return next((d for d in _NARROW if d in found), None)
+
+    def _specs(self) -> dict[str, TensorSpec]:
+        return {s.name: s for rec in self.primitives for s in rec.outputs}
+
+    def _from_inputs(self) -> set[str]:
+        """Names of the values computed from a graph input."""
+        live = {i.spec.name for i in self.inputs}
+        for record in self.primitives:
+            if any(s.name in live for s in record.inputs):
+                live.update(s.name for s in record.outputs)
+        return live
 
     def order_free_axis(self, name: str) -> int | None:
         """The axis along which value ``name`` holds an unordered set, or None.

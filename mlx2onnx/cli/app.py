@@ -126,11 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace FILE.onnx if it exists")
     p.add_argument("--external-data", choices=("auto", "always", "never"), default="auto",
                    help="weights in FILE.onnx.data: above 2 GB (auto, default), always or never")
-    p.add_argument("--bfloat16", choices=("auto", "keep", "float16", "float32"), default="auto",
+    p.add_argument("--bfloat16", choices=("auto", "keep", "float16", "float32", "emulate"), default="auto",
                    help="dtype policy: how bfloat16 values are carried in the graph (default auto: keep when "
-                        "onnxruntime has bfloat16 kernels, else float32)")
-    p.add_argument("--float16", choices=("keep", "float32"), default="keep",
-                   help="dtype policy: carry float16 values as float16 (default) or float32")
+                        "onnxruntime has bfloat16 kernels, else float32); emulate: float32 rounded after "
+                        "every op, MLX's numbers bit for bit")
+    p.add_argument("--float16", choices=("keep", "float32", "emulate"), default="keep",
+                   help="dtype policy: carry float16 values as float16 (default) or float32 (emulate: "
+                        "rounded after every op)")
     p.add_argument("--quantized-weights", choices=("packed", "dequantize", "matmulnbits"), default="packed",
                    help="quantized weights: MLX's packed codes unpacked in the graph (default), dequantized "
                         "at export time, or onnxruntime's com.microsoft.MatMulNBits where it fits")

@@ -45,6 +45,9 @@ def describe_export(model: ir.Model, trace: Trace, input_names: Sequence[str], o
         axis = trace.order_free_axis(out.spec.name)
         if axis is not None:
             entry["order_free_axis"] = axis
+        precision = trace.precision(out.spec.name)
+        if precision is not None:  # computed through bfloat16/float16 values: compared under that tolerance
+            entry["precision"] = dtypes.name(precision)
         outputs.append(entry)
     io = {"inputs": [{"name": n, "position": i.position, "keyword": i.keyword} for i, n in zip(trace.inputs, input_names)],
           "outputs": outputs}
@@ -92,7 +95,8 @@ def _is_int(value: Any) -> bool:
 
 
 def io(proto: onnx.ModelProto) -> dict:
-    """``{"inputs": [{name, position, keyword}], "outputs": [{name, key[, order_free_axis]}]}``."""
+    """``{"inputs": [{name, position, keyword}], "outputs": [{name, key[, order_free_axis][, precision]}]}``
+    (``precision``: the narrower float a float32 output was computed through)."""
     data = _json(proto, IO_METADATA_KEY)
     if data is None:
         raise VerificationError(
@@ -122,6 +126,8 @@ def io(proto: onnx.ModelProto) -> dict:
         axis = entry.get("order_free_axis")
         if axis is not None and not _is_int(axis):
             raise _bad(key, f"output {entry['name']!r} has order_free_axis {axis!r}, not an integer")
+        if entry.get("precision") not in (None, "bfloat16", "float16"):
+            raise _bad(key, f"output {entry['name']!r} has precision {entry['precision']!r}, not bfloat16 or float16")
     names = [e["name"] for e in data["inputs"] + data["outputs"]]
     graph = {v.name for v in proto.graph.input} | {v.name for v in proto.graph.output}
     missing = [n for n in names if n not in graph]

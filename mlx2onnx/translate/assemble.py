@@ -15,7 +15,7 @@ from .opset import ir_version_for
 
 
 def build_model(ctx: Context, trace: Trace, input_names: list[str], output_names: list[str]) -> ir.Model:
-    graph_inputs = [ctx.values[i.spec.name] for i in trace.inputs]
+    graph_inputs = list(ctx.graph_inputs)
     graph_outputs: list[ir.Value] = []
     input_ids = {id(v) for v in graph_inputs}
     initializer_ids = {id(v) for v in ctx.initializers}

@@ -78,6 +78,7 @@ class Context(DimBuilder, OpsetHelpers):
         self.byte_views: dict[int, ir.Value] = {}  # id(uint32 initializer) -> its bytes (portable target)
         self.domains: dict[str, int] = {}
         self.values: dict[str, ir.Value] = {}  # MLX name -> ONNX value
+        self.graph_inputs: list[ir.Value] = []  # in the trace's input order
         self.specs: dict[str, TensorSpec] = {}  # MLX name -> its shape and dtype
         self.bound: set[int] = set()  # ids of values that carry an MLX spec
         self._constants: dict[str, Constant] = {c.spec.name: c for c in trace.constants}
@@ -130,6 +131,7 @@ class Context(DimBuilder, OpsetHelpers):
     def bind_input(self, spec: TensorSpec, name: str) -> ir.Value:
         refuse_complex_io(spec, "graph input")
         value = make_value(self.fresh(name), spec, self.settings.floats)
+        self.graph_inputs.append(value)
         self.values[spec.name] = value
         self.specs[spec.name] = spec
         self.bound.add(id(value))

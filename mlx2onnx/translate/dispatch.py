@@ -14,6 +14,7 @@ from ..errors import (
 )
 from . import registry
 from .context import Context, is_complex, refuse_complex_io
+from .rounding import round_inputs, round_outputs
 
 
 def check_supported(trace: Trace) -> None:
@@ -30,6 +31,7 @@ def translate(trace: Trace, ctx: Context, input_names: list[str]) -> None:
     check_supported(trace)
     for graph_input, name in zip(trace.inputs, input_names):
         ctx.bind_input(graph_input.spec, name)
+    round_inputs(ctx, trace)
     for graph_output in trace.outputs:
         refuse_complex_io(graph_output.spec, "graph output")
     for rec in trace.primitives:
@@ -45,7 +47,7 @@ def translate(trace: Trace, ctx: Context, input_names: list[str]) -> None:
                 )
         with ctx.primitive(rec):
             try:
-                outputs = handler(ctx, rec)
+                outputs = round_outputs(ctx, rec, handler(ctx, rec))  # MLX rounds each output to its dtype
                 ctx.bind_outputs(rec, outputs)
             except NeedsStatic as exc:
                 raise fixed_by(rec, exc) from None

@@ -81,3 +81,41 @@ def test_check_command_runs_in_the_named_runtime(tmp_path):
     cli("export", "mlp", "-o", "mlp.onnx", cwd=tmp_path, check_rc=0)
     out = cli("check", "mlp.onnx", "mlp", "--runtime", "tract", cwd=tmp_path, check_rc=0)
     assert "parity PASSED: tract" in out.stdout
+
+
+def _conv_variants():
+    import mlx.nn as nn
+
+    return {
+        "conv1d": (lambda: nn.Conv1d(8, 16, 3, padding=1), (1, 20, 8)),
+        "conv1d strided, dilated": (lambda: nn.Conv1d(8, 16, 5, stride=2, padding=4, dilation=2), (2, 33, 8)),
+        "conv1d depthwise": (lambda: nn.Conv1d(8, 8, 7, padding=3, groups=8), (1, 20, 8)),
+        "conv2d": (lambda: nn.Conv2d(4, 8, 3, padding=1), (1, 9, 9, 4)),
+        "conv2d strided": (lambda: nn.Conv2d(4, 8, 4, stride=2, padding=1), (1, 9, 9, 4)),
+        "conv2d grouped": (lambda: nn.Conv2d(8, 8, 3, padding=1, groups=4), (2, 7, 7, 8)),
+        "conv2d 1x1": (lambda: nn.Conv2d(8, 16, 1), (1, 5, 5, 8)),
+        "conv3d": (lambda: nn.Conv3d(2, 4, 3, padding=1), (1, 4, 5, 6, 2)),
+        "transposed conv1d": (lambda: nn.ConvTranspose1d(8, 4, 4, stride=2, padding=1), (1, 10, 8)),
+        "transposed conv2d": (lambda: nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1), (1, 6, 6, 8)),
+    }
+
+
+CONV_VARIANTS = _conv_variants()
+
+
+@pytest.mark.parametrize("runtime", ["tract", "openvino"])
+@pytest.mark.parametrize("variant", sorted(CONV_VARIANTS))
+def test_convolution_layouts_match_mlx_in_tract_and_openvino(variant, runtime):
+    """The Conv forms the exporter writes (channels-last MLX layouts transposed around
+    ONNX Conv/ConvTranspose, strides, dilations, groups), each in the runtimes with their
+    own graph optimisers."""
+    import mlx.core as mx
+
+    _needs(runtime)
+    build, shape = CONV_VARIANTS[variant]
+    mx.random.seed(0)
+    layer = build()
+    x = mx.random.normal(shape)
+    proto = mlx2onnx.Exporter().export(layer, x)
+    report = mlx2onnx.Verifier(runtime=runtime).verify(proto, layer, x)
+    assert report.passed, str(report)

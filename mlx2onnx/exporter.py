@@ -70,11 +70,15 @@ class Exporter:
             ``"emulate"`` (carried as float32 and rounded after every op, as MLX rounds:
             MLX's bfloat16 numbers bit for bit, at about twice the float32 graph's time).
         float16: ``"keep"`` (default), ``"float32"`` or ``"emulate"``.
-        quantized_weights: how quantized weights are stored: ``"packed"`` (the default: MLX's
-            packed codes, unpacked exactly in the graph, so a 4-bit model stays ~4-bit),
-            ``"dequantize"`` (dequantized by MLX at export time, stored in the activation
-            dtype) or ``"matmulnbits"`` (onnxruntime's com.microsoft.MatMulNBits where it
-            fits, about 2e-7 relative off MLX's float bias; packed elsewhere).
+        quantized_weights: how quantized weights are stored: ``"packed"`` (the default: a
+            constant affine Linear weight in 4-bit blocks the runtime keeps packed and
+            multiplies with its low-bit kernel, standard DequantizeLinear + MatMul, or
+            MatMulNBits for target ``"onnxruntime"``; other quantized weights as
+            ``"bytes"``), ``"bytes"`` (MLX's packed codes as bytes, unpacked exactly in the
+            graph: every runtime reads it, tract included, but onnxruntime folds it to
+            float32), ``"dequantize"`` (dequantized by MLX at export time, stored in the
+            activation dtype) or ``"matmulnbits"`` (as ``"packed"``, with onnxruntime's
+            com.microsoft.MatMulNBits for the blocks whatever the target).
         dynamic: dimensions that may change size, per input (parameter name or keyword):
             ``{"input_ids": {0: "batch", 1: "seq"}}``; equal symbol names are one size. The
             function is traced at several sizes to find which numbers follow them (see

@@ -11,17 +11,21 @@ activation dtype before use; the tables below do the same.
 How constant weights are exported is the export's ``quantized_weights`` setting
 (``ctx.settings.quantized_weights``, from :class:`mlx2onnx.Exporter`):
 
-* ``"packed"`` (default): MLX's uint32 words, scales and biases stay initializers exactly
+* ``"packed"`` (default): a constant affine Linear weight stays in 4-bit blocks the
+  runtime keeps packed and multiplies with its low-bit kernel (:mod:`op_mappings.lowbit`:
+  standard ``DequantizeLinear`` + ``MatMul`` from opset 21, onnxruntime's ``MatMulNBits``
+  for target ``"onnxruntime"``). Every other quantized weight (fp modes, GatherQMM,
+  quantized embeddings' rows, weights that are not constants) as ``"bytes"``.
+* ``"bytes"``: MLX's uint32 words, as bytes, scales and biases stay initializers exactly
   as MLX holds them and the graph unpacks them (BitShift, BitwiseAnd or Mod below opset
   18, Gather for the fp tables, Cast, Mul, Add) before a MatMul. A 4-bit model stays about
-  4.5 bits per weight on disk; onnxruntime constant-folds the unpacking at session start.
+  4.5 bits per weight on disk and every runtime reads it (tract has no 4-bit type);
+  onnxruntime constant-folds the unpacking to float32 at session start.
 * ``"dequantize"``: MLX itself (``mx.dequantize``) dequantizes constant weights at export
   time; they are stored as float initializers of the activation dtype, already in the
   layout the MatMul wants. Weights that are not constants are unpacked in the graph.
-* ``"matmulnbits"``: onnxruntime's contrib ``com.microsoft.MatMulNBits`` where its CPU
-  kernel takes MLX's layout (affine, transposed, 2 or 4 bits, constant weights), with the
-  float zero point -bias/scale (about 1e-7 relative off MLX, hence opt-in); everything
-  else as ``"packed"``.
+* ``"matmulnbits"``: as ``"packed"``, with onnxruntime's contrib ``com.microsoft.MatMulNBits``
+  for the 4-bit blocks whatever the target.
 
 The float arithmetic runs in float32 (onnxruntime has no float16/bfloat16 MatMul).
 """
@@ -40,11 +44,12 @@ from mlx2onnx.translate.markers import KEEP_PACKED, WORDS_FROM_BYTES
 from mlx2onnx.translate.registry import handles
 from mlx2onnx.translate.settings import QUANTIZED_WEIGHT_CHOICES
 
+from . import lowbit
 from .matmul import flat_indices
 
 AFFINE, MXFP4, MXFP8, NVFP4 = QuantizationMode
 
-PACKED, DEQUANTIZE, MATMULNBITS = QUANTIZED_WEIGHT_CHOICES
+PACKED, BYTES, DEQUANTIZE, MATMULNBITS = QUANTIZED_WEIGHT_CHOICES
 
 FP4_E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0], np.float32)
 
@@ -255,31 +260,6 @@ def folded_weights(ctx, w, scales, biases, group_size, bits, mode, transpose, dt
     return ctx.const(np.ascontiguousarray(dense))
 
 
-def matmul_nbits(ctx, rec, x, w, scales, biases, group_size, bits, mode, transpose):
-    """onnxruntime's contrib ``com.microsoft.MatMulNBits`` for the cases it runs, else None.
-
-    It computes (q - zero_point) * scale with a float zero point, so MLX's bias becomes
-    zero_point = -bias / scale: not bit-exact (one rounding more per weight, about 1e-7
-    relative), which is why it is opt-in. onnxruntime 1.32's CPU kernel takes 2 and 4 bits
-    with float zero points (not 3/5/6, nor 8 with float zero points); MLX's row bitstream
-    is byte for byte its B layout [N, K / block, block * bits / 8]."""
-    if ctx.settings.quantized_weights != MATMULNBITS or mode != AFFINE or not transpose or bits not in (2, 4):
-        return None
-    arrays = [_constant(w), _constant(scales), _constant(biases)]
-    if any(a is None for a in arrays) or len(rec.inputs[1].shape) != 2 or group_size < 16:
-        return None
-    words, scale, bias = arrays[0], arrays[1].astype(np.float32), arrays[2].astype(np.float32)
-    if not (np.all(np.isfinite(scale)) and np.all(scale != 0) and np.all(np.isfinite(bias))):
-        return None
-    n, k = rec.outputs[0].shape[-1], rec.inputs[0].shape[-1]
-    blob = np.ascontiguousarray(words.astype("<u4")).view(np.uint8).reshape(n, k // group_size, group_size * bits // 8)
-    zero_point = (-bias / scale).astype(np.float32)
-    return ctx.op.MatMulNBits(
-        ctx.cast(x, mx.float32), ctx.const(blob), ctx.const(scale.reshape(-1)), ctx.const(zero_point.reshape(-1)),
-        _domain="com.microsoft", K=k, N=n, bits=bits, block_size=group_size,
-    )
-
-
 def _quantized_operands(values, mode):
     """(x, w, scales, biases or None, rest) from the inputs of a quantized record."""
     x, w, scales = values[:3]
@@ -301,9 +281,9 @@ def quantized_matmul(ctx, rec):
     dtype = rec.outputs[0].dtype
     work = ctx.work_dtype("MatMul", dtype)
     w_shape = rec.inputs[1].shape
-    fused = matmul_nbits(ctx, rec, x, w, scales, biases, group_size, bits, mode, transpose)
-    if fused is not None:
-        return [ctx.cast(fused, dtype)]
+    if mode == AFFINE and ctx.settings.quantized_weights in (PACKED, MATMULNBITS) and lowbit.fits(
+            ctx, rec, (w, scales, biases), group_size, bits, transpose):
+        return [ctx.cast(lowbit.blocked_matmul(ctx, rec, x, (w, scales, biases), group_size, bits), dtype)]
     weights = folded_weights(ctx, w, scales, biases, group_size, bits, mode, transpose, dtype)
     if weights is None:
         weights = dequantize_weights(ctx, w, scales, biases, w_shape, group_size, bits, mode, dtype, work)

@@ -297,7 +297,7 @@ def test_verify_reports_device_and_errors():
     assert "FAIL" in str(wrong)
 
 
-@pytest.mark.parametrize("storage", ["packed", "dequantize", "matmulnbits"])
+@pytest.mark.parametrize("storage", ["packed", "bytes", "dequantize", "matmulnbits"])
 def test_quantized_weight_storage_option(storage):
     model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 32))
     mx.eval(model.parameters())
@@ -305,7 +305,8 @@ def test_quantized_weight_storage_option(storage):
     (x,) = arrays((3, 64))
     proto = mlx2onnx.Exporter(quantized_weights=storage).export(model, x)
     op_types = {n.op_type for n in proto.graph.node}
-    assert ("Mod" in op_types) == (storage == "packed")  # the codes are cut from the packed bytes
+    assert ("DequantizeLinear" in op_types) == (storage == "packed")  # 4-bit blocks
+    assert ("Mod" in op_types) == (storage == "bytes")  # the codes are cut from the packed bytes
     assert ("MatMulNBits" in op_types) == (storage == "matmulnbits")
     assert mlx2onnx.verify(proto, model, x)
 

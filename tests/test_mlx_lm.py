@@ -58,9 +58,16 @@ def test_4bit(name):
     assert report.passed, str(report)
 
 
+@pytest.mark.parametrize("group_size", [None, 32, 64])
 @pytest.mark.parametrize("name", ["llama", "qwen3", "gemma3_text", "mixtral"])
-def test_greedy_decoding_matches_mlx(name, tmp_path):
+def test_greedy_decoding_matches_mlx(name, group_size, tmp_path):
+    """Float32, and 4-bit (nn.quantize at group size 32 and 64: the Linear layers as 4-bit
+    blocks, the experts and embeddings as packed bytes) greedy tokens through
+    onnxruntime equal MLX's own."""
     model = build(name)
+    if group_size is not None:
+        nn.quantize(model, group_size=group_size, bits=4)
+        mx.eval(model.parameters())
     exported = llm.export_decoder(model, tmp_path, prompt_length=5, max_length=16)
     prompt = tokens((1, 5), seed=3)
     ours = llm.generate(exported, np.array(prompt), max_new_tokens=8)
@@ -100,6 +107,22 @@ def test_dynamic_mixtral_traced_past_its_sorting_threshold():
     proto = mlx2onnx.Exporter(dynamic=dynamic).export(model, tokens((2, 32)))
     report = mlx2onnx.Verifier(sizes={"batch": [1, 3], "seq": [1, 7, 33]}).verify(proto, model, tokens((2, 32)))
     assert report.passed, str(report)
+
+
+def test_decode_step_reads_only_the_filled_cache(tmp_path):
+    """The decode graph's past has a dynamic length and each present is one longer: no
+    tensor in it is max_length long, so a step costs what the tokens so far cost."""
+    model = build("llama")
+    exported = llm.export_decoder(model, tmp_path, prompt_length=4, max_length=4096)
+    decode = onnx.load(str(exported.decode), load_external_data=False)
+    past = decode.graph.input[2].type.tensor_type.shape.dim
+    present = decode.graph.output[1].type.tensor_type.shape.dim
+    assert past[2].dim_param and present[2].dim_param, (past, present)
+    floats = [v for v in decode.graph.value_info if v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT]
+    assert 4096 not in [d.dim_value for v in floats for d in v.type.tensor_type.shape.dim]
+    prompt = tokens((1, 4), seed=2)
+    np.testing.assert_array_equal(llm.generate(exported, np.array(prompt), max_new_tokens=6),
+                                  llm.mlx_generate(model, prompt, max_new_tokens=6))
 
 
 def test_prefill_and_decode_share_one_weights_file(tmp_path):

@@ -133,9 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--float16", choices=("keep", "float32", "emulate"), default="keep",
                    help="dtype policy: carry float16 values as float16 (default) or float32 (emulate: "
                         "rounded after every op)")
-    p.add_argument("--quantized-weights", choices=("packed", "dequantize", "matmulnbits"), default="packed",
-                   help="quantized weights: MLX's packed codes unpacked in the graph (default), dequantized "
-                        "at export time, or onnxruntime's com.microsoft.MatMulNBits where it fits")
+    p.add_argument("--quantized-weights", choices=("packed", "bytes", "dequantize", "matmulnbits"), default="packed",
+                   help="quantized weights: 4-bit blocks the runtime keeps packed where they fit (default), "
+                        "MLX's bytes unpacked in the graph (every runtime, tract included), dequantized at "
+                        "export time, or onnxruntime's com.microsoft.MatMulNBits for the blocks")
     p.add_argument("--dynamic", action="append", metavar="SPEC",
                    help=f"dimensions that may change size, repeatable: {DYNAMIC_SPEC_HELP.replace('%', '%%')}. The function is "
                         "traced at several sizes; a dimension it fixes is refused with the primitive that fixes it")

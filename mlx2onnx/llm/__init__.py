@@ -2,11 +2,11 @@
 
 from .decoder import (
     DecoderExport,
-    StaticKVCache,
+    GrowingKVCache,
     cache_layout,
     export_decoder,
     generate,
     mlx_generate,
 )
 
-__all__ = ["DecoderExport", "StaticKVCache", "cache_layout", "export_decoder", "generate", "mlx_generate"]
+__all__ = ["DecoderExport", "GrowingKVCache", "cache_layout", "export_decoder", "generate", "mlx_generate"]

@@ -1,14 +1,16 @@
 """Decoder LMs with a KV cache: a prefill graph and a decode-step graph sharing weights.
 
-The cache is explicit: the decode graph takes ``position`` (int32, the number of tokens
-already in the cache) and ``past_key_values.<i>.key`` / ``.value`` ([B, kv_heads,
-max_length, head_dim] buffers) and returns ``logits`` and ``present.<i>.key`` /
-``.value``, the buffers with the new token's keys and values written at ``position``.
-The prefill graph takes only ``input_ids`` and returns the logits and the filled
-buffers. Buffers have a fixed ``max_length``, so one decode graph serves every step. With
-``dynamic=True`` the batch size (both graphs) and the prompt length (prefill, 1 to
-``max_length``) are dynamic dimensions (:mod:`mlx2onnx.dynamic`), named ``batch`` and
-``prompt``; otherwise both are fixed to the values given.
+The cache is explicit and grows: the decode graph takes ``position`` (int32, the number
+of tokens already in the cache) and ``past_key_values.<i>.key`` / ``.value``
+([B, kv_heads, past, head_dim], ``past`` a dynamic dimension, 1 to ``max_length - 1``)
+and returns ``logits`` and ``present.<i>.key`` / ``.value``: the past with the new
+token's keys and values appended ([B, kv_heads, past + 1, head_dim]). A step attends
+over the filled positions only, so its cost follows the tokens so far, not
+``max_length``. The prefill graph takes only ``input_ids`` and returns the logits and
+the first cache ([B, kv_heads, prompt, head_dim]). With ``dynamic=True`` the batch size
+(both graphs) and the prompt length (prefill, 1 to ``max_length``) are dynamic
+dimensions (:mod:`mlx2onnx.dynamic`), named ``batch`` and ``prompt``; otherwise both are
+fixed to the values given.
 
 Any mlx-lm style model works: ``model(input_ids, cache=[per-layer cache])`` where each
 layer calls ``cache.update_and_fetch(keys, values)``, reads ``cache.offset`` for RoPE,
@@ -36,9 +38,10 @@ from ..exporter import Exporter
 from ..io.saving import check_output_path, staging_folder
 
 
-class StaticKVCache:
-    """A fixed-size KV cache for export: writes at a runtime ``offset`` (an int32 array)
-    with ``mx.slice_update`` and masks the positions not yet written."""
+class GrowingKVCache:
+    """A KV cache for export that appends to the given past (``mx.concatenate`` along the
+    sequence axis) at a runtime ``offset`` (an int32 array: RoPE reads it) and masks by
+    position: causal, and within ``window_size`` for sliding-window layers."""
 
     def __init__(self, keys: mx.array, values: mx.array, offset: mx.array):
         self.keys, self.values, self._offset = keys, values, offset
@@ -47,20 +50,18 @@ class StaticKVCache:
     def offset(self) -> mx.array:
         return self._offset
 
-    @property
-    def max_length(self) -> int:
-        return self.keys.shape[2]
-
     def update_and_fetch(self, keys: mx.array, values: mx.array):
-        start = self._offset.reshape(1)
-        self.keys = mx.slice_update(self.keys, keys.astype(self.keys.dtype), start, axes=(2,))
-        self.values = mx.slice_update(self.values, values.astype(self.values.dtype), start, axes=(2,))
+        self.keys = mx.concatenate([self.keys, keys.astype(self.keys.dtype)], axis=2)
+        self.values = mx.concatenate([self.values, values.astype(self.values.dtype)], axis=2)
         return self.keys, self.values
 
     def make_mask(self, N: int, return_array: bool = False, window_size: int | None = None, **_: Any):
-        """Bool [N, max_length]: query i (at position offset + i) sees key j <= its position."""
+        """Bool [N, past + N] (None for one query without a window: it sees every key):
+        query i (at position offset + i) sees key j <= its position."""
+        if N == 1 and window_size is None:
+            return None
         query_pos = mx.arange(N, dtype=mx.int32)[:, None] + self._offset
-        key_pos = mx.arange(self.max_length, dtype=mx.int32)[None]
+        key_pos = mx.arange(self.keys.shape[2] + N, dtype=mx.int32)[None]
         mask = key_pos <= query_pos
         if window_size is not None:
             mask = mask & (key_pos > query_pos - window_size)
@@ -126,9 +127,11 @@ class DecoderExport:
     def sessions(self, providers: Sequence[str] = ("CPUExecutionProvider",)):
         import onnxruntime as ort
 
+        from ..verify.session import exact_options
+
         return (
-            ort.InferenceSession(str(self.prefill), providers=list(providers)),
-            ort.InferenceSession(str(self.decode), providers=list(providers)),
+            ort.InferenceSession(str(self.prefill), exact_options(), providers=list(providers)),
+            ort.InferenceSession(str(self.decode), exact_options(), providers=list(providers)),
         )
 
 
@@ -151,8 +154,9 @@ def export_decoder(
     """Export ``model`` as ``<name>.prefill.onnx`` and ``<name>.decode.onnx`` in
     ``directory``, sharing one weights file ``<name>.weights``. ``batch`` and
     ``prompt_length`` are the example sizes; with ``dynamic=True`` the graphs take any
-    batch and any prompt length up to ``max_length``. Existing files are replaced only
-    with ``overwrite=True``. The decode graph refuses (onnxruntime raises) a ``position``
+    batch and any prompt length up to ``max_length``. The decode graph takes a past of
+    any length 1..``max_length - 1``. Existing files are replaced only with
+    ``overwrite=True``. The decode graph refuses (onnxruntime raises) a ``position``
     outside ``0..max_length-1``."""
     if not 0 < prompt_length <= max_length:
         raise ExportOptionError(f"prompt_length={prompt_length} must be in 1..max_length={max_length}")
@@ -166,21 +170,21 @@ def export_decoder(
     layout = cache_layout(model)
     n = len(layout)
 
-    def buffers(make, rows=batch):
+    def buffers(make, rows, length):
         out = []
         for heads, kdim, vdim, dtype in layout:
-            out += [make((rows, heads, max_length, kdim), dtype), make((rows, heads, max_length, vdim), dtype)]
+            out += [make((rows, heads, length, kdim), dtype), make((rows, heads, length, vdim), dtype)]
         return out
 
     def run(self, input_ids, position, past):
-        caches = [StaticKVCache(past[2 * i], past[2 * i + 1], position) for i in range(n)]
+        caches = [GrowingKVCache(past[2 * i], past[2 * i + 1], position) for i in range(n)]
         logits = self(input_ids, cache=caches)
         present = [a for c in caches for a in (c.keys, c.values)]
         return (logits, *present)
 
     def prefill(self, input_ids):
-        zeros = buffers(lambda shape, dtype: mx.zeros(shape, dtype), input_ids.shape[0])
-        return run(self, input_ids, mx.array(0, dtype=mx.int32), zeros)
+        empty = buffers(lambda shape, dtype: mx.zeros(shape, dtype), input_ids.shape[0], 0)
+        return run(self, input_ids, mx.array(0, dtype=mx.int32), empty)
 
     def decode(self, input_ids, position, *past):
         return run(self, input_ids, position, list(past))
@@ -188,18 +192,23 @@ def export_decoder(
     outputs = ["logits"] + _names(n, "present")
     ids = mx.zeros((batch, prompt_length), dtype=mx.int32)
     one = mx.zeros((batch, 1), dtype=mx.int32)
-    past = buffers(lambda shape, dtype: mx.zeros(shape, dtype))
-    prefill_dynamic = decode_dynamic = None
+    filled = min(prompt_length, max_length - 1)
+    rng = np.random.default_rng(0)  # a past of random values: the trace must not see a constant cache
+    past = buffers(lambda shape, dtype: mx.array(rng.standard_normal(shape).astype(np.float32)).astype(dtype),
+                   batch, filled)
+    past_length = Dim("past", min=1, max=max(max_length - 1, 1))
+    prefill_dynamic = None
+    decode_dynamic = {f"past_{k}": {2: past_length} for k in range(2 * n)}
     if dynamic:
         prefill_dynamic = {"input_ids": {0: "batch", 1: Dim("prompt", max=max_length)}}
-        decode_dynamic = {"input_ids": {0: "batch"}, **{f"past_{k}": {0: "batch"} for k in range(2 * n)}}
+        decode_dynamic = {"input_ids": {0: "batch"}, **{f"past_{k}": {0: "batch", 2: past_length} for k in range(2 * n)}}
     prefill_ir = exporter.with_options(
         input_names=["input_ids"], output_names=outputs, path=None, dynamic=prefill_dynamic
     ).to_ir(types.MethodType(prefill, model), ids)
     decode_ir = exporter.with_options(
         input_names=["input_ids", "position"] + _names(n, "past_key_values"), output_names=outputs, path=None,
         dynamic=decode_dynamic,
-    ).to_ir(types.MethodType(decode, model), one, mx.array(prompt_length, dtype=mx.int32), *past)
+    ).to_ir(types.MethodType(decode, model), one, mx.array(filled, dtype=mx.int32), *past)
     guard_position(decode_ir, max_length)
     meta = {"max_length": max_length, "prompt_length": prompt_length, "batch": batch, "layers": n,
             "dynamic": bool(dynamic)}
@@ -244,6 +253,35 @@ def guard_position(model: ir.Model, max_length: int) -> None:
     graph.sort()
 
 
+def _share_transposed(models: list[ir.Model]) -> None:
+    """Where a later graph stores a 2-D weight transposed from an earlier graph's (its
+    passes chose MatMul where the other chose Gemm(transB)), it reads the earlier layout
+    through a Transpose instead, so the file holds the weight once."""
+    first: dict[str, ir.Tensor] = {}
+    for model in models:
+        graph = model.graph
+        for value in list(graph.initializers.values()):
+            tensor = value.const_value
+            if tensor is None or len(tensor.shape) != 2:
+                continue
+            base = first.setdefault(value.name, tensor)
+            if base is tensor or tuple(base.shape) != tuple(tensor.shape)[::-1] or base.dtype != tensor.dtype:
+                continue
+            if not np.array_equal(base.numpy().T, tensor.numpy()):
+                continue
+            name = value.name
+            graph.initializers.pop(name)
+            value.name = f"{name}/transposed"
+            shared = ir.Value(name=name, shape=ir.Shape(base.shape), type=ir.TensorType(base.dtype), const_value=base)
+            graph.register_initializer(shared)
+            node = ir.Node("", "Transpose", [shared], attributes=[ir.AttrInt64s("perm", [1, 0])],
+                           name=f"{name}/transpose")
+            graph.insert_before(graph[0], node)
+            ir.convenience.replace_all_uses_with(value, node.outputs[0])
+            node.outputs[0].name = value.name
+            node.outputs[0].shape, node.outputs[0].type = value.shape, value.type
+
+
 def save_sharing_weights(
     models: dict[str, ir.Model], directory: Path, weights_name: str, *, check: bool = True, threshold: int = 1024
 ) -> dict[str, Path]:
@@ -254,6 +292,7 @@ def save_sharing_weights(
     temporary folder, is checked, then renamed into place.
     """
     directory = Path(directory)
+    _share_transposed(list(models.values()))
     with staging_folder(directory, ".mlx2onnx.") as staging:
         written: dict[tuple, tuple[int, int]] = {}
         with open(staging / weights_name, "wb") as data:

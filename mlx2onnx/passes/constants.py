@@ -253,6 +253,8 @@ def _should_fold(node: ir.Node) -> bool | None:
     store the broadcast copy (and lose the parameter's name)."""
     if node.metadata_props.get(KEEP_PACKED):  # quantized weight unpacking (op_mappings/quantized.py)
         return False
+    if node.op_type == "DequantizeLinear":  # low-bit blocks the runtime keeps packed (op_mappings/lowbit.py)
+        return False
     if node.op_type == "Transpose" and node.inputs[0] is not None and node.inputs[0].is_initializer():
         return False  # a weight: Gemm(transB) or a lazy view under its own name, later
     if node.op_type in _GROWING:

@@ -110,6 +110,14 @@ NOT_PORTABLE = {
 }
 
 
+def serves(op_type: str, opset: int, domain: str = "") -> bool:
+    """Whether onnxruntime's CPU provider has a kernel for the version of ``op_type`` a
+    model of ``opset`` uses (in any type)."""
+    entries = _table().get((domain, op_type), ())
+    since = None if domain else _since_version(op_type, opset)
+    return any(_kernel_serves(lo, hi, since) if since is not None else lo <= opset <= hi for (lo, hi), _ in entries)
+
+
 def has_kernel(op_type: str, dtype: mx.Dtype, opset: int, constraint: str | None = "T", domain: str = "",
                portable: bool = False) -> bool:
     """Whether onnxruntime's CPU provider runs ``op_type`` in ``dtype`` at ``opset`` (and,

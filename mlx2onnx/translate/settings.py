@@ -15,16 +15,17 @@ from dataclasses import dataclass, field
 from ..capture.symbolic import Plan
 from ..dtypes import FloatPolicy
 
-QUANTIZED_WEIGHT_CHOICES = ("packed", "dequantize", "matmulnbits")
+QUANTIZED_WEIGHT_CHOICES = ("packed", "bytes", "dequantize", "matmulnbits")
 
 
 @dataclass(frozen=True)
 class ExportSettings:
     """opset: the ONNX opset the export targets.
     floats: how MLX float dtypes are carried in the graph (bfloat16 as float32, ...).
-    quantized_weights: how constant quantized weights are stored: ``"packed"`` (MLX's
-        codes, unpacked in the graph), ``"dequantize"`` (dense, at export time) or
-        ``"matmulnbits"`` (onnxruntime's contrib op where it fits).
+    quantized_weights: how constant quantized weights are stored: ``"packed"`` (4-bit
+        blocks the runtime keeps packed where they fit, else MLX's bytes unpacked in the
+        graph), ``"bytes"`` (always MLX's bytes, unpacked in the graph), ``"dequantize"``
+        (dense, at export time) or ``"matmulnbits"`` (onnxruntime's contrib op where it fits).
     plan: the dynamic dimensions (None for a static export).
     """
 

@@ -80,6 +80,36 @@ for bits in AFFINE_BITS:
         affine_inputs(bits, 32, True, batch=(2, 3), raw=True), dtypes=FLOATS,
         primitives=("QuantizedMatmul",), tolerances=LOW_PRECISION,
     ))
+
+
+class ConstantQmm:
+    """x @ dequantize(w).T with the quantized weight a constant (a Linear's): the form the
+    default export keeps in 4-bit blocks (DequantizeLinear + MatMul, one per 4-bit nibble,
+    plus the bias as a group-sum product). ``inputs`` quantizes fresh random weights for
+    the dtype and returns x."""
+
+    def __init__(self, bits, group_size, batch=(3,)):
+        self.bits, self.group_size, self.batch = bits, group_size, batch
+        self.__name__ = f"qmm_constant_b{bits}_g{group_size}"
+
+    def inputs(self, rng, dt):
+        k, n = 2 * self.group_size, 24
+        self.weights = mx.quantize(randn(rng, (n, k), dt), group_size=self.group_size, bits=self.bits)
+        mx.eval(self.weights)
+        return (randn(rng, (*self.batch, k), dt),)
+
+    def __call__(self, x):
+        return mx.quantized_matmul(x, *self.weights, transpose=True, group_size=self.group_size, bits=self.bits)
+
+
+for bits in AFFINE_BITS:
+    for group_size in (32, 64, 128):
+        qmm_constant = ConstantQmm(bits, group_size, batch=(2, 3))
+        CASES.append(Case(
+            f"quantized.qmm_constant_b{bits}_g{group_size}", qmm_constant, qmm_constant.inputs,
+            dtypes=FLOATS if group_size == 32 else F32, primitives=("QuantizedMatmul",),
+            onnx_ops=("DequantizeLinear", "MatMul", "ReduceSum"), tolerances=LOW_PRECISION, opsets=(24, 21),
+        ))
 CASES += [
     Case("quantized.qmm_affine_batched_x", qmm(4, 64, True), affine_inputs(4, 64, True, batch=(2, 1, 3)),
          primitives=("QuantizedMatmul",)),

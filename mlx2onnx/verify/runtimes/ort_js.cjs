@@ -43,7 +43,12 @@ async function main() {
   }
   let session;
   try {
-    const options = { executionProviders: [pkg === "onnxruntime-web" ? "wasm" : "cpu"] };
+    // 4-bit DequantizeLinear + MatMul fused into MatMulNBits: float32 compute (the default
+    // accuracy level 4 quantizes the activations to int8)
+    const options = {
+      executionProviders: [pkg === "onnxruntime-web" ? "wasm" : "cpu"],
+      extra: { session: { qdq_matmulnbits_accuracy_level: "0" } },
+    };
     session = await ort.InferenceSession.create(model, options);
   } catch (err) {
     say({ error: String(err.message || err) });

@@ -1,0 +1,118 @@
+"""Affine quantized weights that stay low-bit in the runtime: 4-bit blocks.
+
+MLX's affine weight is ``w = q * scale + bias`` per group of ``group_size`` codes along K,
+so for a Linear (``x @ w.T``)::
+
+    x @ w.T = sum_j x @ (n_j * 16^j * scale).T  +  groupsum(x) @ bias.T
+
+where ``q = sum_j 16^j n_j`` splits the codes into 4-bit nibbles (one for 2/3/4 bits,
+two for 5/6/8) and ``groupsum(x)`` [..., K / group_size] sums x over each group. Each
+nibble term is a zero-point-free 4-bit product, exact in float32 (``n_j * 16^j * scale``
+is exact), and the bias term a small [K / group_size, N] product: the result is MLX's up
+to float summation order, with no float zero points.
+
+Two spellings of the nibble product:
+
+* standard ONNX (opset 21+, the portable target): ``DequantizeLinear`` of a uint4
+  [K, N] tensor blocked along K, then ``MatMul``. onnxruntime fuses the pair into its
+  4-bit kernel (``MatMulNBits``) and keeps the codes packed; it computes with the
+  session's ``session.qdq_matmulnbits_accuracy_level`` (its default 4 quantizes the
+  activations to int8, ~4e-3 relative; 0 keeps float32, exact: the parity check sets it).
+  OpenVINO and onnxruntime-web read it as well; tract has no 4-bit type.
+* onnxruntime's ``com.microsoft.MatMulNBits`` itself (target ``"onnxruntime"``, or
+  ``quantized_weights="matmulnbits"``), with zero points 0 and ``accuracy_level=0``:
+  exact whatever the session options. MLX's rows are its B layout.
+
+Constant 2-D weights only; other quantized products unpack in the graph
+(:mod:`op_mappings.quantized`).
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import mlx.core as mx
+import numpy as np
+
+from mlx2onnx.translate import kernels
+
+BLOCKED_OPSET = 21  # DequantizeLinear with block_size and 4-bit types
+NIBBLE = 4
+
+
+def codes_of(words: np.ndarray, bits: int, rows_at_once: int = 1024) -> np.ndarray:
+    """MLX's packed uint32 words [N, P] -> the codes [N, P * 32 / bits] (uint8), read
+    LSB-first (3/5/6-bit codes cross byte and word boundaries)."""
+    n, p = words.shape
+    cols = p * 32 // bits
+    out = np.empty((n, cols), np.uint8)
+    for start in range(0, n, rows_at_once):
+        data = np.ascontiguousarray(words[start:start + rows_at_once].astype("<u4")).view(np.uint8)
+        if bits in (2, 4, 8):
+            per = 8 // bits
+            shifts = np.arange(per, dtype=np.uint8) * bits
+            codes = (data[..., None] >> shifts) & np.uint8((1 << bits) - 1)
+        else:
+            stream = np.unpackbits(data, axis=-1, bitorder="little").reshape(len(data), cols, bits)
+            codes = (stream * (1 << np.arange(bits, dtype=np.uint8))).sum(-1, dtype=np.uint8)
+        out[start:start + rows_at_once] = codes.reshape(len(data), cols)
+    return out
+
+
+def fits(ctx, rec, operands, group_size: int, bits: int, transpose: bool) -> bool:
+    """Whether this QuantizedMatmul's weight can stay in 4-bit blocks."""
+    w, scales, biases = operands
+    if not transpose or any(v is None or v.const_value is None for v in (w, scales, biases)):
+        return False
+    if len(rec.inputs[1].shape) != 2 or group_size < 16 or group_size & (group_size - 1):
+        return False
+    if ctx.settings.quantized_weights == "matmulnbits" or ctx.settings.target == "onnxruntime":
+        return True
+    # onnxruntime 1.32 runs DequantizeLinear up to version 25, not the opset 28 one
+    return ctx.opset >= BLOCKED_OPSET and kernels.serves("DequantizeLinear", ctx.opset)
+
+
+def blocked_matmul(ctx, rec, x, operands, group_size: int, bits: int):
+    """float32 ``x @ dequantize(w).T`` with the codes kept in 4-bit blocks (see module)."""
+    w, scales, biases = (v.const_value.numpy() for v in operands)
+    codes = codes_of(w, bits)
+    n, k = codes.shape
+    scale = scales.astype(np.float32)
+    x = ctx.cast(x, mx.float32)
+    contrib = ctx.settings.quantized_weights == "matmulnbits" or ctx.settings.target == "onnxruntime"
+    total = None
+    for j in range(-(-bits // NIBBLE)):
+        nibble = (codes >> (NIBBLE * j)) & np.uint8(15) if bits > NIBBLE else codes
+        step = scale * np.float32(16**j)
+        term = _matmul_nbits(ctx, x, nibble, step, group_size) if contrib else _dequantize_matmul(
+            ctx, x, nibble, step, group_size)
+        total = term if total is None else ctx.op.Add(total, term)
+    return ctx.op.Add(total, _bias_term(ctx, rec, x, biases.astype(np.float32), group_size, k))
+
+
+def _dequantize_matmul(ctx, x, nibble: np.ndarray, scale: np.ndarray, group_size: int):
+    """x @ (nibble * scale).T as DequantizeLinear(uint4 [K, N], blocked along K) + MatMul."""
+    codes = ctx.const(np.ascontiguousarray(nibble.T).astype(ml_dtypes.uint4))
+    steps = ctx.const(np.ascontiguousarray(scale.T))
+    weight = ctx.op.DequantizeLinear(codes, steps, axis=0, block_size=group_size)
+    return ctx.op.MatMul(x, weight)
+
+
+def _matmul_nbits(ctx, x, nibble: np.ndarray, scale: np.ndarray, group_size: int):
+    """x @ (nibble * scale).T as com.microsoft.MatMulNBits (zero points 0, float32 compute)."""
+    n, k = nibble.shape
+    blocks = k // group_size
+    pairs = nibble.reshape(n, blocks, group_size // 2, 2)
+    packed = (pairs[..., 0] | (pairs[..., 1] << 4)).astype(np.uint8)
+    zero_points = np.zeros(n * -(-blocks // 2), np.uint8)
+    return ctx.op.MatMulNBits(
+        x, ctx.const(packed), ctx.const(scale.reshape(-1)), ctx.const(zero_points),
+        _domain="com.microsoft", K=k, N=n, bits=NIBBLE, block_size=group_size, accuracy_level=0,
+    )
+
+
+def _bias_term(ctx, rec, x, biases: np.ndarray, group_size: int, k: int):
+    """groupsum(x) @ bias.T: x [..., K] summed over each group [..., K / g], times [K / g, N]."""
+    lead = list(rec.inputs[0].shape[:-1])
+    grouped = ctx.reshape(x, [*lead, k // group_size, group_size])
+    sums = ctx.reduce("ReduceSum", grouped, [-1], keepdims=False)
+    return ctx.op.MatMul(sums, ctx.const(np.ascontiguousarray(biases.T)))

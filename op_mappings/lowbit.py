@@ -23,8 +23,9 @@ Two spellings of the nibble product:
   ``quantized_weights="matmulnbits"``), with zero points 0 and ``accuracy_level=0``:
   exact whatever the session options. MLX's rows are its B layout.
 
-Constant 2-D weights only; other quantized products unpack in the graph
-(:mod:`op_mappings.quantized`).
+mxfp4 and nvfp4 weights (``w = FP4-E2M1(q) * scale``) take the same form with two
+nibbles and a bias of ``-6 * scale`` (:func:`fp4_terms`). Constant 2-D weights only;
+mxfp8 and other quantized products unpack in the graph (:mod:`op_mappings.quantized`).
 """
 
 from __future__ import annotations
@@ -58,10 +59,10 @@ def codes_of(words: np.ndarray, bits: int, rows_at_once: int = 1024) -> np.ndarr
     return out
 
 
-def fits(ctx, rec, operands, group_size: int, bits: int, transpose: bool) -> bool:
-    """Whether this QuantizedMatmul's weight can stay in 4-bit blocks."""
-    w, scales, biases = operands
-    if not transpose or any(v is None or v.const_value is None for v in (w, scales, biases)):
+def fits(ctx, rec, operands, group_size: int, transpose: bool) -> bool:
+    """Whether this QuantizedMatmul's weight (constant words and scales, constant biases
+    when affine) can stay in 4-bit blocks."""
+    if not transpose or any(v is not None and v.const_value is None for v in operands) or operands[0] is None:
         return False
     if len(rec.inputs[1].shape) != 2 or group_size < 16 or group_size & (group_size - 1):
         return False
@@ -71,22 +72,39 @@ def fits(ctx, rec, operands, group_size: int, bits: int, transpose: bool) -> boo
     return ctx.opset >= BLOCKED_OPSET and kernels.serves("DequantizeLinear", ctx.opset)
 
 
-def blocked_matmul(ctx, rec, x, operands, group_size: int, bits: int):
-    """float32 ``x @ dequantize(w).T`` with the codes kept in 4-bit blocks (see module)."""
-    w, scales, biases = (v.const_value.numpy() for v in operands)
-    codes = codes_of(w, bits)
-    n, k = codes.shape
-    scale = scales.astype(np.float32)
+def affine_terms(codes: np.ndarray, scale: np.ndarray, bits: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``q * scale`` as 4-bit terms ``(n_j, 16^j * scale)``: q = sum_j 16^j n_j."""
+    if bits <= NIBBLE:
+        return [(codes, scale)]
+    return [((codes >> (NIBBLE * j)) & np.uint8(15), scale * np.float32(16**j)) for j in range(-(-bits // NIBBLE))]
+
+
+FP4_DOUBLED = np.array([0, 1, 2, 3, 4, 6, 8, 12], np.int16)  # 2 * |E2M1 value| by magnitude code
+
+
+def fp4_terms(codes: np.ndarray, scale: np.ndarray) -> tuple[list, np.ndarray]:
+    """FP4-E2M1(q) * scale as 4-bit terms and a bias: 2 * value + 12 is an integer in
+    0..24, split into n0 = min(it, 15) and n1 = the rest, so value * scale =
+    (n0 + n1) * scale / 2 - 6 * scale (every product exact in float32)."""
+    doubled = FP4_DOUBLED[codes & 7] * np.where(codes & 8, -1, 1).astype(np.int16) + 12
+    low = np.minimum(doubled, 15).astype(np.uint8)
+    high = (doubled - low).astype(np.uint8)
+    half = scale * np.float32(0.5)
+    return [(low, half), (high, half)], scale * np.float32(-6)
+
+
+def blocked_matmul(ctx, rec, x, terms, bias: np.ndarray, group_size: int):
+    """float32 ``x @ w.T`` for ``w = sum(n * step for n, step in terms) + bias`` per group:
+    each term a 4-bit block product, the bias as ``groupsum(x) @ bias.T`` (see module)."""
+    n, k = terms[0][0].shape
     x = ctx.cast(x, mx.float32)
     contrib = ctx.settings.quantized_weights == "matmulnbits" or ctx.settings.target == "onnxruntime"
     total = None
-    for j in range(-(-bits // NIBBLE)):
-        nibble = (codes >> (NIBBLE * j)) & np.uint8(15) if bits > NIBBLE else codes
-        step = scale * np.float32(16**j)
-        term = _matmul_nbits(ctx, x, nibble, step, group_size) if contrib else _dequantize_matmul(
-            ctx, x, nibble, step, group_size)
+    for nibble, step in terms:
+        product = _matmul_nbits if contrib else _dequantize_matmul
+        term = product(ctx, x, nibble, step.astype(np.float32), group_size)
         total = term if total is None else ctx.op.Add(total, term)
-    return ctx.op.Add(total, _bias_term(ctx, rec, x, biases.astype(np.float32), group_size, k))
+    return ctx.op.Add(total, _bias_term(ctx, rec, x, bias.astype(np.float32), group_size, k))
 
 
 def _dequantize_matmul(ctx, x, nibble: np.ndarray, scale: np.ndarray, group_size: int):

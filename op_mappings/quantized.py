@@ -11,11 +11,12 @@ activation dtype before use; the tables below do the same.
 How constant weights are exported is the export's ``quantized_weights`` setting
 (``ctx.settings.quantized_weights``, from :class:`mlx2onnx.Exporter`):
 
-* ``"packed"`` (default): a constant affine Linear weight stays in 4-bit blocks the
+* ``"packed"`` (default): a constant affine, mxfp4 or nvfp4 Linear weight stays in 4-bit blocks the
   runtime keeps packed and multiplies with its low-bit kernel (:mod:`op_mappings.lowbit`:
   standard ``DequantizeLinear`` + ``MatMul`` from opset 21, onnxruntime's ``MatMulNBits``
-  for target ``"onnxruntime"``). Every other quantized weight (fp modes, GatherQMM,
-  quantized embeddings' rows, weights that are not constants) as ``"bytes"``.
+  for target ``"onnxruntime"``); mxfp4 and nvfp4 the same way. Every other quantized
+  weight (mxfp8, GatherQMM, quantized embeddings' rows, weights that are not constants)
+  as ``"bytes"``.
 * ``"bytes"``: MLX's uint32 words, as bytes, scales and biases stay initializers exactly
   as MLX holds them and the graph unpacks them (BitShift, BitwiseAnd or Mod below opset
   18, Gather for the fp tables, Cast, Mul, Add) before a MatMul. A 4-bit model stays about
@@ -260,6 +261,24 @@ def folded_weights(ctx, w, scales, biases, group_size, bits, mode, transpose, dt
     return ctx.const(np.ascontiguousarray(dense))
 
 
+def _blocked(ctx, rec, x, operands, group_size, bits, mode, transpose, dtype):
+    """The product with the weight in 4-bit blocks (:mod:`op_mappings.lowbit`), or None."""
+    if ctx.settings.quantized_weights not in (PACKED, MATMULNBITS) or mode not in (AFFINE, MXFP4, NVFP4):
+        return None
+    if not lowbit.fits(ctx, rec, operands, group_size, transpose):
+        return None
+    words, scales, biases = (None if v is None else v.const_value.numpy() for v in operands)
+    codes = lowbit.codes_of(words, bits)
+    if mode == AFFINE:
+        terms, bias = lowbit.affine_terms(codes, scales.astype(np.float32), bits), biases
+    else:
+        decoded = scale_table(mode, dtype)[scales.astype(np.int64)]
+        if not np.all(np.isfinite(decoded)):  # a scale the activation dtype cannot hold
+            return None
+        terms, bias = lowbit.fp4_terms(codes, decoded.astype(np.float32))
+    return lowbit.blocked_matmul(ctx, rec, x, terms, bias, group_size)
+
+
 def _quantized_operands(values, mode):
     """(x, w, scales, biases or None, rest) from the inputs of a quantized record."""
     x, w, scales = values[:3]
@@ -281,9 +300,9 @@ def quantized_matmul(ctx, rec):
     dtype = rec.outputs[0].dtype
     work = ctx.work_dtype("MatMul", dtype)
     w_shape = rec.inputs[1].shape
-    if mode == AFFINE and ctx.settings.quantized_weights in (PACKED, MATMULNBITS) and lowbit.fits(
-            ctx, rec, (w, scales, biases), group_size, bits, transpose):
-        return [ctx.cast(lowbit.blocked_matmul(ctx, rec, x, (w, scales, biases), group_size, bits), dtype)]
+    blocked = _blocked(ctx, rec, x, (w, scales, biases), group_size, bits, mode, transpose, dtype)
+    if blocked is not None:
+        return [ctx.cast(blocked, dtype)]
     weights = folded_weights(ctx, w, scales, biases, group_size, bits, mode, transpose, dtype)
     if weights is None:
         weights = dequantize_weights(ctx, w, scales, biases, w_shape, group_size, bits, mode, dtype, work)

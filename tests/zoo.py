@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import importlib.util
 import math
 import sys
@@ -330,3 +331,58 @@ MATRIX = {
     "mlx-lm llama 4-bit": lambda: (quantized(mlx_lm_model("llama")), (lm_tokens((1, 7)),), {}),
     "mlx-lm qwen3 bfloat16": lambda: (in_dtype(mlx_lm_model("qwen3"), mx.bfloat16), (lm_tokens((1, 7)),), {}),
 }
+
+
+# -- mlx-lm model folders (for the package export) ----------------------------------------
+PACKAGE_TEXTS = ["the quick brown fox jumps over the lazy dog", "hello world from mlx to onnx",
+                 "a small tokenizer for tests"]
+MAMBA_CONFIG = dict(model_type="mamba", vocab_size=LM_VOCAB, hidden_size=32, intermediate_size=64, state_size=4,
+                    num_hidden_layers=2, conv_kernel=4, use_bias=False, use_conv_bias=True, time_step_rank=4,
+                    tie_word_embeddings=True)
+
+
+def train_tokenizer(folder):
+    """A byte-level BPE tokenizer trained on PACKAGE_TEXTS, saved as tokenizer.json and
+    tokenizer_config.json in ``folder``; returns its vocabulary size."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(PACKAGE_TEXTS * 20, trainer)
+    tokenizer.save(str(Path(folder) / "tokenizer.json"))
+    (Path(folder) / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+        "model_max_length": 512, "add_bos_token": False}))
+    return tokenizer.get_vocab_size()
+
+
+def write_model_folder(folder, name: str, bits: int | None = None, group_size: int = 64, seed: int = 0,
+                       config: dict | None = None, dtype=None):
+    """An mlx-lm model folder as people hold them: config.json (``quantization`` when
+    ``bits``), model.safetensors, generation_config.json and a trained tokenizer. The
+    weights are drawn wider than mlx-lm's initialisation (std 0.5) so that greedy
+    decoding does not settle on one token and a wrong token shows."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = train_tokenizer(folder)
+    settings = dict(config or LM_CONFIGS[name], vocab_size=vocab, bos_token_id=1, eos_token_id=2,
+                    max_position_embeddings=512)
+    module = importlib.import_module(f"mlx_lm.models.{settings['model_type']}")
+    mx.random.seed(seed)
+    model = module.Model(module.ModelArgs.from_dict(settings))
+    model.update(tree_map(lambda a: mx.random.normal(a.shape) * 0.5 if a.ndim > 1 else 1 + 0.1 * mx.random.normal(a.shape),
+                          model.parameters()))
+    if dtype is not None:
+        model.set_dtype(dtype)
+        settings["torch_dtype"] = str(dtype).rsplit(".", 1)[-1]
+    if bits:
+        nn.quantize(model, group_size=group_size, bits=bits)
+        settings["quantization"] = {"group_size": group_size, "bits": bits}
+    mx.eval(model.parameters())
+    mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())))
+    (folder / "config.json").write_text(json.dumps(settings))
+    (folder / "generation_config.json").write_text(json.dumps({"bos_token_id": 1, "eos_token_id": 2}))
+    return folder

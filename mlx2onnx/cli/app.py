@@ -133,8 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--float16", choices=("keep", "float32", "emulate"), default="keep",
                    help="dtype policy: carry float16 values as float16 (default) or float32 (emulate: "
                         "rounded after every op)")
-    p.add_argument("--quantized-weights", choices=("packed", "bytes", "dequantize", "matmulnbits"), default="packed",
-                   help="quantized weights: 4-bit blocks the runtime keeps packed where they fit (default), "
+    p.add_argument("--quantized-weights", choices=("packed", "bytes", "dequantize", "matmulnbits"), default=None,
+                   help="quantized weights: 4-bit blocks the runtime keeps packed where they fit (default; "
+                        "matmulnbits for a package), "
                         "MLX's bytes unpacked in the graph (every runtime, tract included), dequantized at "
                         "export time, or onnxruntime's com.microsoft.MatMulNBits for the blocks")
     p.add_argument("--dynamic", action="append", metavar="SPEC",

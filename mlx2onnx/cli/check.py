@@ -81,7 +81,41 @@ def _check_interface(proto, fun, args, kwargs) -> None:
         raise Mismatch("the model does not match the callable: " + "; ".join(problems))
 
 
+def _check_package(ns, progress: Progress) -> int:
+    """``mlx2onnx check PACKAGE/ MODEL_FOLDER``: greedy tokens and logits of the package in
+    onnxruntime (two prompts in one left-padded batch) against mlx-lm's own forward."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from ..llm.package import check_package
+    from ..targets import UsageError
+
+    config = Path(ns.target) / "config.json"
+    if not config.is_file():
+        raise UsageError(f"{ns.model} is a package: give the mlx-lm model folder it was exported from as TARGET")
+    vocab = int(json.loads(config.read_text()).get("vocab_size", 2))
+    rng = np.random.default_rng(ns.seed)
+    prompts = [rng.integers(0, vocab, n).tolist() for n in (7, 4)]
+    with progress.stage("generating with the package in onnxruntime and with mlx-lm"):
+        result = check_package(ns.model, ns.target, prompts)
+    if ns.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"{ns.model} vs {ns.target}: 12 greedy tokens of two prompts (one left-padded batch)")
+        for row in result["rows"]:
+            state = "PASS" if row["passed"] else "FAIL"
+            print(f"  prompt of {len(row['prompt'])}: tokens {row['tokens']} (MLX {row['mlx_tokens']}), "
+                  f"first logits abs {row['max_abs_logit_error']:.3g} (tolerance {row['tolerance']:.3g})  {state}")
+        print(f"package parity {'PASSED' if result['passed'] else 'FAILED'}")
+    return EXIT_OK if result["passed"] else EXIT_MISMATCH
+
+
 def cmd_check(ns, progress: Progress) -> int:
+    from pathlib import Path
+
+    if Path(ns.model).is_dir():
+        return _check_package(ns, progress)
     proto = _load_model(ns.model)
     fun, args, kwargs, label = target_and_inputs(ns)
     try:

@@ -17,10 +17,34 @@ from .progress import Progress
 
 
 # -- export -------------------------------------------------------------------------------
+def _is_package_export(ns) -> bool:
+    """A model folder exported to a path that is not a .onnx file: a package folder."""
+    from pathlib import Path
+
+    return (Path(ns.target) / "config.json").is_file() and not str(ns.output).endswith(".onnx")
+
+
+def _export_package(ns, progress: Progress) -> int:
+    from pathlib import Path
+
+    from ..exporter import Exporter
+    from ..llm.package import PACKAGE_BFLOAT16, PACKAGE_QUANTIZED_WEIGHTS, export_package
+
+    exporter = Exporter(bfloat16=PACKAGE_BFLOAT16 if ns.bfloat16 == "auto" else ns.bfloat16, float16=ns.float16,
+                        optimize=not ns.no_optimize, quantized_weights=ns.quantized_weights or PACKAGE_QUANTIZED_WEIGHTS)
+    out = export_package(ns.target, ns.output, overwrite=ns.overwrite, stage=progress.stage, exporter=exporter)
+    files = sorted(str(p.relative_to(out)) for p in Path(out).rglob("*") if p.is_file())
+    print(f"wrote package {out}: {', '.join(files)}")
+    return EXIT_OK
+
+
 def cmd_export(ns, progress: Progress) -> int:
     from ..exporter import Exporter
     from ..io.saving import initializer_bytes, save_model
     from ..targets import parse_dynamic_specs
+
+    if _is_package_export(ns):
+        return _export_package(ns, progress)
 
     fun, args, kwargs, label = target_and_inputs(ns)
     external = {"auto": None, "always": True, "never": False}[ns.external_data]

@@ -235,13 +235,15 @@ def save_model(
     external_data: bool | None = None,
     check: bool = True,
     overwrite: bool = True,
+    data_name: str | None = None,
 ) -> Path:
     """Write ``model`` to ``path`` atomically; return the path.
 
     The files are first written into a temporary folder beside ``path`` (and checked with
     ``onnx.checker`` when ``check``), then renamed into place, so a failure never leaves a
     partial model behind. ``external_data=None`` stores weights in ``<name>.onnx.data``
-    beside the model only when the model would exceed protobuf's 2 GB limit.
+    beside the model only when the model would exceed protobuf's 2 GB limit
+    (``data_name`` names that file otherwise).
     """
     path = check_output_path(path, overwrite)
     proto = None
@@ -251,7 +253,7 @@ def save_model(
         else:
             model = ir.serde.deserialize_model(model)
     use_external = False if proto is not None else needs_external_data(model) if external_data is None else external_data
-    data_name = path.name + ".data"
+    data_name = data_name or path.name + ".data"
     with staging_folder(path.parent, f".{path.stem}.") as staging:
         staged = staging / path.name
         if proto is not None:

@@ -1,4 +1,5 @@
-"""Decoder LLMs: export with a KV cache, and generate tokens with the export."""
+"""Decoder LLMs: export with a KV cache, generate tokens with the export, and packages for
+onnxruntime-genai and transformers.js."""
 
 from .decoder import (
     DecoderExport,
@@ -8,5 +9,7 @@ from .decoder import (
     generate,
     mlx_generate,
 )
+from .package import check_package, export_package
 
-__all__ = ["DecoderExport", "GrowingKVCache", "cache_layout", "export_decoder", "generate", "mlx_generate"]
+__all__ = ["DecoderExport", "GrowingKVCache", "cache_layout", "check_package", "export_decoder", "export_package",
+           "generate", "mlx_generate"]

@@ -88,18 +88,19 @@ class ConstantQmm:
     plus the bias as a group-sum product). ``inputs`` quantizes fresh random weights for
     the dtype and returns x."""
 
-    def __init__(self, bits, group_size, batch=(3,)):
-        self.bits, self.group_size, self.batch = bits, group_size, batch
-        self.__name__ = f"qmm_constant_b{bits}_g{group_size}"
+    def __init__(self, bits, group_size, batch=(3,), mode="affine"):
+        self.bits, self.group_size, self.batch, self.mode = bits, group_size, batch, mode
+        self.__name__ = f"qmm_constant_{mode}_b{bits}_g{group_size}"
 
     def inputs(self, rng, dt):
         k, n = 2 * self.group_size, 24
-        self.weights = mx.quantize(randn(rng, (n, k), dt), group_size=self.group_size, bits=self.bits)
+        self.weights = mx.quantize(randn(rng, (n, k), dt), group_size=self.group_size, bits=self.bits, mode=self.mode)
         mx.eval(self.weights)
         return (randn(rng, (*self.batch, k), dt),)
 
     def __call__(self, x):
-        return mx.quantized_matmul(x, *self.weights, transpose=True, group_size=self.group_size, bits=self.bits)
+        return mx.quantized_matmul(x, *self.weights, transpose=True, group_size=self.group_size, bits=self.bits,
+                                   mode=self.mode)
 
 
 for bits in AFFINE_BITS:
@@ -110,6 +111,13 @@ for bits in AFFINE_BITS:
             dtypes=FLOATS if group_size == 32 else F32, primitives=("QuantizedMatmul",),
             onnx_ops=("DequantizeLinear", "MatMul", "ReduceSum"), tolerances=LOW_PRECISION, opsets=(24, 21),
         ))
+for mode, group_size in (("mxfp4", 32), ("nvfp4", 16)):
+    qmm_constant = ConstantQmm(4, group_size, batch=(2, 3), mode=mode)
+    CASES.append(Case(
+        f"quantized.qmm_constant_{mode}", qmm_constant, qmm_constant.inputs, dtypes=FLOATS,
+        primitives=("QuantizedMatmul",), onnx_ops=("DequantizeLinear", "MatMul", "ReduceSum"),
+        tolerances=LOW_PRECISION, opsets=(24, 21),
+    ))
 CASES += [
     Case("quantized.qmm_affine_batched_x", qmm(4, 64, True), affine_inputs(4, 64, True, batch=(2, 1, 3)),
          primitives=("QuantizedMatmul",)),

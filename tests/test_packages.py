@@ -1,0 +1,185 @@
+"""mlx-lm model folders -> packages that onnxruntime-genai and transformers.js run.
+
+Each folder is written by the test (random weights, a byte-level BPE tokenizer trained
+with `tokenizers`), exported with `mlx2onnx export FOLDER -o PACKAGE`, and run in
+onnxruntime-genai (PyPI) and transformers.js (npm, under Node with onnxruntime-node):
+their greedy tokens must equal MLX's own (mlx-lm's loader and forward), and their
+tokenizers, loaded from the package, must encode like the source tokenizer.json.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+import onnx
+import pytest
+
+import zoo
+from mlx2onnx.llm import mlx_generate
+from mlx2onnx.targets import load_model_folder
+from test_cli import cli
+
+HERE = Path(__file__).resolve().parent
+NEW_TOKENS = 12
+FOLDERS = {"llama": ("llama", None), "qwen3": ("qwen3", None), "phi3": ("phi3", None), "llama 4-bit": ("llama", 4)}
+PROMPTS = ("the quick brown fox", "hello world")
+
+
+@pytest.fixture(scope="module")
+def packages(tmp_path_factory):
+    root = tmp_path_factory.mktemp("packages")
+    made = {}
+
+    def get(name):
+        if name not in made:
+            arch, bits = FOLDERS[name]
+            folder = zoo.write_model_folder(root / f"{arch}{bits or ''}-folder", arch, bits=bits)
+            package = root / f"{arch}{bits or ''}-package"
+            cli("export", folder, "-o", package, cwd=root, check_rc=0)
+            made[name] = (folder, package)
+        return made[name]
+
+    return get
+
+
+def source_ids(folder: Path, text: str) -> list[int]:
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(folder / "tokenizer.json")).encode(text).ids
+
+
+def mlx_tokens(folder: Path, ids: list[int]) -> list[int]:
+    model = load_model_folder(str(folder)).fun
+    return mlx_generate(model, mx.array([ids]), NEW_TOKENS)[0].tolist()
+
+
+def test_package_layout(packages):
+    folder, package = packages("llama")
+    files = sorted(str(p.relative_to(package)) for p in package.rglob("*") if p.is_file())
+    assert files == ["config.json", "genai_config.json", "generation_config.json", "onnx/model.onnx",
+                     "tokenizer.json", "tokenizer_config.json"]
+    model = onnx.load(str(package / "onnx" / "model.onnx"))
+    onnx.checker.check_model(model, full_check=True)
+    dims = {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+            for v in list(model.graph.input) + list(model.graph.output)}
+    assert dims["input_ids"] == ["batch", "sequence"] and dims["position_ids"] == ["batch", "sequence"]
+    assert dims["attention_mask"] == ["batch", "total_sequence"]
+    assert dims["past_key_values.0.key"][:3] == ["batch", 2, "past_sequence"]
+    assert dims["logits"][:2] == ["batch", "sequence"] and dims["present.1.value"][0] == "batch"
+    genai = json.loads((package / "genai_config.json").read_text())["model"]
+    assert genai["decoder"]["filename"] == "onnx/model.onnx" and genai["decoder"]["num_hidden_layers"] == 2
+
+
+@pytest.mark.parametrize("name", sorted(FOLDERS))
+def test_onnxruntime_genai_generates_mlx_tokens(packages, name):
+    og = pytest.importorskip("onnxruntime_genai")
+    folder, package = packages(name)
+    model = og.Model(str(package))
+    tokenizer = og.Tokenizer(model)
+    for text in PROMPTS:
+        ids = [int(i) for i in tokenizer.encode(text)]
+        assert ids == source_ids(folder, text)
+        params = og.GeneratorParams(model)
+        params.set_search_options(do_sample=False, max_length=len(ids) + NEW_TOKENS, min_length=len(ids) + NEW_TOKENS)
+        generator = og.Generator(model, params)
+        generator.append_tokens(ids)
+        tokens = []
+        while not generator.is_done():
+            generator.generate_next_token()
+            tokens.append(int(generator.get_next_tokens()[0]))
+        assert tokens == mlx_tokens(folder, ids), text
+
+
+def _node_available() -> bool:
+    return shutil.which("node") is not None and (HERE.parent / "node_modules" / "@huggingface" / "transformers").is_dir()
+
+
+@pytest.mark.parametrize("name", sorted(FOLDERS))
+def test_transformers_js_generates_mlx_tokens(packages, name):
+    if not _node_available():
+        pytest.skip("transformers.js is not installed: npm install --ignore-scripts @huggingface/transformers")
+    folder, package = packages(name)
+    out = subprocess.run(["node", str(HERE / "js" / "transformers_generate.mjs"), str(package), str(NEW_TOKENS),
+                          *PROMPTS], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    results = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert len(results) == len(PROMPTS)
+    for text, result in zip(PROMPTS, results):
+        assert result["ids"] == source_ids(folder, text)
+        assert result["tokens"] == mlx_tokens(folder, result["ids"]), text
+
+
+def test_left_padded_batch_rows_get_their_own_tokens(packages):
+    """Prompts of different lengths in one left-padded batch through the package graph
+    (onnxruntime): each row's greedy tokens and first logits equal MLX's for it alone."""
+    from mlx2onnx.llm.package import check_package
+
+    folder, package = packages("qwen3")
+    rng = np.random.default_rng(9)
+    prompts = [rng.integers(3, 200, n).tolist() for n in (9, 2, 5)]
+    result = check_package(package, folder, prompts)
+    assert result["passed"], json.dumps(result, indent=1)
+
+
+@pytest.mark.parametrize("name", ["gemma3_text", "llama bfloat16"])
+def test_sliding_window_and_bfloat16_packages_match_mlx(tmp_path, name):
+    """gemma3's sliding-window layers (mlx-lm RotatingKVCache: the window is in the mask)
+    and a bfloat16 folder (computed as MLX computes bfloat16, so the tokens and logits
+    are MLX's): one left-padded batch in onnxruntime against mlx-lm."""
+    from mlx2onnx.llm.package import check_package
+
+    arch = name.split()[0]
+    folder = zoo.write_model_folder(tmp_path / "folder", arch, dtype=mx.bfloat16 if "bfloat16" in name else None)
+    cli("export", folder, "-o", tmp_path / "package", cwd=tmp_path, check_rc=0)
+    result = check_package(tmp_path / "package", folder, [[5, 6, 7, 8, 9, 10, 11], [20, 21, 22]])
+    assert result["passed"], json.dumps(result, indent=1)
+
+
+def test_check_command_compares_a_package_with_its_folder(packages, tmp_path):
+    folder, package = packages("llama 4-bit")
+    out = cli("check", package, folder, cwd=tmp_path, check_rc=0)
+    assert "package parity PASSED" in out.stdout
+    other = zoo.write_model_folder(tmp_path / "other", "llama", bits=4, seed=1)  # other weights: must fail
+    out = cli("check", package, other, cwd=tmp_path, check_rc=1)
+    assert "package parity FAILED" in out.stdout
+
+
+def _no_leftovers(where: Path):
+    return [p.name for p in where.iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize("case", ["no config", "unknown model_type", "no weights", "mamba cache", "existing output"])
+def test_bad_folders_are_refused_before_anything_is_written(tmp_path, case):
+    folder = zoo.write_model_folder(tmp_path / "folder", "llama")
+    expected = {
+        "no config": "has no config.json",
+        "unknown model_type": "mlx-lm cannot load",
+        "no weights": "has no \\*.safetensors weights",
+        "mamba cache": "model_type .mamba. uses an mlx-lm ArraysCache .layer 0.*only attention KV caches",
+        "existing output": "already exists",
+    }[case]
+    if case == "no config":
+        (folder / "config.json").unlink()
+    elif case == "unknown model_type":
+        settings = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**settings, "model_type": "no_such_architecture"}))
+    elif case == "no weights":
+        (folder / "model.safetensors").unlink()
+    elif case == "mamba cache":
+        shutil.rmtree(folder)
+        folder = zoo.write_model_folder(tmp_path / "folder", "mamba", config=zoo.MAMBA_CONFIG)
+    elif case == "existing output":
+        (tmp_path / "package").mkdir()
+    out = cli("export", folder, "-o", tmp_path / "package", cwd=tmp_path)
+    assert out.returncode != 0
+    import re
+
+    assert re.search(expected, out.stderr), out.stderr
+    assert _no_leftovers(tmp_path)
+    if case != "existing output":
+        assert not (tmp_path / "package").exists()

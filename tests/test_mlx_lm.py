@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 import pytest
 from mlx.utils import tree_flatten
+import zoo
 from zoo import LM_CONFIGS as CONFIGS
 from zoo import lm_tokens as tokens
 from zoo import mlx_lm_model as build
@@ -96,17 +97,38 @@ def test_dynamic_decoder_serves_any_batch_and_prompt_length(name, tmp_path):
         llm.generate(exported, np.zeros((1, 30), np.int32), max_new_tokens=6)
 
 
-def test_dynamic_mixtral_traced_past_its_sorting_threshold():
-    """mlx-lm's SwitchGLU sorts the routing indices when there are 64 or more: traced at
-    2 x 8 tokens (32 indices) the far traces cross that and the export is refused; traced
-    at 2 x 32 every trace sorts, and the sorted program is exact at small sizes too."""
+def test_dynamic_mixtral_from_a_small_example_past_its_sorting_threshold():
+    """mlx-lm's SwitchGLU sorts the routing indices when there are 64 or more: at 2 x 8
+    tokens (32 indices) the example traces the unsorted program and the far traces the
+    sorted one. The exporter traces again from its largest sizes, where every trace sorts;
+    the sorted program is exact at every size, 1 x 1 and the example included."""
     model = build("mixtral")
     dynamic = {"inputs": {0: "batch", 1: "seq"}}
-    with pytest.raises(mlx2onnx.DynamicShapeError, match="the traced program changes with it.*past the threshold"):
-        mlx2onnx.Exporter(dynamic=dynamic).export(model, tokens((2, 8)))
-    proto = mlx2onnx.Exporter(dynamic=dynamic).export(model, tokens((2, 32)))
-    report = mlx2onnx.Verifier(sizes={"batch": [1, 3], "seq": [1, 7, 33]}).verify(proto, model, tokens((2, 32)))
+    proto = mlx2onnx.Exporter(dynamic=dynamic).export(model, tokens((2, 8)))
+    report = mlx2onnx.Verifier(sizes={"batch": [1, 2, 3], "seq": [1, 8, 13, 40]}).verify(proto, model, tokens((2, 8)))
     assert report.passed, str(report)
+
+
+@pytest.mark.parametrize("name", zoo.MOE_ARCHITECTURES)
+def test_dynamic_mixture_of_experts_from_a_2x8_example(name):
+    """Each MoE architecture exported once from a 2 x 8 example (32 routed indices, below
+    mlx-lm's sorting threshold) with dynamic batch and sequence matches MLX at 1 x 1, at the
+    example and past the threshold."""
+    model = zoo.moe_model(name)
+    dynamic = {"inputs": {0: "batch", 1: "seq"}}
+    proto = mlx2onnx.Exporter(dynamic=dynamic).export(model, tokens((2, 8)))
+    report = mlx2onnx.Verifier(sizes={"batch": [1, 3], "seq": [1, 13, 40]}).verify(proto, model, tokens((2, 8)))
+    assert report.passed, str(report)
+
+
+def test_a_program_that_truly_changes_with_a_size_is_still_refused():
+    """A branch on the size whose programs never settle (here: odd and even lengths)
+    is refused with the first difference, even after the retrace from larger sizes."""
+    def branchy(x):
+        return mx.exp(x) if x.shape[1] % 2 else mx.sin(x)
+
+    with pytest.raises(mlx2onnx.DynamicShapeError, match="the traced program changes with it"):
+        mlx2onnx.Exporter(dynamic={"x": {1: "n"}}).export(branchy, mx.ones((2, 8)))
 
 
 def test_decode_step_reads_only_the_filled_cache(tmp_path):

@@ -386,3 +386,32 @@ def write_model_folder(folder, name: str, bits: int | None = None, group_size: i
     (folder / "config.json").write_text(json.dumps(settings))
     (folder / "generation_config.json").write_text(json.dumps({"bos_token_id": 1, "eos_token_id": 2}))
     return folder
+
+
+# -- mlx-lm mixture-of-experts architectures (tiny configs) --------------------------------
+MOE_ARCHITECTURES = ("mixtral", "qwen3_moe", "olmoe", "granitemoe", "gpt_oss", "deepseek_v3")
+_MOE_FIELDS = dict(
+    hidden_size=64, num_hidden_layers=2, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
+    vocab_size=LM_VOCAB, rms_norm_eps=1e-5, head_dim=16, max_position_embeddings=512, rope_theta=10000.0,
+    tie_word_embeddings=False, num_experts=4, num_local_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+    decoder_sparse_step=1, norm_topk_prob=True, mlp_only_layers=[], n_routed_experts=4, n_shared_experts=1,
+    first_k_dense_replace=0, moe_layer_freq=1, kv_lora_rank=16, q_lora_rank=None, qk_rope_head_dim=8,
+    qk_nope_head_dim=8, v_head_dim=16, n_group=1, topk_group=1, routed_scaling_factor=1.0, topk_method="noaux_tc",
+    scoring_func="sigmoid", sliding_window=128, layer_types=None, embedding_multiplier=1.0,
+    attention_multiplier=1.0, logits_scaling=1.0, residual_multiplier=1.0, attention_bias=False, rope_scaling=None,
+)
+
+
+def moe_model(name: str, seed: int = 0) -> nn.Module:
+    """mlx-lm's ``name`` with 4 experts (2 per token) and the fields of its ModelArgs from
+    one small table."""
+    import dataclasses
+
+    pytest.importorskip("mlx_lm")
+    module = importlib.import_module(f"mlx_lm.models.{name}")
+    fields = {f.name for f in dataclasses.fields(module.ModelArgs)}
+    config = {k: v for k, v in _MOE_FIELDS.items() if k in fields}
+    mx.random.seed(seed)
+    model = module.Model(module.ModelArgs.from_dict({**config, "model_type": name}))
+    mx.eval(model.parameters())
+    return model

@@ -338,9 +338,9 @@ def _differs(plan: Plan, t: int, where: str, detail: str, summary: str = "") -> 
         f"but {_sizes_text(plan, t)} traces {detail.split(' | ')[-1]}. Python code in the function "
         "(or in MLX, like pooling that crops odd sizes) branches, loops or computes shapes on that size; "
         "make the dimension static, write that part with MLX ops on the array, or, if the model only "
-        "takes sizes in steps, declare them: mlx2onnx.Dim(name, multiple_of=N). Where the branch only picks "
-        "an implementation with the same results (mlx-lm's MoE layers sort their routing from 64 indices "
-        "up), give example sizes past the threshold: the other traces only grow from them"
+        "takes sizes in steps, declare them: mlx2onnx.Dim(name, multiple_of=N). (The exporter also traced "
+        "again from its largest sizes, where a branch that only switches implementation past a threshold "
+        "settles on one program; the program changed there too.)"
     )
 
 
@@ -368,15 +368,39 @@ def _first_difference(a, b) -> int:
 def capture_dynamic(fun: Any, args: tuple, kwargs: Mapping[str, Any], dynamic: Any):
     """Trace ``fun`` at the sizes of :func:`trace_sizes` and merge the traces:
     ``(trace, plan)``."""
-    from ..errors import CaptureError
-    from .inputs import input_labels, normalize_inputs, resolve_callable, with_arrays
-    from .tracing import capture_signature
+    from .inputs import input_labels, normalize_inputs, resolve_callable
 
     call, module, display = resolve_callable(fun)
     signature = normalize_inputs(args, kwargs)
     arrays = input_labels(call, signature)
     shapes = {k: tuple(v.shape) for k, v in arrays.items()}
-    plan = trace_sizes(normalize_spec(dynamic, list(arrays), shapes), shapes)
+    spec = normalize_spec(dynamic, list(arrays), shapes)
+    plan = trace_sizes(spec, shapes)
+    traces = _trace_plan(call, module, display, signature, arrays, plan)
+    try:
+        return merge(traces, plan), plan
+    except DynamicShapeError as first:
+        # The program may change once a size passes a threshold and stay the same above it
+        # (mlx-lm's MoE layers sort their routing from 64 indices up: same results, another
+        # program). Trace again from the largest sizes traced: if those traces agree, the
+        # graph is that program, which the check then runs at the example sizes too.
+        larger = {label: shaped(shape, plan.spec.get(label, {}), plan.sizes, plan.traces - 1)
+                  for label, shape in shapes.items()}
+        try:
+            retried = trace_sizes(spec, larger)
+            again = _trace_plan(call, module, display, signature,
+                                example_arrays(arrays, plan.spec, plan.sizes, plan.traces - 1), retried)
+            return merge(again, retried), retried
+        except Exception:  # not one program there either (or the function fails there): the first reason
+            raise first from None
+
+
+def _trace_plan(call, module, display, signature, arrays, plan: Plan) -> list:
+    """The traces of ``call`` at each size of ``plan`` (``arrays``: the example's)."""
+    from ..errors import CaptureError
+    from .inputs import with_arrays
+    from .tracing import capture_signature
+
     traces = []
     for t in range(plan.traces):
         trial = with_arrays(signature, call, example_arrays(arrays, plan.spec, plan.sizes, t))
@@ -396,4 +420,4 @@ def capture_dynamic(fun: Any, args: tuple, kwargs: Mapping[str, Any], dynamic: A
                 f"{plan.describe(_trace_marker(plan, t))} cannot be dynamic: the function fails at "
                 f"{_sizes_text(plan, t)} (a size fixed in its code?): {type(exc).__name__}: {exc}"
             ) from exc
-    return merge(traces, plan), plan
+    return traces

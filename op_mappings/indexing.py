@@ -522,7 +522,8 @@ def scatter(ctx, rec):
 def scatter_axis(ctx, rec):
     """inputs (a, idx, updates) (idx and updates of one shape, same rank as a); arguments
     [reduce: ScatterAxisReduce, axis]: ScatterElements(axis, reduction add/none), the last
-    write winning on duplicate targets with None (as on MLX's CPU)."""
+    write winning on duplicate targets with None (as on MLX's CPU; an index one long along
+    the axis has none)."""
     a, idx, updates = ctx.inputs(rec)
     reduce_code, axis = rec.args
     reduction = SCATTER_AXIS_REDUCTIONS[int(reduce_code)]
@@ -532,7 +533,9 @@ def scatter_axis(ctx, rec):
         return [ctx.op.Identity(a)]
     positions = index_int64(ctx, idx, ispec, src.shape[axis])
     updates = expand_to(ctx, updates, uspec.shape, ispec.shape)
-    if reduction == "none" and ispec.size > 1:
+    # one index per row along the axis (put_along_axis of a [.., 1] index) cannot write a
+    # target twice: no last-writer search, and no fixed sizes needed for it
+    if reduction == "none" and ispec.size > 1 and ispec.shape[axis] != 1:
         strides = np.cumprod([1] + list(src.shape[::-1])[:-1])[::-1].astype(np.int64)
         coords = np.indices(ispec.shape, dtype=np.int64)
         base = sum((coords[d] * strides[d] for d in range(src.rank) if d != axis), np.zeros(ispec.shape, np.int64))

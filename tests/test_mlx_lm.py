@@ -123,12 +123,29 @@ def test_dynamic_mixture_of_experts_from_a_2x8_example(name):
 
 def test_a_program_that_truly_changes_with_a_size_is_still_refused():
     """A branch on the size whose programs never settle (here: odd and even lengths)
-    is refused with the first difference, even after the retrace from larger sizes."""
+    is refused with the first difference, even after the retrace from larger sizes, and
+    the refusal names the line that branches."""
     def branchy(x):
-        return mx.exp(x) if x.shape[1] % 2 else mx.sin(x)
+        if x.shape[1] % 2:
+            return mx.exp(x)
+        return mx.sin(x)
 
-    with pytest.raises(mlx2onnx.DynamicShapeError, match="the traced program changes with it"):
+    with pytest.raises(mlx2onnx.DynamicShapeError,
+                       match=r"the traced program changes with it.* Line \d+ of .*test_mlx_lm\.py \(`if x\.shape\[1\] % 2:`\) branches"):
         mlx2onnx.Exporter(dynamic={"x": {1: "n"}}).export(branchy, mx.ones((2, 8)))
+
+
+@pytest.mark.parametrize("name, line", [
+    ("gpt_bigcode", r"\(`position_ids = mx\.array\(np\.arange\(L\)\)`\) builds it from the size in Python or NumPy"),
+    ("recurrent_gemma", r"\(`for t in range\(x\.shape\[1\]\):`\) branches or loops on the size"),
+])
+def test_refusals_name_the_model_line_that_fixes_the_size(name, line):
+    """gpt_bigcode builds its positions with NumPy from the length, recurrent_gemma loops
+    over the sequence in Python: the refusal names that line of mlx-lm's model file."""
+    model = zoo.moe_model(name)
+    key = "tokens" if name == "recurrent_gemma" else "inputs"
+    with pytest.raises(mlx2onnx.DynamicShapeError, match=rf"Line \d+ of .*{name}\.py {line}"):
+        mlx2onnx.Exporter(dynamic={key: {0: "batch", 1: "seq"}}).export(model, tokens((2, 8)))
 
 
 def test_decode_step_reads_only_the_filled_cache(tmp_path):

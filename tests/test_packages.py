@@ -26,7 +26,8 @@ from test_cli import cli
 
 HERE = Path(__file__).resolve().parent
 NEW_TOKENS = 12
-FOLDERS = {"llama": ("llama", None), "qwen3": ("qwen3", None), "phi3": ("phi3", None), "llama 4-bit": ("llama", 4)}
+FOLDERS = {"llama": ("llama", None), "qwen3": ("qwen3", None), "phi3": ("phi3", None), "llama 4-bit": ("llama", 4),
+           "llama, external data": ("llama", None)}
 PROMPTS = ("the quick brown fox", "hello world")
 
 
@@ -38,9 +39,15 @@ def packages(tmp_path_factory):
     def get(name):
         if name not in made:
             arch, bits = FOLDERS[name]
-            folder = zoo.write_model_folder(root / f"{arch}{bits or ''}-folder", arch, bits=bits)
-            package = root / f"{arch}{bits or ''}-package"
-            cli("export", folder, "-o", package, cwd=root, check_rc=0)
+            folder = zoo.write_model_folder(root / f"{arch}{bits or ''}-{len(made)}-folder", arch, bits=bits)
+            package = root / f"{arch}{bits or ''}-{len(made)}-package"
+            if "external" in name:  # as a model above 2 GB is written
+                from mlx2onnx.llm.package import export_package
+
+                export_package(folder, package, external_data=True)
+                assert (package / "onnx" / "model.onnx_data").is_file()
+            else:
+                cli("export", folder, "-o", package, cwd=root, check_rc=0)
             made[name] = (folder, package)
         return made[name]
 

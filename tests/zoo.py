@@ -389,7 +389,7 @@ def write_model_folder(folder, name: str, bits: int | None = None, group_size: i
 
 
 # -- mlx-lm mixture-of-experts architectures (tiny configs) --------------------------------
-MOE_ARCHITECTURES = ("mixtral", "qwen3_moe", "olmoe", "granitemoe", "gpt_oss", "deepseek_v3")
+MOE_ARCHITECTURES = ("mixtral", "qwen3_moe", "olmoe", "granitemoe", "gpt_oss", "deepseek_v3", "phimoe")
 _MOE_FIELDS = dict(
     hidden_size=64, num_hidden_layers=2, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
     vocab_size=LM_VOCAB, rms_norm_eps=1e-5, head_dim=16, max_position_embeddings=512, rope_theta=10000.0,
@@ -402,15 +402,22 @@ _MOE_FIELDS = dict(
 )
 
 
+_OTHER_FIELDS = dict(
+    n_embd=64, n_layer=2, n_head=4, n_inner=128, n_positions=512, layer_norm_epsilon=1e-5, multi_query=True,
+    attention_window_size=4, block_types=["recurrent", "attention"], conv1d_width=4, embeddings_scale_by_sqrt_dim=True,
+    final_w_init_variance_scale=1.0, lru_width=64, logits_soft_cap=30.0, rnn_num_heads=4, partial_rotary_factor=0.5,
+)
+
+
 def moe_model(name: str, seed: int = 0) -> nn.Module:
-    """mlx-lm's ``name`` with 4 experts (2 per token) and the fields of its ModelArgs from
-    one small table."""
+    """mlx-lm's ``name`` (a mixture of experts: 4 experts, 2 per token; or gpt_bigcode,
+    recurrent_gemma) with the fields of its ModelArgs from one small table."""
     import dataclasses
 
     pytest.importorskip("mlx_lm")
     module = importlib.import_module(f"mlx_lm.models.{name}")
     fields = {f.name for f in dataclasses.fields(module.ModelArgs)}
-    config = {k: v for k, v in _MOE_FIELDS.items() if k in fields}
+    config = {k: v for k, v in {**_MOE_FIELDS, **_OTHER_FIELDS}.items() if k in fields}
     mx.random.seed(seed)
     model = module.Model(module.ModelArgs.from_dict({**config, "model_type": name}))
     mx.eval(model.parameters())

@@ -232,12 +232,12 @@ def merge(traces: list, plan: Plan):
                     change = f"value {c.array.tolist()} at {_sizes_text(plan, 0)}, {o.array.tolist()} at {_sizes_text(plan, t)}"
                 else:
                     change = f"its values differ at {_sizes_text(plan, t)}"
-                raise DynamicShapeError(
+                raise _at(t, c.array, DynamicShapeError(
                     f"{plan.describe(_trace_marker(plan, t))} cannot be dynamic: {what} changes with it "
                     f"({change}); it was computed in Python "
                     "(or NumPy) from the size. Compute it inside the function with MLX ops instead "
                     "(mx.arange, mx.triu, ...), or keep this dimension static"
-                )
+                ))
         constants.append(c)
     primitives = []
     for j, rec in enumerate(base.primitives):
@@ -332,7 +332,7 @@ def _sizes_text(plan: Plan, t: int) -> str:
 
 def _differs(plan: Plan, t: int, where: str, detail: str, summary: str = "") -> DynamicShapeError:
     example = ", ".join(f"{s}={v[0]}" for s, v in plan.sizes.items())
-    return DynamicShapeError(
+    return _at(t, None, DynamicShapeError(
         f"{plan.describe(_trace_marker(plan, t))} cannot be dynamic: the traced program changes with "
         f"it{': ' + summary if summary else ''}. At {where}, {example} traces {detail.split(' | ')[0]} "
         f"but {_sizes_text(plan, t)} traces {detail.split(' | ')[-1]}. Python code in the function "
@@ -341,7 +341,14 @@ def _differs(plan: Plan, t: int, where: str, detail: str, summary: str = "") -> 
         "takes sizes in steps, declare them: mlx2onnx.Dim(name, multiple_of=N). (The exporter also traced "
         "again from its largest sizes, where a branch that only switches implementation past a threshold "
         "settles on one program; the program changed there too.)"
-    )
+    ))
+
+
+def _at(trace: int, constant, error: DynamicShapeError) -> DynamicShapeError:
+    """``error`` marked with the trace that differed (and the constant that changed), for
+    :func:`_located`."""
+    error.trace, error.constant = trace, constant
+    return error
 
 
 def _show(spec) -> str:
@@ -392,7 +399,37 @@ def capture_dynamic(fun: Any, args: tuple, kwargs: Mapping[str, Any], dynamic: A
                                 example_arrays(arrays, plan.spec, plan.sizes, plan.traces - 1), retried)
             return merge(again, retried), retried
         except Exception:  # not one program there either (or the function fails there): the first reason
-            raise first from None
+            raise _located(first, call, module, display, signature, arrays, plan) from None
+
+
+def _located(error: DynamicShapeError, call, module, display, signature, arrays, plan: Plan) -> DynamicShapeError:
+    """``error`` with the user's line that fixes the size (:mod:`.locate`), where found."""
+    from .inputs import with_arrays
+    from .locate import branch_line, constant_line
+    from .tracing import capture_signature
+
+    trace = getattr(error, "trace", None)
+    if trace is None:
+        return error
+
+    def run(t):
+        trial = with_arrays(signature, call, example_arrays(arrays, plan.spec, plan.sizes, t))
+        return lambda: capture_signature(call, module, display, trial, shapeless=True)
+
+    constant = getattr(error, "constant", None)
+    if constant is not None:
+        found = constant_line(run(0), constant)
+        how = ("builds it from the size in Python or NumPy; build it with MLX ops on the array instead "
+               "(mx.arange(x.shape[1]) is traced as a size, np.arange(L) as a constant)")
+    else:
+        found = branch_line(run(0), run(trace))
+        how = ("branches or loops on the size in Python, so each size traces another program: compute that part "
+               "with MLX ops on whole arrays (a mask and mx.where for a branch; for a loop over the sequence, an "
+               "MLX op that takes the whole axis, or a static size)")
+    if found is None:
+        return error
+    file, line, text = found
+    return _at(trace, constant, DynamicShapeError(f"{error} Line {line} of {file} (`{text}`) {how}."))
 
 
 def _trace_plan(call, module, display, signature, arrays, plan: Plan) -> list:

@@ -110,10 +110,12 @@ def refuse_unsupported_caches(model, model_type: str) -> None:
 
 def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwrite: bool = False,
                    stage: Callable[[str], Any] = lambda text: contextlib.nullcontext(),
-                   exporter: Exporter | None = None) -> Path:
+                   exporter: Exporter | None = None, external_data: bool | None = None) -> Path:
     """Export the mlx-lm model folder ``folder`` as a package folder ``out`` (see module).
     Everything is checked before anything is written; the package appears whole or not
-    at all. ``stage(text)`` is entered around each step (the command line's progress)."""
+    at all. ``stage(text)`` is entered around each step (the command line's progress).
+    ``external_data``: weights in ``onnx/model.onnx_data`` (None: above 2 GB only); the
+    package's config.json then says so to transformers.js (``use_external_data_format``)."""
     folder, out = Path(folder), Path(out)
     if out.exists() and not overwrite:
         raise ExportOptionError(f"{str(out)!r} already exists; pass overwrite=True (--overwrite) to replace it")
@@ -148,10 +150,14 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
     with staging_folder(out.parent, f".{out.name}.") as staging, stage(f"checking and writing {out}"):
         package = staging / "package"
         (package / "onnx").mkdir(parents=True)
-        save_model(graph, package / "onnx" / "model.onnx", check=exporter.check, data_name="model.onnx_data")
+        save_model(graph, package / "onnx" / "model.onnx", check=exporter.check, data_name="model.onnx_data",
+                   external_data=external_data)
         for name in ("config.json", "generation_config.json", *TOKENIZER_FILES):
             if (folder / name).is_file():
                 shutil.copy2(folder / name, package / name)
+        if (package / "onnx" / "model.onnx_data").is_file():
+            js = {**config.get("transformers.js_config", {}), "use_external_data_format": True}
+            (package / "config.json").write_text(json.dumps({**config, "transformers.js_config": js}, indent=2))
         (package / "genai_config.json").write_text(json.dumps(genai_config(config, layout, folder), indent=2))
         if out.exists():
             shutil.rmtree(out)

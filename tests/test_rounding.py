@@ -165,3 +165,15 @@ def test_float32_outputs_computed_through_bfloat16_are_checked_at_bfloat16_preci
     assert report.passed, str(report)
     assert [o.dtype for o in report.outputs] == ["float32(bfloat16)", "float32"]
     assert (report.outputs[0].atol, report.outputs[0].rtol) == (1e-1, 5e-2)
+
+
+def test_emulated_float16_rounds_after_every_op():
+    """float16="emulate": float16 carried as float32 and rounded (Cast pairs) after every
+    op ends bit for bit where MLX's float16 arithmetic does."""
+    rng = np.random.default_rng(5)
+    halves = [mx.array(rng.standard_normal((8, 64)).astype(np.float32)).astype(mx.float16) for _ in range(3)]
+    proto = mlx2onnx.Exporter(float16="emulate").export(_chain, *halves)
+    assert proto.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+    feeds = {i.name: np.array(v).astype(np.float32) for i, v in zip(proto.graph.input, halves)}
+    (got,) = _run("onnxruntime", proto, feeds)
+    _assert_bits(got, np.array(_chain(*halves)).astype(np.float32), feeds[proto.graph.input[0].name])

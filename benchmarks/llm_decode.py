@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from common import openblas  # noqa: E402
+from common import current_rss_mb, median_time, openblas, run_worker  # noqa: E402
 
 
 def build(layers: int, seed: int = 0):
@@ -57,47 +55,24 @@ def packed_bytes(model) -> int:
     return sum(v.nbytes for _, v in tree_flatten(model.parameters()))
 
 
-def rss() -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def best(fn, repeats: int, budget: float = 60.0) -> float:
-    """Median of up to ``repeats`` timed calls after one untimed call (fewer when they
-    would take more than ``budget`` seconds), in seconds."""
-    start = time.perf_counter()
-    fn()
-    first = time.perf_counter() - start
-    repeats = max(1, min(repeats, int(budget / max(first, 1e-9))))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2]
-
-
 def ort_worker(folder: str, prompt: int, repeats: int) -> dict:
     import numpy as np
     import onnxruntime as ort
 
     from mlx2onnx.verify.session import exact_options
 
-    before = rss()
+    before = current_rss_mb()
     decode = ort.InferenceSession(str(Path(folder) / "model.decode.onnx"), exact_options(),
                                   providers=["CPUExecutionProvider"])
-    memory = rss() - before
+    memory = (current_rss_mb() - before) * 2**20
     prefill = ort.InferenceSession(str(Path(folder) / "model.prefill.onnx"), exact_options(),
                                    providers=["CPUExecutionProvider"])
     ids = np.random.default_rng(0).integers(0, 32000, size=(1, prompt)).astype(np.int32)
     outs = prefill.run(None, {"input_ids": ids})
     names = [i.name for i in decode.get_inputs()][2:]
     feeds = {"input_ids": ids[:, :1], "position": np.array(prompt, np.int32), **dict(zip(names, outs[1:]))}
-    step = best(lambda: decode.run(None, feeds), repeats)
-    fill = best(lambda: prefill.run(None, {"input_ids": ids}), max(2, repeats // 4))
+    step = median_time(lambda: decode.run(None, feeds), repeats)
+    fill = median_time(lambda: prefill.run(None, {"input_ids": ids}), max(2, repeats // 4))
     return {"memory": memory, "step": step, "prefill": fill}
 
 
@@ -115,7 +90,7 @@ def ort_step_only(folder: str, prompt: int, repeats: int) -> dict:
         feeds[i.name] = np.random.default_rng(0).standard_normal(shape).astype(np.float32) \
             if i.type == "tensor(float)" else np.ones(shape, np.int32)
     feeds["position"] = np.array(prompt, np.int32)
-    return {"step": best(lambda: decode.run(None, feeds), repeats)}
+    return {"step": median_time(lambda: decode.run(None, feeds), repeats)}
 
 
 def mlx_worker(layers: int, prompt: int, repeats: int) -> dict:
@@ -138,7 +113,7 @@ def mlx_worker(layers: int, prompt: int, repeats: int) -> dict:
         mx.eval(model(token, cache=cache))
         steps.append(time.perf_counter() - start)
     steps = sorted(steps[1:])
-    return {"step": steps[len(steps) // 2], "prefill": best(fill, max(2, repeats // 4))}
+    return {"step": steps[len(steps) // 2], "prefill": median_time(fill, max(2, repeats // 4))}
 
 
 def read_floor(nbytes: int) -> float:
@@ -159,11 +134,14 @@ def _timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def run_worker(kind: str, args, folder: str = "", env: dict | None = None) -> dict:
-    command = [sys.executable, __file__, "--worker", kind, "--layers", str(args.layers), "--prompt", str(args.prompt),
-               "--repeats", str(args.repeats), "--folder", folder]
-    out = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})}, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def worker(kind: str, args, folder: str = "", env: dict | None = None) -> dict:
+    """One measurement in a fresh process (common.run_worker); stops the run on a failure."""
+    result = run_worker(Path(__file__).name, ["--worker", kind, "--layers", str(args.layers), "--prompt",
+                                              str(args.prompt), "--repeats", str(args.repeats), "--folder", folder],
+                        env=env)
+    if "error" in result:
+        raise SystemExit(f"the {kind} worker failed: {result['error']}")
+    return result
 
 
 def main() -> None:
@@ -199,12 +177,12 @@ def main() -> None:
         if args.long:
             export_decoder(model, long, prompt_length=1, max_length=args.long)
         del model
-        ort = run_worker("ort", args, short)
-        ort_long = run_worker("ort-step", args, long) if args.long else None
-        ort_short = run_worker("ort-step", args, short) if args.long else None
-    mlx_stock = run_worker("mlx", args)
+        ort = worker("ort", args, short)
+        ort_long = worker("ort-step", args, long) if args.long else None
+        ort_short = worker("ort-step", args, short) if args.long else None
+    mlx_stock = worker("mlx", args)
     library = openblas()
-    mlx_blas = run_worker("mlx", args, env={"LD_PRELOAD": library}) if library else None
+    mlx_blas = worker("mlx", args, env={"LD_PRELOAD": library}) if library else None
     floor = read_floor(size)
 
     def ms(seconds):

@@ -15,7 +15,14 @@ from mlx2onnx import dtypes
 from mlx2onnx.capture.records import LogBase
 from mlx2onnx.translate.markers import ZERO_SIGN_REPAIR
 from mlx2onnx.translate.registry import handles, register
-from mlx2onnx.translate.rounding import NARROW, emulated, needs_rounding, round_to, round_within
+from mlx2onnx.translate.rounding import (
+    NARROW,
+    emulated,
+    narrowed,
+    needs_rounding,
+    round_to,
+    round_within,
+)
 
 # MLX name -> ONNX op; inputs and output share one dtype.
 UNARY = {
@@ -321,9 +328,7 @@ def astype(ctx, rec):
     if needs_rounding(ctx, source) and not emulated(ctx, source):
         x = round_to(ctx, x, source)
     y = ctx.op.Cast(x, to=ctx.onnx_type(target))
-    if needs_rounding(ctx, target):
-        y = round_to(ctx, y, target)
-    return [y]
+    return [round_to(ctx, y, target) if needs_rounding(ctx, target) else y]
 
 
 def python_remainder(ctx, a, b, dtype):
@@ -343,8 +348,7 @@ def floor_divide_value(ctx, a, b, dtype):
     if dtypes.is_float(dtype):
         work = ctx.work_dtype("Div", dtype)
         quotient = ctx.op.Div(ctx.cast(a, work), ctx.cast(b, work))
-        if ctx.onnx_type(work) != dtypes.to_onnx(dtype):  # MLX floors the quotient rounded to its own dtype
-            quotient = ctx.op.Cast(ctx.op.Cast(quotient, to=dtypes.to_onnx(dtype)), to=ctx.onnx_type(work))
+        quotient = narrowed(ctx, quotient, dtype, work)  # MLX floors the quotient rounded to its own dtype
         return ctx.cast(ctx.op.Floor(quotient), dtype)
     quotient = ctx.run("Div", [a, b], dtype)
     if dtypes.is_unsigned(dtype) or dtype == mx.bool_:

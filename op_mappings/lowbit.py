@@ -62,14 +62,19 @@ def codes_of(words: np.ndarray, bits: int, rows_at_once: int = 1024) -> np.ndarr
 def fits(ctx, rec, operands, group_size: int, transpose: bool) -> bool:
     """Whether this QuantizedMatmul's weight (constant words and scales, constant biases
     when affine) can stay in 4-bit blocks."""
-    if not transpose or any(v is not None and v.const_value is None for v in operands) or operands[0] is None:
+    if not transpose or any(v is not None and v.const_value is None for v in operands):
         return False
     if len(rec.inputs[1].shape) != 2 or group_size < 16 or group_size & (group_size - 1):
         return False
-    if ctx.settings.quantized_weights == "matmulnbits" or ctx.settings.target == "onnxruntime":
+    if _contrib(ctx):
         return True
     # onnxruntime 1.32 runs DequantizeLinear up to version 25, not the opset 28 one
     return ctx.opset >= BLOCKED_OPSET and kernels.serves("DequantizeLinear", ctx.opset)
+
+
+def _contrib(ctx) -> bool:
+    """Whether the blocks are onnxruntime's MatMulNBits (else standard DequantizeLinear)."""
+    return ctx.settings.quantized_weights == "matmulnbits" or ctx.settings.target == "onnxruntime"
 
 
 def affine_terms(codes: np.ndarray, scale: np.ndarray, bits: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -96,12 +101,11 @@ def fp4_terms(codes: np.ndarray, scale: np.ndarray) -> tuple[list, np.ndarray]:
 def blocked_matmul(ctx, rec, x, terms, bias: np.ndarray, group_size: int):
     """float32 ``x @ w.T`` for ``w = sum(n * step for n, step in terms) + bias`` per group:
     each term a 4-bit block product, the bias as ``groupsum(x) @ bias.T`` (see module)."""
-    n, k = terms[0][0].shape
+    k = terms[0][0].shape[1]
     x = ctx.cast(x, mx.float32)
-    contrib = ctx.settings.quantized_weights == "matmulnbits" or ctx.settings.target == "onnxruntime"
+    product = _matmul_nbits if _contrib(ctx) else _dequantize_matmul
     total = None
     for nibble, step in terms:
-        product = _matmul_nbits if contrib else _dequantize_matmul
         term = product(ctx, x, nibble, step.astype(np.float32), group_size)
         total = term if total is None else ctx.op.Add(total, term)
     return ctx.op.Add(total, _bias_term(ctx, rec, x, bias.astype(np.float32), group_size, k))

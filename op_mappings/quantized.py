@@ -37,12 +37,12 @@ import math
 
 import mlx.core as mx
 import numpy as np
-import onnx_ir as ir
 
 from mlx2onnx.capture.records import QuantizationMode
 from mlx2onnx.dtypes import array_to_numpy, numpy_to_array
 from mlx2onnx.translate.markers import KEEP_PACKED, WORDS_FROM_BYTES
 from mlx2onnx.translate.registry import handles
+from mlx2onnx.translate.rounding import cast_rounded
 from mlx2onnx.translate.settings import QUANTIZED_WEIGHT_CHOICES
 
 from . import lowbit
@@ -222,15 +222,6 @@ def dequantize_weights(ctx, w, scales, biases, w_shape, group_size, bits, mode, 
     return ctx.reshape(values, [*lead, rows, cols])
 
 
-def rounded_cast(ctx, x, dtype: mx.Dtype):
-    """``x`` cast to MLX dtype ``dtype``, rounded to it even when the export carries that
-    dtype in a wider type (bfloat16 carried as float32): MLX stores the rounded value."""
-    carrier = ctx.carried(dtype)
-    if carrier != dtype and dtype == mx.bfloat16:
-        x = ctx.op.Cast(ctx.cast(x, mx.float32), to=ir.DataType.BFLOAT16)
-    return ctx.cast(x, dtype)
-
-
 def _swap_last(ctx, x, rank: int):
     perm = list(range(rank))
     perm[-2], perm[-1] = perm[-1], perm[-2]
@@ -396,8 +387,8 @@ def _affine_quantize(ctx, w, spec, group_size, bits, out_dtype):
     bias = ctx.op.Where(nonzero, edge, zero)
     q = ctx.op.Clip(ctx.op.Round(ctx.op.Div(ctx.op.Sub(wf, bias), scale)), zero, n_bins)
     words = _pack_codes(ctx, q, lead, cols, bits)
-    scales = rounded_cast(ctx, ctx.reshape(scale, [*lead, groups]), out_dtype)
-    biases = rounded_cast(ctx, ctx.reshape(bias, [*lead, groups]), out_dtype)
+    scales = cast_rounded(ctx, ctx.reshape(scale, [*lead, groups]), out_dtype)
+    biases = cast_rounded(ctx, ctx.reshape(bias, [*lead, groups]), out_dtype)
     return [words, scales, biases]
 
 
@@ -415,7 +406,7 @@ def quantize(ctx, rec):
         biases = values[2] if mode == AFFINE else None
         dense = dequantize_weights(ctx, values[0], values[1], biases, rec.inputs[0].shape,
                                    group_size, bits, mode, dtype, mx.float32)
-        return [rounded_cast(ctx, dense, dtype)]
+        return [cast_rounded(ctx, dense, dtype)]
     constant = _constant(values[0])
     if constant is not None:
         return _fold_quantize(ctx, constant, group_size, bits, mode)

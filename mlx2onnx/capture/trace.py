@@ -3,6 +3,7 @@ returns and every later stage reads. Nothing here knows about ONNX."""
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -95,8 +96,8 @@ class Trace:
         return {o.name: p for p in self.primitives for o in p.outputs}
 
     def precision(self, name: str) -> mx.Dtype | None:
-        """The narrowest float dtype (bfloat16, then float16) that value ``name`` was rounded
-        to on its way from the inputs, when it is wider itself; else None.
+        """The narrowest float dtype (bfloat16, then float16) that graph output ``name`` was
+        rounded to on its way from the inputs, when it is wider itself; else None.
 
         A float32 output computed from bfloat16 activations carries their rounding: two
         correct implementations that sum in different orders round an intermediate to
@@ -104,35 +105,25 @@ class Trace:
         difference. It is compared under that dtype's tolerance, not float32's. Values
         derived from constants alone (weights cast to float32) do not count.
         """
-        specs = self._specs()
-        own = specs.get(name)
+        own = next((o.spec for o in self.outputs if o.spec.name == name), None)
         if own is None or own.dtype not in (mx.float32, mx.float64):
             return None
-        live = self._from_inputs()
-        producer = self.producers()
-        found, stack, seen = set(), [name], set()
-        while stack:
-            value = stack.pop()
-            record = producer.get(value)
-            if value in seen or record is None:
-                continue
-            seen.add(value)
-            spec = specs[value]
-            if spec.dtype in _NARROW and value in live:
-                found.add(spec.dtype)
-            stack.extend(s.name for s in record.inputs)
+        found = self._narrowed.get(name, frozenset())
         return next((d for d in _NARROW if d in found), None)
 
-    def _specs(self) -> dict[str, TensorSpec]:
-        return {s.name: s for rec in self.primitives for s in rec.outputs}
-
-    def _from_inputs(self) -> set[str]:
-        """Names of the values computed from a graph input."""
-        live = {i.spec.name for i in self.inputs}
+    @functools.cached_property
+    def _narrowed(self) -> dict[str, frozenset]:
+        """Value name -> the narrow float dtypes it was computed through, for the values
+        computed from a graph input (one pass over the records)."""
+        reach: dict[str, frozenset] = {i.spec.name: frozenset() for i in self.inputs}
         for record in self.primitives:
-            if any(s.name in live for s in record.inputs):
-                live.update(s.name for s in record.outputs)
-        return live
+            came = [reach[s.name] for s in record.inputs if s.name in reach]
+            if not came:  # constants only
+                continue
+            passed = frozenset().union(*came)
+            for spec in record.outputs:
+                reach[spec.name] = passed | {spec.dtype} if spec.dtype in _NARROW else passed
+        return reach
 
     def order_free_axis(self, name: str) -> int | None:
         """The axis along which value ``name`` holds an unordered set, or None.

@@ -135,8 +135,24 @@ class DecoderExport:
         )
 
 
-def _names(layers: int, prefix: str) -> list[str]:
+def cache_names(layers: int, prefix: str) -> list[str]:
+    """``<prefix>.<i>.key`` / ``.value`` for each layer, in input order."""
     return [f"{prefix}.{i}.{kind}" for i in range(layers) for kind in ("key", "value")]
+
+
+def cache_arrays(layout: list[tuple], rows: int, length: int, rng: np.random.Generator | None = None) -> list:
+    """Per layer of ``layout`` (:func:`cache_layout`) a key and a value cache
+    [rows, kv_heads, length, dim]: zeros, or standard normal values from ``rng`` (an
+    example past for tracing must not be a constant the trace could fold)."""
+    def make(shape, dtype):
+        if rng is None:
+            return mx.zeros(shape, dtype)
+        return mx.array(rng.standard_normal(shape).astype(np.float32)).astype(dtype)
+
+    out = []
+    for heads, kdim, vdim, dtype in layout:
+        out += [make((rows, heads, length, kdim), dtype), make((rows, heads, length, vdim), dtype)]
+    return out
 
 
 def export_decoder(
@@ -170,12 +186,6 @@ def export_decoder(
     layout = cache_layout(model)
     n = len(layout)
 
-    def buffers(make, rows, length):
-        out = []
-        for heads, kdim, vdim, dtype in layout:
-            out += [make((rows, heads, length, kdim), dtype), make((rows, heads, length, vdim), dtype)]
-        return out
-
     def run(self, input_ids, position, past):
         caches = [GrowingKVCache(past[2 * i], past[2 * i + 1], position) for i in range(n)]
         logits = self(input_ids, cache=caches)
@@ -183,19 +193,17 @@ def export_decoder(
         return (logits, *present)
 
     def prefill(self, input_ids):
-        empty = buffers(lambda shape, dtype: mx.zeros(shape, dtype), input_ids.shape[0], 0)
+        empty = cache_arrays(layout, input_ids.shape[0], 0)
         return run(self, input_ids, mx.array(0, dtype=mx.int32), empty)
 
     def decode(self, input_ids, position, *past):
         return run(self, input_ids, position, list(past))
 
-    outputs = ["logits"] + _names(n, "present")
+    outputs = ["logits"] + cache_names(n, "present")
     ids = mx.zeros((batch, prompt_length), dtype=mx.int32)
     one = mx.zeros((batch, 1), dtype=mx.int32)
     filled = min(prompt_length, max_length - 1)
-    rng = np.random.default_rng(0)  # a past of random values: the trace must not see a constant cache
-    past = buffers(lambda shape, dtype: mx.array(rng.standard_normal(shape).astype(np.float32)).astype(dtype),
-                   batch, filled)
+    past = cache_arrays(layout, batch, filled, np.random.default_rng(0))
     past_length = Dim("past", min=1, max=max(max_length - 1, 1))
     prefill_dynamic = None
     decode_dynamic = {f"past_{k}": {2: past_length} for k in range(2 * n)}
@@ -206,7 +214,7 @@ def export_decoder(
         input_names=["input_ids"], output_names=outputs, path=None, dynamic=prefill_dynamic
     ).to_ir(types.MethodType(prefill, model), ids)
     decode_ir = exporter.with_options(
-        input_names=["input_ids", "position"] + _names(n, "past_key_values"), output_names=outputs, path=None,
+        input_names=["input_ids", "position"] + cache_names(n, "past_key_values"), output_names=outputs, path=None,
         dynamic=decode_dynamic,
     ).to_ir(types.MethodType(decode, model), one, mx.array(filled, dtype=mx.int32), *past)
     guard_position(decode_ir, max_length)
@@ -363,7 +371,7 @@ def generate(export: DecoderExport, prompt: np.ndarray, max_new_tokens: int, ses
         if step == max_new_tokens - 1:
             break
         feeds = {"input_ids": token[:, None], "position": np.array(position, dtype=np.int32)}
-        feeds.update(dict(zip(_names(export.layers, "past_key_values"), cache)))
+        feeds.update(dict(zip(cache_names(export.layers, "past_key_values"), cache)))
         outs = decode.run(None, feeds)
         logits, cache = outs[0], outs[1:]
         position += 1

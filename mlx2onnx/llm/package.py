@@ -39,10 +39,8 @@ from ..errors import ExportOptionError
 from ..exporter import Exporter
 from ..io.saving import save_model, staging_folder
 from ..targets import UsageError, load_model_folder
-from .decoder import GrowingKVCache, cache_layout
+from .decoder import GrowingKVCache, cache_arrays, cache_layout, cache_names
 
-PAST = "past_key_values.{}.{}"
-PRESENT = "present.{}.{}"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                    "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja")
 SUPPORTED_CACHES = ("KVCache", "RotatingKVCache")
@@ -133,17 +131,14 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
     arrays = [mx.array(rng.integers(0, 2, (batch, sequence)).astype(np.int64)),
               mx.ones((batch, past + sequence), dtype=mx.int64),
               mx.array(np.tile(np.arange(past, past + sequence), (batch, 1)).astype(np.int64))]
-    names = ["input_ids", "attention_mask", "position_ids"]
-    for i, (heads, kdim, vdim, dtype) in enumerate(layout):
-        for kind, dim in (("key", kdim), ("value", vdim)):
-            arrays.append(mx.array(rng.standard_normal((batch, heads, past, dim)).astype(np.float32)).astype(dtype))
-            names.append(PAST.format(i, kind))
+    arrays += cache_arrays(layout, batch, past, rng)
+    names = ["input_ids", "attention_mask", "position_ids"] + cache_names(layers, "past_key_values")
     dynamic = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "total_sequence"},
                "position_ids": {0: "batch", 1: "sequence"},
                **{f"past_{k}": {0: "batch", 2: Dim("past_sequence")} for k in range(2 * layers)}}
-    outputs = ["logits"] + [PRESENT.format(i, kind) for i in range(layers) for kind in ("key", "value")]
-    exporter = (exporter or Exporter(quantized_weights=PACKAGE_QUANTIZED_WEIGHTS, bfloat16=PACKAGE_BFLOAT16)).with_options(input_names=names, output_names=outputs, path=None,
-                                                     dynamic=dynamic)
+    outputs = ["logits"] + cache_names(layers, "present")
+    exporter = exporter or Exporter(quantized_weights=PACKAGE_QUANTIZED_WEIGHTS, bfloat16=PACKAGE_BFLOAT16)
+    exporter = exporter.with_options(input_names=names, output_names=outputs, path=None, dynamic=dynamic)
     with stage(f"tracing the decoder ({layers} layers) at several sizes and translating it"):
         graph = exporter.to_ir(decoder_function(model, layers), *arrays)
     out.parent.mkdir(parents=True, exist_ok=True)

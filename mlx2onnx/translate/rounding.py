@@ -52,25 +52,36 @@ def emulated(ctx, dtype: mx.Dtype) -> bool:
 
 
 def round_to(ctx, x: ir.Value, dtype: mx.Dtype, op=None) -> ir.Value:
-    """``x`` (carried as ``ctx.onnx_type(dtype)``) rounded to the values of ``dtype``.
-    ``op`` emits the nodes (default ``ctx.op``; a Scan body passes its own builder)."""
+    """``x`` (carried as ``ctx.onnx_type(dtype)``, or a float computed wider) rounded to the
+    values of ``dtype``, in the type that carries ``dtype``. ``op`` emits the nodes
+    (default ``ctx.op``; a Scan body passes its own builder)."""
     op = ctx.op if op is None else op
     carrier = ctx.onnx_type(dtype)
-    if dtype == mx.bfloat16 and ctx.portable and carrier == ir.DataType.FLOAT:
+    float32 = ir.DataType.FLOAT
+    if dtype == mx.bfloat16 and ctx.portable and carrier == float32 and x.dtype in (None, float32):
         return bfloat16_in_float32(op, x)
     return op.Cast(op.Cast(x, to=dtypes.to_onnx(dtype)), to=carrier)
 
 
-def round_within(ctx, x: ir.Value, dtype: mx.Dtype, work: mx.Dtype) -> ir.Value:
+def cast_rounded(ctx, x: ir.Value, dtype: mx.Dtype) -> ir.Value:
+    """``x`` cast to MLX dtype ``dtype`` as MLX casts: rounded to its values (once, from
+    ``x`` itself) even where the export carries it wider."""
+    return round_to(ctx, x, dtype) if needs_rounding(ctx, dtype) else ctx.cast(x, dtype)
+
+
+def narrowed(ctx, x: ir.Value, dtype: mx.Dtype, work: mx.Dtype) -> ir.Value:
     """``x``, computed in MLX dtype ``work``, rounded to the values of ``dtype`` and kept in
-    ``work``: where MLX rounds an intermediate of a narrow-float primitive. A dtype carried
-    wider without emulation is computed in the wider type throughout: left as it is."""
+    ``work``: a value MLX rounds to ``dtype`` before it computes on."""
+    return ctx.cast(cast_rounded(ctx, x, dtype), work)
+
+
+def round_within(ctx, x: ir.Value, dtype: mx.Dtype, work: mx.Dtype) -> ir.Value:
+    """:func:`narrowed`, where MLX rounds an intermediate of a narrow-float primitive. A
+    dtype carried wider without emulation is computed in the wider type throughout: left
+    as it is."""
     if needs_rounding(ctx, dtype) and not emulated(ctx, dtype):
         return x
-    narrowed = ctx.cast(x, dtype)
-    if needs_rounding(ctx, dtype):
-        narrowed = round_to(ctx, narrowed, dtype)
-    return ctx.cast(narrowed, work)
+    return narrowed(ctx, x, dtype, work)
 
 
 def round_inputs(ctx, trace) -> None:
@@ -114,8 +125,9 @@ def bfloat16_in_float32(op, x: ir.Value) -> ir.Value:
         return op.Constant(value_float=value)
 
     big = c(2.0**100)
-    scale = op.Where(op.Greater(op.Abs(x), big), c(2.0**-64), c(1.0))
-    a = op.Mul(op.Abs(x), scale)
+    magnitude = op.Abs(x)
+    scale = op.Where(op.Greater(magnitude, big), c(2.0**-64), c(1.0))
+    a = op.Mul(magnitude, scale)
     clamped = op.Min(op.Max(a, c(1.5 * 2.0**-126)), big)
     p = op.Mul(clamped, c(2.0**24))
     spacing = op.Sub(op.Add(p, clamped), p)  # 2^(e+1), or 0 at a power of two

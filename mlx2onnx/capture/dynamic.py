@@ -19,7 +19,8 @@ from typing import Any, Mapping
 import mlx.core as mx
 
 from ..errors import DynamicShapeError, DynamicSpecError
-from .symbolic import Plan, SymFloat, SymInt
+from .loops import LOOP, Step, check_trips, loop_parts, recover_loops
+from .symbolic import Plan, StepInt, SymFloat, SymInt
 
 
 @dataclass(frozen=True)
@@ -191,9 +192,10 @@ def example_arrays(arrays: dict[str, mx.array], spec, sizes, t: int) -> dict[str
 
 
 # -- merging traces --------------------------------------------------------------------
-def merge(traces: list, plan: Plan):
+def merge(traces: list, plan: Plan, space: tuple = ()):
     """One :class:`~mlx2onnx.capture.Trace` whose numbers are :class:`SymInt` where the
-    traces differ; :class:`DynamicShapeError` where they are not one program."""
+    traces differ; :class:`DynamicShapeError` where they are not one program. (``space``:
+    the (trace, iteration) pairs of the loop whose bodies these traces are.)"""
     from .trace import GraphInput, GraphOutput, Primitive, TensorSpec
 
     base = traces[0]
@@ -247,13 +249,15 @@ def merge(traces: list, plan: Plan):
             if (other.name != rec.name or len(other.inputs) != len(rec.inputs)
                     or len(other.outputs) != len(rec.outputs)
                     or wiring != [s.name for s in rec.inputs]
-                    or not _same_structure(rec.arguments, other.arguments)):
+                    or rec.name == LOOP and loop_parts(rec)[2] != loop_parts(other)[2]
+                    or rec.name != LOOP and not _same_structure(rec.arguments, other.arguments)):
                 raise _differs(plan, t, f"record {j}", _record_pair(base, traces[t], j))
         where = f"record {j} ({rec.name})"
         primitives.append(Primitive(
             index=rec.index,
             name=rec.name,
-            arguments=_merge_arguments([r.arguments for r in recs], plan),
+            arguments=_merge_loop(recs, plan) if rec.name == LOOP else
+            _merge_arguments([r.arguments for r in recs], plan, space),
             inputs=tuple(spec([r.inputs[i] for r in recs], where) for i in range(len(rec.inputs))),
             outputs=tuple(spec([r.outputs[i] for r in recs], where) for i in range(len(rec.outputs))),
         ))
@@ -288,7 +292,18 @@ def _same_values(a: mx.array, b: mx.array) -> bool:
         return False
 
 
+def _merge_loop(recs: list, plan: Plan) -> tuple:
+    """A loop record's arguments over the traces: the trip count a size, the bodies merged
+    with their :class:`Step` numbers as :class:`StepInt` over every iteration traced."""
+    parts = [loop_parts(r) for r in recs]
+    space = tuple((t, k) for t, (trips, _, _) in enumerate(parts) for k in range(trips))
+    body = merge([b for _, b, _ in parts], plan, space)
+    return _number([trips for trips, _, _ in parts], plan), body, parts[0][2]
+
+
 def _same_structure(a, b) -> bool:
+    if isinstance(a, Step) or isinstance(b, Step):
+        return isinstance(a, Step) and isinstance(b, Step)
     if isinstance(a, tuple) or isinstance(b, tuple):
         return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and all(
             _same_structure(x, y) for x, y in zip(a, b))
@@ -309,10 +324,12 @@ def _number(values: list, plan: Plan):
     return SymFloat(tuple(values), plan)
 
 
-def _merge_arguments(args: list, plan: Plan):
+def _merge_arguments(args: list, plan: Plan, space: tuple = ()):
     first = args[0]
     if isinstance(first, tuple):
-        return tuple(_merge_arguments([a[i] for a in args], plan) for i in range(len(first)))
+        return tuple(_merge_arguments([a[i] for a in args], plan, space) for i in range(len(first)))
+    if isinstance(first, Step):
+        return StepInt.of(_number([a.a for a in args], plan), _number([a.b for a in args], plan), space, plan)
     if _is_number(first):
         merged = _number(args, plan)
         if isinstance(merged, SymInt) and isinstance(first, float):
@@ -383,9 +400,9 @@ def capture_dynamic(fun: Any, args: tuple, kwargs: Mapping[str, Any], dynamic: A
     shapes = {k: tuple(v.shape) for k, v in arrays.items()}
     spec = normalize_spec(dynamic, list(arrays), shapes)
     plan = trace_sizes(spec, shapes)
-    traces = _trace_plan(call, module, display, signature, arrays, plan)
+    traces, unrolled = recover_loops(_trace_plan(call, module, display, signature, arrays, plan))
     try:
-        return merge(traces, plan), plan
+        return _merged(traces, plan), plan
     except DynamicShapeError as first:
         # The program may change once a size passes a threshold and stay the same above it
         # (mlx-lm's MoE layers sort their routing from 64 indices up: same results, another
@@ -395,15 +412,24 @@ def capture_dynamic(fun: Any, args: tuple, kwargs: Mapping[str, Any], dynamic: A
                   for label, shape in shapes.items()}
         try:
             retried = trace_sizes(spec, larger)
-            again = _trace_plan(call, module, display, signature,
-                                example_arrays(arrays, plan.spec, plan.sizes, plan.traces - 1), retried)
-            return merge(again, retried), retried
+            again, _ = recover_loops(_trace_plan(call, module, display, signature,
+                                                 example_arrays(arrays, plan.spec, plan.sizes, plan.traces - 1),
+                                                 retried))
+            return _merged(again, retried), retried
         except Exception:  # not one program there either (or the function fails there): the first reason
-            raise _located(first, call, module, display, signature, arrays, plan) from None
+            raise _located(first, call, module, display, signature, arrays, plan, unrolled) from None
 
 
-def _located(error: DynamicShapeError, call, module, display, signature, arrays, plan: Plan) -> DynamicShapeError:
-    """``error`` with the user's line that fixes the size (:mod:`.locate`), where found."""
+def _merged(traces: list, plan: Plan):
+    trace = merge(traces, plan)
+    check_trips(trace, plan)
+    return trace
+
+
+def _located(error: DynamicShapeError, call, module, display, signature, arrays, plan: Plan,
+             unrolled: str | None = None) -> DynamicShapeError:
+    """``error`` with the user's line that fixes the size (:mod:`.locate`), where found, and
+    why the records that repeat are no loop the exporter can recover (``unrolled``)."""
     from .inputs import with_arrays
     from .locate import branch_line, constant_line
     from .tracing import capture_signature
@@ -426,10 +452,12 @@ def _located(error: DynamicShapeError, call, module, display, signature, arrays,
         how = ("branches or loops on the size in Python, so each size traces another program: compute that part "
                "with MLX ops on whole arrays (a mask and mx.where for a branch; for a loop over the sequence, an "
                "MLX op that takes the whole axis, or a static size)")
+    loop = ("" if unrolled is None else " (The exporter recovers a Python loop over the size as an ONNX Loop "
+            f"when its iterations repeat the same records; here {unrolled}.)")
     if found is None:
-        return error
+        return _at(trace, constant, DynamicShapeError(f"{error}{loop}"))
     file, line, text = found
-    return _at(trace, constant, DynamicShapeError(f"{error} Line {line} of {file} (`{text}`) {how}."))
+    return _at(trace, constant, DynamicShapeError(f"{error} Line {line} of {file} (`{text}`) {how}.{loop}"))
 
 
 def _trace_plan(call, module, display, signature, arrays, plan: Plan) -> list:

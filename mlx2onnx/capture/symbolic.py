@@ -292,6 +292,68 @@ class SymFloat(SymInt):
         raise NeedsStatic(self, "needs it as a fixed number")
 
 
+class StepInt(SymInt):
+    """An integer that changes with the iteration of a loop recovered from an unrolled trace
+    (:mod:`mlx2onnx.capture.loops`): ``a * k + b`` at iteration ``k``, ``a`` and ``b``
+    numbers or :class:`SymInt`.
+
+    Its :attr:`values` are its values at every (trace, iteration) pair of ``space``, so a
+    comparison answers for every iteration of every trace, and arithmetic with a size
+    (a :class:`SymInt` with one value per trace) lifts the size onto the same pairs.
+    ``expr`` is ``("Step", a, b)`` for the leaf, else how it was computed.
+    """
+
+    __slots__ = ("space",)
+
+    def __init__(self, values: tuple, plan: Plan, expr: tuple, space: tuple):
+        super().__init__(values, plan, expr)
+        self.space = space
+
+    @classmethod
+    def of(cls, a, b, space: tuple, plan: Plan) -> "StepInt":
+        at = lambda x, t: x.values[t] if isinstance(x, SymInt) else x  # noqa: E731
+        return cls(tuple(at(a, t) * k + at(b, t) for t, k in space), plan, ("Step", a, b), space)
+
+    def _lift(self, other):
+        if isinstance(other, StepInt):
+            return other.values if other.space == self.space else None
+        if isinstance(other, SymInt):
+            return tuple(other.values[t] for t, _ in self.space)
+        return _values_of(other, len(self.values))
+
+    def __repr__(self):
+        _, a, b = self.expr if self.expr[0] == "Step" else ("Step", "?", "?")
+        return f"{a}*iteration+{b}"
+
+    def __hash__(self):
+        return hash(self.values)
+
+    def __eq__(self, other):
+        theirs = self._lift(other)
+        return NotImplemented if theirs is None else tuple(theirs) == self.values
+
+    def __ne__(self, other):
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    def _compare(self, other, fn, text):
+        theirs = self._lift(other)
+        if theirs is None:
+            return NotImplemented
+        return _decide([fn(a, b) for a, b in zip(self.values, theirs)], self, f"compares it ({text})")
+
+    def _arith(self, other, fn, name, reverse=False):
+        theirs = self._lift(other)
+        if theirs is None:
+            return NotImplemented
+        a, b = (theirs, self.values) if reverse else (self.values, theirs)
+        values = tuple(fn(x, y) for x, y in zip(a, b))
+        if all(v == values[0] for v in values):
+            return values[0]
+        left, right = (other, self) if reverse else (self, other)
+        return StepInt(values, self.plan, (name, left, right), self.space)
+
+
 def dims_of(spec) -> list[tuple[int, SymInt]]:
     return [(a, d) for a, d in enumerate(spec.shape) if isinstance(d, SymInt)]
 

@@ -85,6 +85,7 @@ class Context(DimBuilder, OpsetHelpers):
         self._const_by_shape: dict[tuple, list[tuple[np.ndarray, ir.Value]]] = {}
         self._names: set[str] = set()
         self._current: Primitive | None = None
+        self.iteration: ir.Value | None = None  # the loop body's iteration number, as [k]
         self._counter = 0
         self.op = OpBuilder(self)
         DimBuilder.__init__(self)
@@ -234,11 +235,24 @@ class Context(DimBuilder, OpsetHelpers):
     # -- per primitive ----------------------------------------------------------------
     @contextlib.contextmanager
     def primitive(self, rec: Primitive) -> Iterator[None]:
-        self._current = rec
+        outer, self._current = self._current, rec
         try:
             yield
         finally:
-            self._current = None
+            self._current = outer
+
+    @contextlib.contextmanager
+    def subgraph(self, iteration: ir.Value) -> Iterator[list[ir.Node]]:
+        """Emit into a loop body: the nodes go to the list it yields, the body's values
+        are forgotten afterwards (the graph around reads the loop's outputs), and a
+        :class:`~mlx2onnx.capture.symbolic.StepInt` is computed from ``iteration``."""
+        saved = (self.nodes, dict(self.values), dict(self._dim_sources), dict(self._dim_values), self.iteration)
+        self.nodes = []
+        self.iteration = self.op.Unsqueeze(iteration, self.const(np.asarray([0], np.int64)))
+        try:
+            yield self.nodes
+        finally:
+            self.nodes, self.values, self._dim_sources, self._dim_values, self.iteration = saved
 
     def fail(self, message: str) -> ConversionError:
         """An error for the current record; use as ``raise ctx.fail('...')``."""

@@ -85,6 +85,10 @@ class DimBuilder:
         if d.expr is not None:
             name, a, b = d.expr
             left, right = self.dim(a), self.dim(b)
+            if name == "Step":  # a * iteration + b, in a loop body
+                if self.iteration is None:
+                    raise NeedsStatic(d, "follows the iteration of a loop outside its body")
+                return self.op.Add(self.op.Mul(self.iteration, left), right)
             if name == "FloorDiv":
                 return self._floor_div(left, right, _values(a, key), _values(b, key))
             if name == "Mod":
@@ -96,7 +100,7 @@ class DimBuilder:
         return fitted
 
     def _fit(self, key: tuple) -> ir.Value | None:
-        pool = list(self._dim_sources)
+        pool = [p for p in self._dim_sources if len(p) == len(key)]
         candidates = [((p,), p) for p in pool]
         for i, p in enumerate(pool):
             for q in pool[i:]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..capture.symbolic import NeedsStatic, SymInt
+from ..capture.loops import LOOP, loop_parts
+from ..capture.symbolic import NeedsStatic, StepInt, SymInt
 from ..capture.trace import Trace
 from ..errors import (
     ConversionError,
@@ -14,12 +15,13 @@ from ..errors import (
 )
 from . import registry
 from .context import Context, is_complex, refuse_complex_io
+from .loops import translate_loop
 from .rounding import round_inputs, round_outputs
 
 
 def check_supported(trace: Trace) -> None:
     """Raise one :class:`UnsupportedPrimitiveError` naming every primitive we cannot export."""
-    counts = Counter(p.name for p in trace.primitives)
+    counts = Counter(p.name for p in _records(trace.primitives) if p.name != LOOP)
     missing = {n: c for n, c in counts.items() if registry.lookup(n) is None and registry.refusal(n) is None}
     refused = {n: (c, str(registry.refusal(n))) for n, c in counts.items() if registry.refusal(n) is not None}
     if missing or refused:
@@ -34,7 +36,23 @@ def translate(trace: Trace, ctx: Context, input_names: list[str]) -> None:
     round_inputs(ctx, trace)
     for graph_output in trace.outputs:
         refuse_complex_io(graph_output.spec, "graph output")
-    for rec in trace.primitives:
+    translate_records(ctx, trace.primitives)
+
+
+def _records(records):
+    """The records, and those in the bodies of loops."""
+    for rec in records:
+        yield rec
+        if rec.name == LOOP:
+            yield from _records(loop_parts(rec)[1].primitives)
+
+
+def translate_records(ctx: Context, records) -> None:
+    for rec in records:
+        if rec.name == LOOP:
+            with ctx.primitive(rec):
+                ctx.bind_outputs(rec, translate_loop(ctx, rec, translate_records))
+            continue
         handler = registry.lookup(rec.name)
         if any(is_complex(s) for s in rec.inputs + rec.outputs):
             handler = registry.lookup_complex(rec.name)
@@ -76,7 +94,10 @@ def carries_dynamic(rec) -> bool:
 
 def describe_dynamic(rec) -> str:
     syms = _syms(rec)
-    return syms[0].plan.describe(syms[0].values)
+    sizes = [s for s in syms if not isinstance(s, StepInt)]
+    if not sizes:
+        return "the iteration of the loop recovered around it"
+    return sizes[0].plan.describe(sizes[0].values)
 
 
 def _syms(rec) -> list:
@@ -97,6 +118,11 @@ def _syms(rec) -> list:
 
 def fixed_by(rec, exc: NeedsStatic) -> DynamicShapeError:
     """The error for a handler that needed a fixed number where a dynamic size flows."""
+    if isinstance(exc.sym, StepInt):
+        return DynamicShapeError(
+            f"primitive {rec.name} (record {rec.index}, arguments {list(rec.arguments)!r}) runs in the body of a "
+            f"loop the exporter recovered from the unrolled trace, and {exc.what} where it moves with the "
+            f"iteration ({exc.sym!r}); keep that dimension static")
     plan = exc.sym.plan
     sizes = ", ".join(f"{s}={v[0]}" for s, v in plan.sizes.items())
     symbol = (plan.symbols_of(exc.sym.values) or list(plan.sizes))[0]

@@ -190,8 +190,20 @@ def test_mlx_audio_encodec_decoder_dynamic_batch():
     check_at_sizes(proto, decoder, z, sizes=grid(batch=[1, 3, 8]))
 
 
-def test_mlx_audio_encodec_lstm_over_frames_is_refused_as_dynamic():
-    """EnCodec's LSTM is a Python loop over the frames: one more frame is more records."""
+def test_mlx_audio_encodec_lstm_over_frames_from_8_frames():
+    """EnCodec's LSTM is a Python loop over the frames: recovered as one ONNX Loop, the
+    decoder takes any number of frames from 7 up (at 6 and below MLX traces a shorter
+    LSTM: a size the model treats specially, so the export declares where it starts)."""
+    decoder, _ = encodec_decoder()
+    z = mx.random.normal((2, 8, 16))
+    proto = export_once(decoder, z, dynamic={"hidden_states": {0: "batch", 1: Dim("frames", min=7)}})
+    assert [n.op_type for n in proto.graph.node].count("Loop") == 1
+    check_at_sizes(proto, decoder, z, sizes=grid(batch=[1, 3], frames=[7, 8, 20, 64]))
+
+
+def test_mlx_audio_encodec_lstm_from_6_frames_is_refused_as_dynamic():
+    """From a 6-frame example the loop is found, but the LSTM runs one step fewer at 6
+    frames than the larger sizes predict: no one program, refused with the first difference."""
     decoder, z = encodec_decoder()
     with pytest.raises(DynamicShapeError, match=r"dimension 1 \('frames'\) of input 'hidden_states' cannot be "
                        r"dynamic: the traced program changes with it.*records"):

@@ -135,17 +135,47 @@ def test_a_program_that_truly_changes_with_a_size_is_still_refused():
         mlx2onnx.Exporter(dynamic={"x": {1: "n"}}).export(branchy, mx.ones((2, 8)))
 
 
-@pytest.mark.parametrize("name, line", [
-    ("gpt_bigcode", r"\(`position_ids = mx\.array\(np\.arange\(L\)\)`\) builds it from the size in Python or NumPy"),
-    ("recurrent_gemma", r"\(`for t in range\(x\.shape\[1\]\):`\) branches or loops on the size"),
-])
-def test_refusals_name_the_model_line_that_fixes_the_size(name, line):
-    """gpt_bigcode builds its positions with NumPy from the length, recurrent_gemma loops
-    over the sequence in Python: the refusal names that line of mlx-lm's model file."""
-    model = zoo.moe_model(name)
+def test_refusal_names_the_model_line_that_fixes_the_size():
+    """gpt_bigcode builds its positions with NumPy from the length: the refusal names that
+    line of mlx-lm's model file and says what to write instead."""
+    model = zoo.moe_model("gpt_bigcode")
+    line = r"\(`position_ids = mx\.array\(np\.arange\(L\)\)`\) builds it from the size in Python or NumPy"
+    with pytest.raises(mlx2onnx.DynamicShapeError, match=rf"Line \d+ of .*gpt_bigcode\.py {line}.*mx\.arange"):
+        mlx2onnx.Exporter(dynamic={"inputs": {0: "batch", 1: "seq"}}).export(model, tokens((2, 8)))
+
+
+@pytest.mark.parametrize("name, loops", [("mamba", 2), ("rwkv7", 2), ("recurrent_gemma", 1), ("qwen3_next", 3)])
+def test_dynamic_recurrence_becomes_an_onnx_loop(name, loops):
+    """Each layer of these loops over the sequence in Python (mamba's selective scan,
+    rwkv7's state update, recurrent_gemma's linear recurrence written with slice updates,
+    qwen3_next's gated delta rule): exported once from a 2 x 8 example, every recurrent
+    layer is one ONNX Loop (no unrolled steps), and the model matches MLX from 1 x 1 to
+    3 x 40 (past recurrent_gemma's attention window of 4)."""
+    model = zoo.recurrent_model(name)
     key = "tokens" if name == "recurrent_gemma" else "inputs"
-    with pytest.raises(mlx2onnx.DynamicShapeError, match=rf"Line \d+ of .*{name}\.py {line}"):
-        mlx2onnx.Exporter(dynamic={key: {0: "batch", 1: "seq"}}).export(model, tokens((2, 8)))
+    proto = mlx2onnx.Exporter(dynamic={key: {0: "batch", 1: "seq"}}).export(model, tokens((2, 8)))
+    onnx.checker.check_model(proto, full_check=True)
+    assert [n.op_type for n in proto.graph.node].count("Loop") == loops
+    seq = [1, 2, 13, 40] if name != "qwen3_next" else [1, 13]
+    report = mlx2onnx.Verifier(sizes={"batch": [1, 3], "seq": seq}).verify(proto, model, tokens((2, 8)))
+    assert report.passed, str(report)
+    assert len(report.outputs) == 2 * len(seq)
+
+
+def test_dynamic_loop_that_unrolls_its_first_and_last_steps_names_the_size_it_needs():
+    """jamba's scan updates its states in place and its last step skips the slice the
+    next step would read, so the loop covers the steps between the first and the last:
+    seq - 2 of them. Below 2 that is no loop, so the export names the bound to declare,
+    and with it the model matches MLX."""
+    model = zoo.recurrent_model("jamba")
+    ids = tokens((2, 8))
+    with pytest.raises(mlx2onnx.DynamicShapeError, match=r"runs seq-2 times.*mlx2onnx\.Dim\('seq', min=2\)"):
+        mlx2onnx.Exporter(dynamic={"inputs": {0: "batch", 1: "seq"}}).export(model, ids)
+    dynamic = {"inputs": {0: "batch", 1: mlx2onnx.Dim("seq", min=2)}}
+    proto = mlx2onnx.Exporter(dynamic=dynamic).export(model, ids)
+    assert [n.op_type for n in proto.graph.node].count("Loop") == 1
+    report = mlx2onnx.Verifier(sizes={"batch": [1, 3], "seq": [2, 3, 40]}).verify(proto, model, ids)
+    assert report.passed, str(report)
 
 
 def test_decode_step_reads_only_the_filled_cache(tmp_path):

@@ -422,3 +422,36 @@ def moe_model(name: str, seed: int = 0) -> nn.Module:
     model = module.Model(module.ModelArgs.from_dict({**config, "model_type": name}))
     mx.eval(model.parameters())
     return model
+
+
+# -- mlx-lm architectures that loop over the sequence in Python (tiny configs) ---------------
+RECURRENT_CONFIGS = {
+    "mamba": MAMBA_CONFIG,
+    "rwkv7": dict(model_type="rwkv7", vocab_size=LM_VOCAB, hidden_size=32, intermediate_size=64, norm_eps=1e-5,
+                  head_dim=8, num_hidden_layers=2, a_low_rank_dim=8, v_low_rank_dim=8, gate_low_rank_dim=8,
+                  decay_low_rank_dim=8, tie_word_embeddings=False),
+    "jamba": dict(model_type="jamba", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, attn_layer_offset=1, attn_layer_period=2, expert_layer_offset=1,
+                  expert_layer_period=2, mamba_d_conv=4, mamba_d_state=8, mamba_expand=2, num_experts=4,
+                  num_experts_per_tok=2, rms_norm_eps=1e-5, max_position_embeddings=512, vocab_size=LM_VOCAB),
+    "qwen3_next": dict(model_type="qwen3_next", hidden_size=64, num_hidden_layers=4, intermediate_size=128,
+                       num_attention_heads=4, linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=16,
+                       linear_value_head_dim=16, linear_conv_kernel_dim=4, num_experts=4, num_experts_per_tok=2,
+                       decoder_sparse_step=1, shared_expert_intermediate_size=32, mlp_only_layers=[],
+                       moe_intermediate_size=32, rms_norm_eps=1e-5, vocab_size=LM_VOCAB, num_key_value_heads=2,
+                       rope_theta=10000.0, partial_rotary_factor=0.5, max_position_embeddings=512, head_dim=16,
+                       full_attention_interval=4),
+}
+
+
+def recurrent_model(name: str, seed: int = 0) -> nn.Module:
+    """mlx-lm's ``name``, an architecture whose layers loop over the sequence in Python
+    (mamba, rwkv7, jamba, qwen3_next; recurrent_gemma from :func:`moe_model`'s table)."""
+    if name not in RECURRENT_CONFIGS:
+        return moe_model(name, seed)
+    pytest.importorskip("mlx_lm")
+    module = importlib.import_module(f"mlx_lm.models.{name}")
+    mx.random.seed(seed)
+    model = module.Model(module.ModelArgs.from_dict(RECURRENT_CONFIGS[name]))
+    mx.eval(model.parameters())
+    return model

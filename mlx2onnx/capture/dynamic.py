@@ -400,9 +400,9 @@ def capture_dynamic(fun: Any, args: tuple, kwargs: Mapping[str, Any], dynamic: A
     shapes = {k: tuple(v.shape) for k, v in arrays.items()}
     spec = normalize_spec(dynamic, list(arrays), shapes)
     plan = trace_sizes(spec, shapes)
-    traces, unrolled = recover_loops(_trace_plan(call, module, display, signature, arrays, plan))
+    traces, unrolled = recover_loops(_trace_plan(call, module, display, signature, arrays, plan), plan)
     try:
-        return _merged(traces, plan), plan
+        trace = merge(traces, plan)
     except DynamicShapeError as first:
         # The program may change once a size passes a threshold and stay the same above it
         # (mlx-lm's MoE layers sort their routing from 64 indices up: same results, another
@@ -414,22 +414,38 @@ def capture_dynamic(fun: Any, args: tuple, kwargs: Mapping[str, Any], dynamic: A
             retried = trace_sizes(spec, larger)
             again, _ = recover_loops(_trace_plan(call, module, display, signature,
                                                  example_arrays(arrays, plan.spec, plan.sizes, plan.traces - 1),
-                                                 retried))
-            return _merged(again, retried), retried
+                                                 retried), retried)
+            trace = merge(again, retried)
+            if not _same_output_shapes(trace, retried, traces[0], {s: v[0] for s, v in plan.sizes.items()}):
+                raise first
+            plan = retried
         except Exception:  # not one program there either (or the function fails there): the first reason
             raise _located(first, call, module, display, signature, arrays, plan, unrolled) from None
+    try:
+        check_trips(trace, plan)
+    except DynamicShapeError as error:
+        raise _located(error, call, module, display, signature, arrays, plan, how="is that loop") from None
+    return trace, plan
 
 
-def _merged(traces: list, plan: Plan):
-    trace = merge(traces, plan)
-    check_trips(trace, plan)
-    return trace
+def _same_output_shapes(trace, plan: Plan, example, sizes: dict) -> bool:
+    """Whether ``trace`` (merged at the sizes of ``plan``) gives the outputs of ``example``
+    (one trace at ``sizes``) their shapes: a program traced from larger sizes stands for
+    the example only then (a size the function treats specially, like a padding as long
+    as the input, has other shapes there)."""
+    for out, seen in zip(trace.outputs, example.outputs):
+        for d, e in zip(out.spec.shape, seen.spec.shape):
+            form = plan.form(plan.dim_name(d.values)) if isinstance(d, SymInt) else d
+            if form is not None and (form.at(sizes) if isinstance(d, SymInt) else form) != e:
+                return False
+    return True
 
 
 def _located(error: DynamicShapeError, call, module, display, signature, arrays, plan: Plan,
-             unrolled: str | None = None) -> DynamicShapeError:
+             unrolled: str | None = None, how: str | None = None) -> DynamicShapeError:
     """``error`` with the user's line that fixes the size (:mod:`.locate`), where found, and
-    why the records that repeat are no loop the exporter can recover (``unrolled``)."""
+    why the records that repeat are no loop the exporter can recover (``unrolled``);
+    ``how``: what to say of the line, when not the refusal's usual advice."""
     from .inputs import with_arrays
     from .locate import branch_line, constant_line
     from .tracing import capture_signature
@@ -449,9 +465,9 @@ def _located(error: DynamicShapeError, call, module, display, signature, arrays,
                "(mx.arange(x.shape[1]) is traced as a size, np.arange(L) as a constant)")
     else:
         found = branch_line(run(0), run(trace))
-        how = ("branches or loops on the size in Python, so each size traces another program: compute that part "
-               "with MLX ops on whole arrays (a mask and mx.where for a branch; for a loop over the sequence, an "
-               "MLX op that takes the whole axis, or a static size)")
+        how = how or ("branches or loops on the size in Python, so each size traces another program: compute that "
+                      "part with MLX ops on whole arrays (a mask and mx.where for a branch; for a loop over the "
+                      "sequence, an MLX op that takes the whole axis, or a static size)")
     loop = ("" if unrolled is None else " (The exporter recovers a Python loop over the size as an ONNX Loop "
             f"when its iterations repeat the same records; here {unrolled}.)")
     if found is None:

@@ -65,8 +65,9 @@ def loop_parts(rec: Primitive) -> tuple[Any, Trace, int]:
 
 
 # -- canonical order ---------------------------------------------------------------------
-def hoisted(trace: Trace) -> Trace:
-    """``trace`` with the records that read constants only first, each computed once."""
+def hoisted(trace: Trace, order: str = "listed") -> Trace:
+    """``trace`` with the records that read constants only first, each computed once; the
+    others as MLX listed them (``order="listed"``), or ``"sunk"`` (:func:`_sunk`)."""
     live = {i.spec.name for i in trace.inputs}
     first, rest, seen, rename = [], [], {}, {}
     for rec in trace.primitives:
@@ -83,7 +84,35 @@ def hoisted(trace: Trace) -> Trace:
         seen[key] = rec
         first.append(rec)
     outputs = tuple(replace(o, spec=rename.get(o.spec.name, o.spec)) for o in trace.outputs)
-    return replace(trace, primitives=tuple(first + rest), outputs=outputs)
+    return replace(trace, primitives=tuple(first + (_sunk(rest) if order == "sunk" else rest)), outputs=outputs)
+
+
+def _sunk(records: list) -> list:
+    """``records`` in the order that keeps each iteration of a loop together: a record
+    that is read only by a ``Concatenate`` (a stack of every iteration) or by nothing but
+    the outputs stays where its depth puts it; every other record goes just before the
+    first record that reads it, the deepest of a record's inputs first. (MLX lists records
+    depth first from the outputs in input order, so ``x[:, t] @ W + h @ U`` lists every
+    step's ``x[:, t] @ W`` before the first state.)"""
+    made = {s.name: n for n, rec in enumerate(records) for s in rec.outputs}
+    readers: list[list[int]] = [[] for _ in records]
+    depth = [0] * len(records)
+    for n, rec in enumerate(records):
+        for s in rec.inputs:
+            if s.name in made:
+                readers[made[s.name]].append(n)
+                depth[n] = max(depth[n], depth[made[s.name]] + 1)
+    key: list = [None] * len(records)
+    anchors = sorted((n for n, rec in enumerate(records)
+                      if all(records[c].name == "Concatenate" for c in readers[n])),
+                     key=lambda n: (depth[n], n))
+    for rank, n in enumerate(anchors):
+        key[n] = (rank, 1)
+    for n in range(len(records) - 1, -1, -1):
+        if key[n] is None:
+            first = min(key[c] for c in readers[n])
+            key[n] = first[:-1] + (0, -depth[n], n, 1)  # the deepest of a record's inputs first
+    return [records[n] for n in sorted(range(len(records)), key=key.__getitem__)]
 
 
 def _renamed(rec: Primitive, rename: dict) -> Primitive:
@@ -346,45 +375,57 @@ def _stepped(values: list, rec: Primitive):
 
 
 # -- the traces of a dynamic export -------------------------------------------------------
-def recover_loops(traces: list) -> tuple[list, str | None]:
-    """``traces`` (at several sizes) with their loops folded, when their record counts
-    differ by whole blocks of loops: ``(folded, None)``; else ``(traces, reason)`` (the
-    reason None when every trace has as many records)."""
+def recover_loops(traces: list, plan) -> tuple[list, str | None]:
+    """``traces`` (at the sizes of ``plan``) with their loops folded, when their record
+    counts differ by whole blocks of loops that run a fixed number of times fewer than a
+    size: ``(folded, None)``; else ``(traces, reason)`` (the reason None when every trace
+    has as many records)."""
     counts = [len(t.primitives) for t in traces]
     if len(set(counts)) == 1:
         return traces, None
-    ordered = [hoisted(t) for t in traces]
-    short = min(range(len(ordered)), key=lambda t: counts[t])
-    long = next(t for t in range(len(ordered)) if counts[t] > counts[short])
-    try:
-        loops = find_loops(ordered[short], ordered[long])
-        return [fold(t, locate(t, ordered[short], loops)) for t in ordered], None
-    except LoopError as exc:
-        return traces, str(exc)
+    short = min(range(len(traces)), key=lambda t: counts[t])
+    long = next(t for t in range(len(traces)) if counts[t] > counts[short])
+    reason = None
+    for order in ORDERS:  # MLX's own order first: the reason a loop is refused is given in it
+        ordered = [hoisted(t, order) for t in traces]
+        try:
+            loops = find_loops(ordered[short], ordered[long])
+            found = [locate(t, ordered[short], loops) for t in ordered]
+            _follow_sizes([[blocks for _, _, blocks in f] for f in found], plan)
+            return [fold(t, f) for t, f in zip(ordered, found)], None
+        except LoopError as exc:
+            reason = reason or str(exc)
+    return traces, reason
+
+
+def _follow_sizes(blocks: list, plan) -> None:
+    """Each loop's number of blocks must be a size less a fixed number in every trace."""
+    for n, counts in enumerate(zip(*blocks)):
+        if not any(affine_fit(counts, sizes) == (1, b) for sizes in plan.sizes.values() for b in [counts[0] - sizes[0]]):
+            sizes = ", ".join(f"{s}={list(v)}" for s, v in plan.sizes.items())
+            raise LoopError(f"the loop repeats {list(counts)} times at the traced sizes ({sizes}), not once per "
+                            "position of a dynamic dimension less a fixed number")
+
+
+ORDERS = ("listed", "sunk")  # the record orders recover_loops tries (see hoisted)
 
 
 def check_trips(trace: Trace, plan) -> None:
     """Refuse a loop that would run a negative number of times at the smallest sizes the
-    export admits (its first iterations are unrolled before it)."""
+    export admits (its first iterations are unrolled before it): name the bound to declare."""
     for rec in trace.primitives:
-        if rec.name != LOOP:
-            continue
-        trips = loop_parts(rec)[0]
+        trips = loop_parts(rec)[0] if rec.name == LOOP else None
         if not isinstance(trips, SymInt):
             continue
         for symbol, sizes in plan.sizes.items():
             fit = affine_fit(trips.values, sizes)
-            if fit is not None and fit[0] > 0:
-                lowest = plan.lowest(symbol)
-                if fit[0] * lowest + fit[1] < 0:
-                    need = -(-(-fit[1]) // fit[0])
-                    label, axis = plan.where[symbol]
-                    raise DynamicShapeError(
-                        f"dimension {axis} ({symbol!r}) of input {label!r}: the loop recovered over it runs "
-                        f"{trips!r} times after {int(-fit[1])} iterations unrolled before it, so it needs "
-                        f"{symbol} >= {need}: declare mlx2onnx.Dim({symbol!r}, min={need})")
-                break
-        else:
-            raise DynamicShapeError(
-                f"a loop recovered from the traces runs {list(trips.values)} times at the traced sizes, "
-                "which follows no dynamic dimension; keep the dimensions static")
+            if fit is None or fit[0] != 1 or plan.lowest(symbol) + fit[1] >= 0:
+                continue
+            need, (label, axis) = int(-fit[1]), plan.where[symbol]
+            error = DynamicShapeError(
+                f"dimension {axis} ({symbol!r}) of input {label!r}: the loop recovered over it runs {trips!r} times "
+                f"after {need} iterations unrolled before it, so it needs {symbol} >= {need}: declare "
+                f"mlx2onnx.Dim({symbol!r}, min={need})")
+            error.trace = next(t for t, v in enumerate(trips.values) if v != trips.values[0])
+            error.constant = None
+            raise error

@@ -382,9 +382,9 @@ def test_dynamic_primitive(name, opset):
 
 
 # -- honest refusals: the dimension, the input and the record that fixes it ----------------
-def _loop_over_rows(x):
+def _loop_over_half_the_rows(x):  # a Python loop the exporter recovers runs once per row (tests/test_loops.py)
     out = x[0]
-    for i in range(1, x.shape[0]):
+    for i in range(1, x.shape[0] // 2):
         out = out + x[i]
     return out
 
@@ -402,7 +402,7 @@ def _fixed_reshape(x):
 
 
 REFUSALS = {
-    "python_loop_over_a_size": (_loop_over_rows, {0: "batch"},
+    "python_loop_over_a_size": (_loop_over_half_the_rows, {0: "batch"},
                                 r"dimension 0 \('batch'\) of input 'x' cannot be dynamic: the traced program changes "
                                 r"with it.*records at the example sizes.*record \d+"),
     "numpy_constant_from_a_size": (_numpy_positions, {1: "seq"},

@@ -47,14 +47,30 @@ def scan_in_place(x):
     return y, h
 
 
+def running_sum(x):
+    """Rows read with an integer index (``x[i]``), one more step per row."""
+    out = x[0]
+    for i in range(1, x.shape[0]):
+        out = out + x[i]
+    return out
+
+
+def repeated(x):
+    """No slicing at all: the same update once per row of the input."""
+    y = x
+    for _ in range(x.shape[0]):
+        y = y * 0.5 + mx.sin(y)
+    return y
+
+
 def two_loops(x):
     """A loop, a layer between, and a second loop over its output (two layers of a model)."""
     first = rnn(x)
     return rnn(mx.sin(first) * 2)
 
 
-def export(fun, example):
-    proto = Exporter(dynamic=DYNAMIC).export(fun, example)
+def export(fun, example, dynamic=DYNAMIC):
+    proto = Exporter(dynamic=dynamic).export(fun, example)
     onnx.checker.check_model(proto, full_check=True)
     return proto
 
@@ -74,6 +90,15 @@ def test_loop_matches_mlx_at_every_length(fun, count):
     report = Verifier(sizes=SIZES).verify(proto, fun, example)
     assert report.passed, str(report)
     assert len(report.outputs) == 8 * len(proto.graph.output)
+
+
+@pytest.mark.parametrize("fun", [running_sum, repeated])
+def test_loop_over_the_rows(fun):
+    example = mx.random.normal((6, 3, 4))
+    proto = export(fun, example, dynamic={"x": {0: "rows"}})
+    assert len(loops_in(proto)) == 1
+    report = Verifier(sizes={"rows": [1, 2, 7, 30]}).verify(proto, fun, example)
+    assert report.passed, str(report)
 
 
 def test_loop_trip_count_follows_the_size():

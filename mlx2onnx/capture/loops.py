@@ -34,6 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from ..errors import DynamicShapeError
 from .symbolic import SymInt, affine_fit
 from .trace import GraphInput, GraphOutput, Primitive, TensorSpec, Trace
@@ -222,7 +224,9 @@ def fold(trace: Trace, loops: list) -> Trace:
         before = len(records)
         records, outputs = _fold_one(records, outputs, start + shift, p, blocks, f"_loop{n}", trace)
         shift += len(records) - before
-    return replace(trace, primitives=tuple(records), outputs=tuple(outputs))
+    read = {s.name for rec in records for s in rec.inputs} | {o.spec.name for o in outputs}
+    constants = tuple(c for c in trace.constants if c.spec.name in read)  # the steps' own indices go
+    return replace(trace, primitives=tuple(records), outputs=tuple(outputs), constants=constants)
 
 
 def _fold_one(records: list, outputs: list, lo: int, p: int, r: int, tag: str, trace: Trace):
@@ -232,13 +236,16 @@ def _fold_one(records: list, outputs: list, lo: int, p: int, r: int, tag: str, t
     where = {s.name: (k, i, o) for k, block in enumerate(blocks)
              for i, rec in enumerate(block) for o, s in enumerate(rec.outputs)}
     template = blocks[1]
+    counters = _counters(blocks, where, trace)
     classes: dict[tuple, tuple] = {}
     for k, block in enumerate(blocks):
         for i, rec in enumerate(block):
             _same_record(rec, template[i])
             for m, spec in enumerate(rec.inputs):
                 source = where.get(spec.name)
-                if source is None:
+                if (i, m) in counters:
+                    kind = ("counter",)
+                elif source is None:
                     kind = ("outer", spec.name)
                 elif source[0] == k:
                     kind = ("in", source[1], source[2])
@@ -310,7 +317,13 @@ def _fold_one(records: list, outputs: list, lo: int, p: int, r: int, tag: str, t
         inputs = []
         for m, spec in enumerate(rec.inputs):
             kind = classes[(i, m)]
-            if kind[0] == "prev":
+            if kind[0] == "counter":  # the index as arange(a*k + b, a*k + b + 1) read as a scalar
+                a, b = counters[(i, m)]
+                row = TensorSpec(f"{tag}/count{i}_{m}/row", (1,), spec.dtype)
+                spec = TensorSpec(f"{tag}/count{i}_{m}", tuple(spec.shape), spec.dtype)
+                body.append(Primitive(rec.index, "Arange", (Step(a, b), Step(a, b + 1), 1.0), (), (row,)))
+                body.append(Primitive(rec.index, "Reshape", (tuple(spec.shape),), (row,), (spec,)))
+            elif kind[0] == "prev":
                 spec = carry_in[kind[1:]]
             elif kind[0] == "outer":
                 outer.setdefault(spec.name, spec)
@@ -326,6 +339,26 @@ def _fold_one(records: list, outputs: list, lo: int, p: int, r: int, tag: str, t
                      tuple(carried[key] for key in state) + tuple(outer.values()),
                      tuple(finals.values()) + tuple(scans.values()))
     return records[:lo] + [loop] + extra + rest, outputs
+
+
+def _counters(blocks: list, where: dict, trace: Trace) -> dict[tuple, tuple[int, int]]:
+    """The inputs that read a constant integer ``a * k + b`` in block ``k`` (``x[i]``
+    gathers with the Python integer ``i``): ``{(record, input): (a, b)}``."""
+    constants = {c.spec.name: c.array for c in trace.constants}
+    found = {}
+    for i, rec in enumerate(blocks[0]):
+        for m, spec in enumerate(rec.inputs):
+            names = [b[i].inputs[m].name for b in blocks]
+            arrays = [constants.get(n) for n in names]
+            if len(set(names)) == 1 or any(n in where for n in names) or any(
+                    a is None or a.size != 1 or not np.issubdtype(np.dtype(str(a.dtype).split(".")[-1]), np.integer)
+                    for a in arrays):
+                continue
+            values = [int(a.item()) for a in arrays]
+            step = values[1] - values[0]
+            if step and all(v == values[0] + step * k for k, v in enumerate(values)):
+                found[(i, m)] = (step, values[0])
+    return found
 
 
 def _layout(template: list, key: tuple) -> tuple:

@@ -37,12 +37,26 @@ def _user_file(filename: str) -> bool:
     return not resolved.startswith(_OURS) and not filename.startswith("<")
 
 
+_TRACED = str(Path(__file__).with_name("tracing.py"))  # the wrapper that calls the user's function
+
+
+def _inside_function(frame) -> bool:
+    """Whether ``frame`` runs within the user's function (called by the capture's wrapper),
+    not in a library the export itself calls before or after it (NumPy's caches warm up)."""
+    while frame is not None:
+        if frame.f_code.co_name == "traced" and frame.f_code.co_filename == _TRACED:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _lines(run: Callable[[], Any]) -> dict[tuple[str, int], int]:
-    """The user's lines ``run()`` executes, with how often, in first-run order."""
+    """The user's lines ``run()`` executes within the traced function, with how often, in
+    first-run order."""
     seen: dict[tuple[str, int], int] = {}
 
     def tracer(frame, event, arg):
-        if not _user_file(frame.f_code.co_filename):
+        if not _user_file(frame.f_code.co_filename) or event == "call" and not _inside_function(frame):
             return None
         if event == "line":
             where = (frame.f_code.co_filename, frame.f_lineno)

@@ -232,7 +232,31 @@ def fold(trace: Trace, loops: list) -> Trace:
 def _fold_one(records: list, outputs: list, lo: int, p: int, r: int, tag: str, trace: Trace):
     if r < 2:
         raise LoopError("the loop runs fewer than twice at a traced size")
+    try:  # a last step that skips records the next step would have read, as one more step
+        return _fold_blocks(records, outputs, lo, p, r, tag, trace, last=True)
+    except LoopError:
+        return _fold_blocks(records, outputs, lo, p, r, tag, trace, last=False)
+
+
+UNSAFE = ("Gather", "GatherAxis", "GatherMM", "GatherQMM", "Scatter", "ScatterAxis", "DynamicSlice",
+          "DynamicSliceUpdate")  # records that would index out of range in a step that never ran
+
+
+def _fold_blocks(records: list, outputs: list, lo: int, p: int, r: int, tag: str, trace: Trace, last: bool):
+    """:func:`_fold_one`; ``last``: the records after the ``r`` blocks that begin like a
+    block are its last step, whose missing records nothing reads (jamba's scan does not
+    slice the state after its last update). The loop then runs that step whole: only
+    when the missing records can run there (their slices inside the input)."""
     blocks = [records[lo + k * p:lo + (k + 1) * p] for k in range(r)]
+    if last:
+        keys = [coarse_key(rec) for rec in blocks[-1]]
+        e = 0
+        while e < p - 1 and lo + r * p + e < len(records) and coarse_key(records[lo + r * p + e]) == keys[e]:
+            e += 1
+        if e == 0:
+            raise LoopError("no partial last step")
+        blocks.append(records[lo + r * p:lo + r * p + e])
+    r = len(blocks)
     where = {s.name: (k, i, o) for k, block in enumerate(blocks)
              for i, rec in enumerate(block) for o, s in enumerate(rec.outputs)}
     template = blocks[1]
@@ -270,7 +294,9 @@ def _fold_one(records: list, outputs: list, lo: int, p: int, r: int, tag: str, t
             elif kind[0] == "in" and where.get(spec.name) != (0, *kind[1:]) or kind[0] == "outer" and kind[1] != spec.name:
                 raise LoopError(f"the first iteration of record {rec.index} ({rec.name}) reads other values")
     state = list(carried)
-    arguments = [_stepped([b[i].arguments for b in blocks], template[i]) for i in range(p)]
+    arguments = [_stepped([b[i].arguments for b in blocks if i < len(b)], template[i]) for i in range(p)]
+    for i in range(len(blocks[-1]), p):  # the records the last step skips run there too
+        _runs_in_last_step(template[i], arguments[i], r - 1)
 
     # After the loop: last values of carried states, and stacks of every iteration's value.
     finals = {key: TensorSpec(f"{tag}/last{j}", *_layout(template, key)) for j, key in enumerate(state)}
@@ -301,7 +327,7 @@ def _fold_one(records: list, outputs: list, lo: int, p: int, r: int, tag: str, t
                         f"iteration {k} alone, not as a state the loop carries or a stack of every iteration")
 
     rest = []
-    for rec in records[lo + r * p:]:
+    for rec in records[lo + (r - 1) * p + len(blocks[-1]):]:
         inputs = list(rec.inputs)
         if rec.name == "Concatenate":
             inputs = _runs(inputs, where, r, lambda key: stacked(key, int(rec.arguments[0]) % len(rec.outputs[0].shape),
@@ -341,6 +367,20 @@ def _fold_one(records: list, outputs: list, lo: int, p: int, r: int, tag: str, t
     return records[:lo] + [loop] + extra + rest, outputs
 
 
+def _runs_in_last_step(rec: Primitive, arguments: tuple, k: int) -> None:
+    """Refuse a record the last step skipped that cannot run there: one that indexes by
+    data, or a slice that would start outside its input at step ``k``."""
+    if rec.name in UNSAFE:
+        raise LoopError(f"record {rec.index} ({rec.name}) would index in a step that never ran")
+    if rec.name not in STEPPED:
+        return
+    start = arguments[0] if rec.name == "Slice" else arguments[1]
+    width = rec.outputs[0].shape if rec.name == "Slice" else rec.inputs[1].shape
+    for d, s in enumerate(start):
+        if isinstance(s, Step) and not 0 <= s.a * k + s.b <= rec.inputs[0].shape[d] - width[d]:
+            raise LoopError(f"record {rec.index} ({rec.name}) would slice outside its input in a step that never ran")
+
+
 def _counters(blocks: list, where: dict, trace: Trace) -> dict[tuple, tuple[int, int]]:
     """The inputs that read a constant integer ``a * k + b`` in block ``k`` (``x[i]``
     gathers with the Python integer ``i``): ``{(record, input): (a, b)}``."""
@@ -348,7 +388,7 @@ def _counters(blocks: list, where: dict, trace: Trace) -> dict[tuple, tuple[int,
     found = {}
     for i, rec in enumerate(blocks[0]):
         for m, spec in enumerate(rec.inputs):
-            names = [b[i].inputs[m].name for b in blocks]
+            names = [b[i].inputs[m].name for b in blocks if i < len(b)]
             arrays = [constants.get(n) for n in names]
             if len(set(names)) == 1 or any(n in where for n in names) or any(
                     a is None or a.size != 1 or not np.issubdtype(np.dtype(str(a.dtype).split(".")[-1]), np.integer)

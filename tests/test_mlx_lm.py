@@ -144,19 +144,22 @@ def test_refusal_names_the_model_line_that_fixes_the_size():
         mlx2onnx.Exporter(dynamic={"inputs": {0: "batch", 1: "seq"}}).export(model, tokens((2, 8)))
 
 
-@pytest.mark.parametrize("name, loops", [("mamba", 2), ("rwkv7", 2), ("recurrent_gemma", 1), ("qwen3_next", 3)])
+@pytest.mark.parametrize("name, loops", [("mamba", 2), ("rwkv7", 2), ("recurrent_gemma", 1), ("qwen3_next", 3),
+                                         ("qwen3_5", 3), ("kimi_linear", 1), ("olmo_hybrid", 3),
+                                         ("bailing_moe_linear", 2)])
 def test_dynamic_recurrence_becomes_an_onnx_loop(name, loops):
     """Each layer of these loops over the sequence in Python (mamba's selective scan,
     rwkv7's state update, recurrent_gemma's linear recurrence written with slice updates,
-    qwen3_next's gated delta rule): exported once from a 2 x 8 example, every recurrent
+    the gated delta rules of qwen3_next, qwen3_5, olmo_hybrid and kimi_linear, bailing's
+    linear attention): exported once from a 2 x 8 example, every recurrent
     layer is one ONNX Loop (no unrolled steps), and the model matches MLX from 1 x 1 to
-    3 x 40 (past recurrent_gemma's attention window of 4)."""
+    3 x 13 (3 x 40 for the first three: past recurrent_gemma's attention window of 4)."""
     model = zoo.recurrent_model(name)
     key = "tokens" if name == "recurrent_gemma" else "inputs"
     proto = mlx2onnx.Exporter(dynamic={key: {0: "batch", 1: "seq"}}).export(model, tokens((2, 8)))
     onnx.checker.check_model(proto, full_check=True)
     assert [n.op_type for n in proto.graph.node].count("Loop") == loops
-    seq = [1, 2, 13, 40] if name != "qwen3_next" else [1, 13]
+    seq = [1, 2, 13, 40] if name in ("mamba", "rwkv7", "recurrent_gemma") else [1, 13]
     report = mlx2onnx.Verifier(sizes={"batch": [1, 3], "seq": seq}).verify(proto, model, tokens((2, 8)))
     assert report.passed, str(report)
     assert len(report.outputs) == 2 * len(seq)

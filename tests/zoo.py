@@ -441,12 +441,35 @@ RECURRENT_CONFIGS = {
                        moe_intermediate_size=32, rms_norm_eps=1e-5, vocab_size=LM_VOCAB, num_key_value_heads=2,
                        rope_theta=10000.0, partial_rotary_factor=0.5, max_position_embeddings=512, head_dim=16,
                        full_attention_interval=4),
+    "qwen3_5": dict(model_type="qwen3_5", text_config=dict(
+        model_type="qwen3_5_text", hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
+        rms_norm_eps=1e-5, vocab_size=LM_VOCAB, num_key_value_heads=2, max_position_embeddings=512,
+        linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=16, linear_value_head_dim=16,
+        linear_conv_kernel_dim=4, head_dim=16, full_attention_interval=4,
+        rope_parameters={"type": "default", "mrope_section": [2, 1, 1], "rope_theta": 10000, "partial_rotary_factor": 0.5})),
+    "kimi_linear": dict(model_type="kimi_linear", vocab_size=LM_VOCAB, hidden_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=4, intermediate_size=128, head_dim=16,
+                        rope_theta=10000.0, rms_norm_eps=1e-5, model_max_length=512, num_experts=4,
+                        linear_attn_config={"num_heads": 4, "head_dim": 16, "kda_layers": [1], "full_attn_layers": [2],
+                                            "short_conv_kernel_size": 4},
+                        moe_intermediate_size=32, kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=16,
+                        num_experts_per_token=2),
+    "olmo_hybrid": dict(model_type="olmo_hybrid", hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                        num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5, vocab_size=LM_VOCAB,
+                        max_position_embeddings=512, linear_num_key_heads=2, linear_num_value_heads=4,
+                        linear_key_head_dim=16, linear_value_head_dim=16, linear_conv_kernel_dim=4,
+                        linear_allow_neg_eigval=False, tie_word_embeddings=False, attention_bias=False),
+    "bailing_moe_linear": dict(model_type="bailing_moe_linear", hidden_size=64, intermediate_size=128,
+                               max_position_embeddings=512, moe_intermediate_size=32, num_experts=4,
+                               num_shared_experts=1, norm_topk_prob=True, num_attention_heads=4, num_experts_per_tok=2,
+                               num_hidden_layers=4, num_key_value_heads=2, rms_norm_eps=1e-5, rope_theta=10000.0,
+                               vocab_size=LM_VOCAB, first_k_dense_replace=0, layer_group_size=2, group_norm_size=1),
 }
 
 
 def recurrent_model(name: str, seed: int = 0) -> nn.Module:
     """mlx-lm's ``name``, an architecture whose layers loop over the sequence in Python
-    (mamba, rwkv7, jamba, qwen3_next; recurrent_gemma from :func:`moe_model`'s table)."""
+    (:data:`RECURRENT_CONFIGS`; recurrent_gemma from :func:`moe_model`'s table)."""
     if name not in RECURRENT_CONFIGS:
         return moe_model(name, seed)
     pytest.importorskip("mlx_lm")

@@ -242,13 +242,15 @@ class Context(DimBuilder, OpsetHelpers):
             self._current = outer
 
     @contextlib.contextmanager
-    def subgraph(self, iteration: ir.Value) -> Iterator[list[ir.Node]]:
-        """Emit into a loop body: the nodes go to the list it yields, the body's values
-        are forgotten afterwards (the graph around reads the loop's outputs), and a
-        :class:`~mlx2onnx.capture.symbolic.StepInt` is computed from ``iteration``."""
+    def subgraph(self, iteration: ir.Value | None = None) -> Iterator[list[ir.Node]]:
+        """Emit into a subgraph (a loop body, a branch): the nodes go to the list it
+        yields, its values are forgotten afterwards (the graph around reads the node's
+        outputs), and in a loop body a :class:`~mlx2onnx.capture.symbolic.StepInt` is
+        computed from ``iteration``."""
         saved = (self.nodes, dict(self.values), dict(self._dim_sources), dict(self._dim_values), self.iteration)
         self.nodes = []
-        self.iteration = self.op.Unsqueeze(iteration, self.const(np.asarray([0], np.int64)))
+        if iteration is not None:
+            self.iteration = self.op.Unsqueeze(iteration, self.const(np.asarray([0], np.int64)))
         try:
             yield self.nodes
         finally:

@@ -4,6 +4,11 @@ The body graph takes the iteration number, the loop condition and the carried va
 and returns the condition, the carried values' next values and the per-iteration values
 ONNX stacks along a new first axis. The body reads everything else (weights, the whole
 sequence it slices at ``a * iteration + b``) from the graph around it by name.
+
+A loop that runs no step (its first steps unrolled before it, at the smallest sizes)
+returns its stacks with dims the runtime makes up (onnxruntime and OpenVINO give 0 for
+the dynamic ones), so the Loop sits in the ``then`` branch of an ``If`` on the trip
+count, whose ``else`` branch returns the first values and empty stacks of the right shape.
 """
 
 from __future__ import annotations
@@ -22,6 +27,26 @@ def translate_loop(ctx, rec, translate_records) -> list[ir.Value]:
     translates the body."""
     trips, body, carried = loop_parts(rec)
     first = [ctx.value(spec) for spec in rec.inputs[:carried]]
+    count = ctx.ints(trips) if isinstance(trips, SymInt) else ctx.const(np.asarray(int(trips), np.int64))
+    graph = _body(ctx, body, carried, translate_records)
+    if not isinstance(trips, SymInt):
+        return _outputs(ctx.emit("Loop", [count, None, *first], {"body": graph}, len(body.outputs), ""))
+    empty = [ctx.ints([0, *spec.shape[1:]]) for spec in rec.outputs[carried:]]
+    with ctx.subgraph() as running:
+        ran = _outputs(ctx.emit("Loop", [count, None, *first], {"body": graph}, len(body.outputs), ""))
+        ran = [_produced(ctx, v, spec, running) for v, spec in zip(ran, rec.outputs)]
+    with ctx.subgraph() as skipped:
+        none = [ctx.op.Identity(v) for v in first] + [
+            ctx.op.ConstantOfShape(shape, value=ir.tensor(np.zeros([1], ctx.numpy_type(spec.dtype))))
+            for shape, spec in zip(empty, rec.outputs[carried:])]
+        none = [_produced(ctx, v, spec, skipped) for v, spec in zip(none, rec.outputs)]
+    runs = ctx.op.Greater(count, ctx.const(np.asarray(0, np.int64)))
+    branches = {"then_branch": ir.Graph([], ran, nodes=running, name=ctx.fresh("loop_runs")),
+                "else_branch": ir.Graph([], none, nodes=skipped, name=ctx.fresh("loop_skipped"))}
+    return _outputs(ctx.emit("If", [runs], branches, len(rec.outputs), ""))
+
+
+def _body(ctx, body, carried: int, translate_records) -> ir.Graph:
     iteration = ir.Value(name=ctx.fresh("iteration"), shape=ir.Shape([]), type=ir.TensorType(ir.DataType.INT64))
     condition = ir.Value(name=ctx.fresh("condition"), shape=ir.Shape([]), type=ir.TensorType(ir.DataType.BOOL))
     with ctx.subgraph(iteration) as nodes:
@@ -33,14 +58,20 @@ def translate_loop(ctx, rec, translate_records) -> list[ir.Value]:
             state.append(value)
         translate_records(ctx, body.primitives)
         produced = [ctx.op.Identity(condition)]
-        inside = {id(n) for n in nodes}
-        for out in body.outputs:
-            value = ctx.value(out.spec)
-            if value.producer() is None or id(value.producer()) not in inside or any(value is v for v in produced):
-                value = ctx.op.Identity(value)
-                value.type = ir.TensorType(ctx.onnx_type(out.spec.dtype))
-            produced.append(value)
-    graph = ir.Graph([iteration, condition, *state], produced, nodes=nodes, name=ctx.fresh("loop_body"))
-    count = ctx.ints(trips) if isinstance(trips, SymInt) else ctx.const(np.asarray(int(trips), np.int64))
-    outputs = ctx.emit("Loop", [count, None, *first], {"body": graph}, len(body.outputs), "")
-    return list(outputs) if isinstance(outputs, tuple) else [outputs]
+        produced += [_produced(ctx, ctx.value(out.spec), out.spec, nodes, produced) for out in body.outputs]
+    return ir.Graph([iteration, condition, *state], produced, nodes=nodes, name=ctx.fresh("loop_body"))
+
+
+def _produced(ctx, value: ir.Value, spec, nodes: list, taken: list = ()) -> ir.Value:
+    """``value`` as an output of the graph whose nodes are ``nodes`` (an Identity when it
+    comes from outside, or is already an output), typed as MLX's ``spec``."""
+    inside = {id(n) for n in nodes}
+    if value.producer() is None or id(value.producer()) not in inside or any(value is v for v in taken):
+        value = ctx.op.Identity(value)
+    if value.type is None:
+        value.type = ir.TensorType(ctx.onnx_type(spec.dtype))
+    return value
+
+
+def _outputs(values) -> list[ir.Value]:
+    return list(values) if isinstance(values, tuple) else [values]

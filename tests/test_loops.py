@@ -76,7 +76,19 @@ def export(fun, example, dynamic=DYNAMIC):
 
 
 def loops_in(proto):
-    return [n for n in proto.graph.node if n.op_type == "Loop"]
+    """The Loop nodes of a model (each in the then-branch of the If on its trip count)."""
+    found = []
+
+    def walk(graph):
+        for node in graph.node:
+            if node.op_type == "Loop":
+                found.append(node)
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.GRAPH and node.op_type != "Loop":
+                    walk(attribute.g)
+
+    walk(proto.graph)
+    return found
 
 
 @pytest.mark.parametrize("fun, count", [(rnn, 1), (rnn_last, 1), (scan_in_place, 1), (two_loops, 2)],

@@ -140,6 +140,25 @@ def runtimes_markdown() -> str:
         "|---|" + "---|" * len(names),
     ]
     notes = []
+
+    def cell(name, runtime, verify, limitation=None, reasons=matrix.OPEN) -> str:
+        """One cell: ``verify()`` passed, or the numbered note that says why not."""
+        if not runtimes.available(runtime):
+            return "not run"
+        try:
+            ok = verify().passed
+        except Exception:  # a runtime that refuses the model is a cell that is not ok
+            ok = False
+        if ok and limitation is not None:
+            options = ", ".join(f"{k}={v!r}" for k, v in limitation[1].items())
+            notes.append(f"{len(notes) + 1}. {name} in {runtime}: {limitation[0]}")
+            return f"ok with `{options}` ({len(notes)})"
+        if ok:
+            return "ok"
+        notes.append(f"{len(notes) + 1}. {name} in {runtime}: "
+                     + reasons.get((name, runtime), "does not match MLX (not yet explained)"))
+        return f"**no** ({len(notes)})"
+
     with tempfile.TemporaryDirectory() as folder:
         for name in sorted(matrix.MODELS):
             model, args, kwargs = matrix.MODELS[name]()
@@ -147,30 +166,13 @@ def runtimes_markdown() -> str:
             Exporter(path=file).export(model, *args, **kwargs)
             cells = []
             for runtime in names:
-                if not runtimes.available(runtime):
-                    cells.append("not run")
-                    continue
                 limitation = matrix.LIMITATIONS.get((name, runtime))
                 source = file
-                if limitation is not None:
+                if limitation is not None and runtimes.available(runtime):
                     source = file.with_suffix(".options.onnx")
                     Exporter(path=source, **limitation[1]).export(model, *args, **kwargs)
-                try:
-                    report = matrix.mlx2onnx.Verifier(runtime=runtime, compare_weights=False).verify(
-                        source, model, *args, **kwargs)
-                    ok = report.passed
-                except Exception:  # a runtime that refuses the model is a cell that is not ok
-                    ok = False
-                if ok and limitation is not None:
-                    options = ", ".join(f"{k}={v!r}" for k, v in limitation[1].items())
-                    notes.append(f"{len(notes) + 1}. {name} in {runtime}: {limitation[0]}")
-                    cells.append(f"ok with `{options}` ({len(notes)})")
-                elif ok:
-                    cells.append("ok")
-                else:
-                    notes.append(f"{len(notes) + 1}. {name} in {runtime}: "
-                                 + matrix.OPEN.get((name, runtime), "does not match MLX (not yet explained)"))
-                    cells.append(f"**no** ({len(notes)})")
+                verifier = matrix.mlx2onnx.Verifier(runtime=runtime, compare_weights=False)
+                cells.append(cell(name, runtime, lambda: verifier.verify(source, model, *args, **kwargs), limitation))
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", "Dynamic exports (batch and sequence) whose Python loop over the sequence became an ONNX",
               "`Loop` (in an `If` on its trip count), checked at 1 x 1 (no step), 1 x 2 and 3 x 13:", "",
@@ -178,22 +180,10 @@ def runtimes_markdown() -> str:
     for name in sorted(matrix.LOOP_MODELS):
         model, args, dynamic = matrix.LOOP_MODELS[name]()
         proto = Exporter(dynamic=dynamic).export(model, *args)
-        cells = []
-        for runtime in names:
-            if not runtimes.available(runtime):
-                cells.append("not run")
-                continue
-            try:
-                ok = matrix.mlx2onnx.Verifier(runtime=runtime, sizes={"batch": [1, 3], "seq": [1, 2, 13]},
-                                              compare_weights=False).verify(proto, model, *args).passed
-            except Exception:
-                ok = False
-            if ok:
-                cells.append("ok")
-            else:
-                notes.append(f"{len(notes) + 1}. {name} in {runtime}: "
-                             + matrix.LOOP_OPEN.get((name, runtime), "does not match MLX (not yet explained)"))
-                cells.append(f"**no** ({len(notes)})")
+        sizes = {"batch": [1, 3], "seq": [1, 2, 13]}
+        cells = [cell(name, runtime, lambda: matrix.mlx2onnx.Verifier(
+            runtime=runtime, sizes=sizes, compare_weights=False).verify(proto, model, *args), reasons=matrix.LOOP_OPEN)
+            for runtime in names]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", "Notes:" if notes else "Every cell is ok with default options.", ""] + notes
     return "\n".join(lines).rstrip() + "\n"

@@ -277,10 +277,15 @@ LM_CONFIGS = {
 
 
 def mlx_lm_model(name: str, seed: int = 0) -> nn.Module:
+    return _mlx_lm(LM_CONFIGS[name], seed)
+
+
+def _mlx_lm(config: dict, seed: int) -> nn.Module:
+    """mlx-lm's model of ``config["model_type"]`` with the seed's random weights."""
     pytest.importorskip("mlx_lm")
-    module = importlib.import_module(f"mlx_lm.models.{name}")
+    module = importlib.import_module(f"mlx_lm.models.{config['model_type']}")
     mx.random.seed(seed)
-    model = module.Model(module.ModelArgs.from_dict(LM_CONFIGS[name]))
+    model = module.Model(module.ModelArgs.from_dict(config))
     mx.eval(model.parameters())
     return model
 
@@ -472,9 +477,4 @@ def recurrent_model(name: str, seed: int = 0) -> nn.Module:
     (:data:`RECURRENT_CONFIGS`; recurrent_gemma from :func:`moe_model`'s table)."""
     if name not in RECURRENT_CONFIGS:
         return moe_model(name, seed)
-    pytest.importorskip("mlx_lm")
-    module = importlib.import_module(f"mlx_lm.models.{name}")
-    mx.random.seed(seed)
-    model = module.Model(module.ModelArgs.from_dict(RECURRENT_CONFIGS[name]))
-    mx.eval(model.parameters())
-    return model
+    return _mlx_lm(RECURRENT_CONFIGS[name], seed)

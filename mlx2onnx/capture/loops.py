@@ -141,7 +141,7 @@ def find_loops(short: Trace, long: Trace) -> list[tuple[int, int, int]]:
     """``(start, period, blocks)`` of each loop of ``short``, found where it and ``long``
     (traced at a size that runs the loops more often) part."""
     ka, kb = [coarse_key(r) for r in short.primitives], [coarse_key(r) for r in long.primitives]
-    loops, folded = [], short
+    loops = []
     i = j = segment = 0
     while True:
         while i < len(ka) and j < len(kb) and ka[i] == kb[j]:

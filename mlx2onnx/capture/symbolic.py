@@ -181,8 +181,18 @@ class SymInt:
         return self.values[0]
 
     # -- comparisons: fine when every trace agrees -----------------------------------
+    def _lift(self, other):
+        """``other``'s values beside :attr:`values` (None: not a number, or a
+        :class:`StepInt`, which lifts this one onto its iterations instead)."""
+        if isinstance(other, StepInt):
+            return None
+        return _values_of(other, len(self.values))
+
+    def _made(self, values: tuple, expr: tuple) -> "SymInt":
+        return SymInt(values, self.plan, expr)
+
     def _compare(self, other, fn, text):
-        theirs = _values_of(other, len(self.values))
+        theirs = self._lift(other)
         if theirs is None:
             return NotImplemented
         return _decide([fn(a, b) for a, b in zip(self.values, theirs)], self, f"compares it ({text})")
@@ -190,7 +200,7 @@ class SymInt:
     def __eq__(self, other):
         """Equal when equal in every trace: a size that changes is never equal to a fixed
         number, even where one trace happens to hit it (the generic answer)."""
-        theirs = _values_of(other, len(self.values))
+        theirs = self._lift(other)
         if theirs is None:
             return NotImplemented
         return tuple(theirs) == self.values
@@ -213,7 +223,7 @@ class SymInt:
 
     # -- arithmetic gives another SymInt ------------------------------------------------
     def _arith(self, other, fn, name, reverse=False):
-        theirs = _values_of(other, len(self.values))
+        theirs = self._lift(other)
         if theirs is None:
             return NotImplemented
         a, b = (theirs, self.values) if reverse else (self.values, theirs)
@@ -221,7 +231,7 @@ class SymInt:
         if all(v == values[0] for v in values):
             return values[0]
         left, right = (other, self) if reverse else (self, other)
-        return SymInt(values, self.plan, (name, left, right))
+        return self._made(values, (name, left, right))
 
     def __add__(self, o):
         return self._arith(o, operator.add, "Add")
@@ -321,37 +331,14 @@ class StepInt(SymInt):
             return tuple(other.values[t] for t, _ in self.space)
         return _values_of(other, len(self.values))
 
+    def _made(self, values: tuple, expr: tuple) -> "StepInt":
+        return StepInt(values, self.plan, expr, self.space)
+
     def __repr__(self):
         _, a, b = self.expr if self.expr[0] == "Step" else ("Step", "?", "?")
         return f"{a}*iteration+{b}"
 
-    def __hash__(self):
-        return hash(self.values)
-
-    def __eq__(self, other):
-        theirs = self._lift(other)
-        return NotImplemented if theirs is None else tuple(theirs) == self.values
-
-    def __ne__(self, other):
-        result = self.__eq__(other)
-        return result if result is NotImplemented else not result
-
-    def _compare(self, other, fn, text):
-        theirs = self._lift(other)
-        if theirs is None:
-            return NotImplemented
-        return _decide([fn(a, b) for a, b in zip(self.values, theirs)], self, f"compares it ({text})")
-
-    def _arith(self, other, fn, name, reverse=False):
-        theirs = self._lift(other)
-        if theirs is None:
-            return NotImplemented
-        a, b = (theirs, self.values) if reverse else (self.values, theirs)
-        values = tuple(fn(x, y) for x, y in zip(a, b))
-        if all(v == values[0] for v in values):
-            return values[0]
-        left, right = (other, self) if reverse else (self, other)
-        return StepInt(values, self.plan, (name, left, right), self.space)
+    __hash__ = SymInt.__hash__
 
 
 def dims_of(spec) -> list[tuple[int, SymInt]]:

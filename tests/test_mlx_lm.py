@@ -166,6 +166,24 @@ def test_dynamic_recurrence_becomes_an_onnx_loop(name, loops):
     assert len(report.outputs) == 2 * len(seq)
 
 
+@pytest.mark.parametrize("variant", ["bfloat16", "4-bit"])
+def test_dynamic_recurrence_in_narrow_weights(variant):
+    """mamba with bfloat16 weights, or its Linear layers 4-bit: the loop body rounds like
+    MLX, and the 4-bit weights' DequantizeLinear runs once before the loop (onnxruntime
+    cannot fuse one inside a body that reads its weight from outside)."""
+    model = zoo.recurrent_model("mamba")
+    if variant == "bfloat16":
+        model.set_dtype(mx.bfloat16)
+    else:
+        nn.quantize(model, group_size=32, bits=4,
+                    class_predicate=lambda _, m: isinstance(m, nn.Linear) and m.weight.shape[-1] % 32 == 0)
+    mx.eval(model.parameters())
+    proto = mlx2onnx.Exporter(dynamic={"inputs": {0: "batch", 1: "seq"}}).export(model, tokens((2, 8)))
+    assert len(loops_in(proto)) == 2
+    report = mlx2onnx.Verifier(sizes={"batch": [1, 3], "seq": [1, 2, 13]}).verify(proto, model, tokens((2, 8)))
+    assert report.passed, str(report)
+
+
 def test_dynamic_jamba_scan_whose_last_step_skips_a_slice():
     """jamba's scan updates its state tensor in place and slices the state after each
     update but the last: the loop runs that last step whole (the skipped slice lies

@@ -156,8 +156,10 @@ _NO_LOOP = "tract 0.23 has no ONNX Loop ('Unimplemented(Loop)')"
 LOOP_OPEN: dict[tuple[str, str], str] = {
     **{(name, "tract"): _NO_LOOP for name in LOOP_MODELS},
     ("mlx-lm mamba", "openvino"): (
-        "OpenVINO 2026.4 gives other values than onnxruntime for this graph (max error ~5 at seq 2); the same "
-        "export with optimize=False matches, as does the RNN: not localised further"),
+        "OpenVINO 2026.4 gives other values than onnxruntime for this graph (max error ~5 at seq 2): the loop "
+        "goes wrong once the tied head's MatMul after it reads the embedding unbroadcast (the broadcast pass's "
+        "55th rewrite; with that Expand kept, or optimize=False, it matches; the RNN matches): an OpenVINO "
+        "fault around Loop outputs, not localised further"),
 }
 
 

@@ -59,7 +59,23 @@ def _body(ctx, body, carried: int, translate_records) -> ir.Graph:
         translate_records(ctx, body.primitives)
         produced = [ctx.op.Identity(condition)]
         produced += [_produced(ctx, ctx.value(out.spec), out.spec, nodes, produced) for out in body.outputs]
+    ctx.nodes.extend(_invariant(nodes, {id(v) for v in [iteration, condition, *state]}, {id(v) for v in produced}))
     return ir.Graph([iteration, condition, *state], produced, nodes=nodes, name=ctx.fresh("loop_body"))
+
+
+def _invariant(nodes: list, inputs: set, outputs: set) -> list:
+    """Take out of ``nodes`` (a loop body) those that read nothing the body makes or
+    takes (``inputs``) and give none of its ``outputs`` (a weight's transpose, a 4-bit
+    weight's DequantizeLinear): they run once, before the loop. (onnxruntime's 4-bit fusion also looks for a DequantizeLinear's weight in
+    the graph of the node, so one in a body that reads a weight from outside fails.)"""
+    varying, moved = set(inputs), []
+    for node in list(nodes):
+        if any(v is not None and id(v) in varying for v in node.inputs):
+            varying.update(id(v) for v in node.outputs)
+        elif not any(id(v) in outputs for v in node.outputs):
+            moved.append(node)
+            nodes.remove(node)
+    return moved
 
 
 def _produced(ctx, value: ir.Value, spec, nodes: list, taken: list = ()) -> ir.Value:

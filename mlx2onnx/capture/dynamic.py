@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 import mlx.core as mx
+import numpy as np
 
 from ..errors import DynamicShapeError, DynamicSpecError
 from .loops import LOOP, Step, check_trips, loop_parts, recover_loops
@@ -219,9 +220,13 @@ def merge(traces: list, plan: Plan, space: tuple = ()):
                            f"and {len(other.primitives)} here")
         if len(other.constants) != len(base.constants) or len(other.inputs) != len(base.inputs):
             raise _differs(plan, t, "the constants", "a different number of constants")
-    constants = []
+    constants, ranges = [], []
     for k, c in enumerate(base.constants):
         others = [tr.constants[k] for tr in traces]
+        made = _counting(others, plan)
+        if made is not None:  # np.arange(L) made in Python: the same numbers from Arange in the graph
+            ranges.append(made)
+            continue
         for t, o in enumerate(others[1:], 1):
             if tuple(o.spec.shape) != tuple(c.spec.shape) or o.spec.dtype != c.spec.dtype or (
                 c.array.size <= 4096 and not _same_values(o.array, c.array)
@@ -241,7 +246,7 @@ def merge(traces: list, plan: Plan, space: tuple = ()):
                     "(mx.arange, mx.triu, ...), or keep this dimension static"
                 ))
         constants.append(c)
-    primitives = []
+    primitives = list(ranges)
     for j, rec in enumerate(base.primitives):
         recs = [tr.primitives[j] for tr in traces]
         for t, (other, names) in enumerate(zip(recs[1:], rename[1:]), 1):
@@ -270,6 +275,25 @@ def merge(traces: list, plan: Plan, space: tuple = ()):
         for i, g in enumerate(base.outputs)
     )
     return replace(base, inputs=inputs, outputs=outputs, constants=tuple(constants), primitives=tuple(primitives))
+
+
+def _counting(constants: list, plan: Plan):
+    """An ``Arange`` record for a 1-D constant that is ``start + step * arange(n)`` in every
+    trace, ``n`` following a size (``mx.array(np.arange(L))``); else None."""
+    from .trace import Primitive, TensorSpec
+
+    dtype = constants[0].spec.dtype
+    if any(c.spec.dtype != dtype or c.array.ndim != 1 or c.array.size < 2 for c in constants) or \
+            len({c.array.size for c in constants}) == 1 or not (dtype == mx.float32 or mx.issubdtype(dtype, mx.integer)):
+        return None
+    arrays = [np.asarray(c.array) for c in constants]
+    start, step = arrays[0][0].item(), (arrays[0][1] - arrays[0][0]).item()
+    if step == 0 or not all(np.array_equal(a, start + step * np.arange(a.size, dtype=a.dtype)) for a in arrays):
+        return None
+    length = _number([a.size for a in arrays], plan)
+    stop = _number([start + step * a.size for a in arrays], plan)
+    spec = constants[0].spec
+    return Primitive(-1, "Arange", (float(start), stop, float(step)), (), (TensorSpec(spec.name, (length,), spec.dtype),))
 
 
 def _name_map(base, other) -> dict[str, str]:

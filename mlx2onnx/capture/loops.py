@@ -155,7 +155,7 @@ def find_loops(short: Trace, long: Trace) -> list[tuple[int, int, int]]:
             lo = i - p
             while lo > segment and ka[lo - 1] == ka[lo - 1 + p]:
                 lo -= 1
-            found = _phase(short, ka, kb, lo, p, shift, loops)
+            found = _phase(short, ka, kb, lo, p, shift)
             if found is not None:
                 start, blocks, more = found
                 loops.append((start, p, blocks))
@@ -170,7 +170,7 @@ def find_loops(short: Trace, long: Trace) -> list[tuple[int, int, int]]:
     return loops
 
 
-def _phase(trace: Trace, ka, kb, lo: int, p: int, shift: int, loops: list):
+def _phase(trace: Trace, ka, kb, lo: int, p: int, shift: int):
     """The first start in ``lo .. lo+p-1`` whose blocks form a loop: ``(start, blocks,
     blocks at the other size)``, or None."""
     reason = None
@@ -179,8 +179,8 @@ def _phase(trace: Trace, ka, kb, lo: int, p: int, shift: int, loops: list):
         more = repeats(kb, start + shift, p, ka[start:start + p])
         if blocks < 2 or more <= blocks:
             continue
-        try:
-            fold(trace, loops + [(start, p, blocks)])
+        try:  # this loop alone (the loops before it are outside it)
+            _fold_one(list(trace.primitives), list(trace.outputs), start, p, blocks, "_probe", trace)
             return start, blocks, more
         except LoopError as exc:
             reason = reason or exc

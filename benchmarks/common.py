@@ -107,6 +107,23 @@ def run_worker(script: str, args: list[str], env: dict | None = None, python: st
     return json.loads(lines[-1]) if lines else {"error": ["no result printed"]}
 
 
+def measured(script: str, kind: str, args: list[str], env: dict | None = None) -> dict:
+    """``run_worker(script, ["--worker", kind, *args])``; a failed worker stops the run."""
+    result = run_worker(script, ["--worker", kind, *args], env=env)
+    if "error" in result:
+        raise SystemExit(f"the {kind} worker failed: {result['error']}")
+    return result
+
+
+def answered(kind: str | None, workers: dict) -> bool:
+    """In a worker process (``--worker KIND``), print ``workers[kind]()`` as the JSON line
+    :func:`run_worker` reads, and say so; False in the main process."""
+    if kind is None:
+        return False
+    print(json.dumps(workers[kind]()))
+    return True
+
+
 def fmt(x: float | None, digits: int = 3) -> str:
     if x is None or x != x:
         return "-"

@@ -20,7 +20,6 @@ and measures, each runtime in a fresh process:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -31,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from common import current_rss_mb, median_time, openblas, run_worker  # noqa: E402
+from common import answered, current_rss_mb, measured, median_time, openblas  # noqa: E402
 
 
 def build(layers: int, seed: int = 0):
@@ -135,13 +134,9 @@ def _timed(fn) -> float:
 
 
 def worker(kind: str, args, folder: str = "", env: dict | None = None) -> dict:
-    """One measurement in a fresh process (common.run_worker); stops the run on a failure."""
-    result = run_worker(Path(__file__).name, ["--worker", kind, "--layers", str(args.layers), "--prompt",
-                                              str(args.prompt), "--repeats", str(args.repeats), "--folder", folder],
-                        env=env)
-    if "error" in result:
-        raise SystemExit(f"the {kind} worker failed: {result['error']}")
-    return result
+    """One measurement in a fresh process (common.measured)."""
+    return measured(Path(__file__).name, kind, ["--layers", str(args.layers), "--prompt", str(args.prompt),
+                                                "--repeats", str(args.repeats), "--folder", folder], env=env)
 
 
 def main() -> None:
@@ -154,14 +149,9 @@ def main() -> None:
     parser.add_argument("--worker", choices=["ort", "ort-step", "mlx"])
     parser.add_argument("--folder", default="")
     args = parser.parse_args()
-    if args.worker == "ort":
-        print(json.dumps(ort_worker(args.folder, args.prompt, args.repeats)))
-        return
-    if args.worker == "ort-step":
-        print(json.dumps(ort_step_only(args.folder, args.prompt, args.repeats)))
-        return
-    if args.worker == "mlx":
-        print(json.dumps(mlx_worker(args.layers, args.prompt, args.repeats)))
+    if answered(args.worker, {"ort": lambda: ort_worker(args.folder, args.prompt, args.repeats),
+                              "ort-step": lambda: ort_step_only(args.folder, args.prompt, args.repeats),
+                              "mlx": lambda: mlx_worker(args.layers, args.prompt, args.repeats)}):
         return
 
     from mlx2onnx.llm import export_decoder

@@ -18,7 +18,6 @@ One run builds mlx-lm's mamba with random weights (hidden 768, intermediate 1536
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -28,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from common import median_time, openblas, run_worker  # noqa: E402
+from common import answered, measured, median_time, openblas  # noqa: E402
 
 
 def build(layers: int, seed: int = 0):
@@ -69,12 +68,9 @@ def mlx_worker(layers: int, prompt: int, repeats: int) -> dict:
 
 
 def worker(kind: str, args, path: str = "", env: dict | None = None) -> dict:
-    result = run_worker(Path(__file__).name, ["--worker", kind, "--layers", str(args.layers), "--prompt",
-                                              str(args.prompt), "--repeats", str(args.repeats), "--path", path],
-                        env=env)
-    if "error" in result:
-        raise SystemExit(f"the {kind} worker failed: {result['error']}")
-    return result
+    """One measurement in a fresh process (common.measured)."""
+    return measured(Path(__file__).name, kind, ["--layers", str(args.layers), "--prompt", str(args.prompt),
+                                                "--repeats", str(args.repeats), "--path", path], env=env)
 
 
 def main() -> None:
@@ -85,11 +81,8 @@ def main() -> None:
     parser.add_argument("--worker", choices=["ort", "mlx"])
     parser.add_argument("--path", default="")
     args = parser.parse_args()
-    if args.worker == "ort":
-        print(json.dumps(ort_worker(args.path, args.prompt, args.repeats)))
-        return
-    if args.worker == "mlx":
-        print(json.dumps(mlx_worker(args.layers, args.prompt, args.repeats)))
+    if answered(args.worker, {"ort": lambda: ort_worker(args.path, args.prompt, args.repeats),
+                              "mlx": lambda: mlx_worker(args.layers, args.prompt, args.repeats)}):
         return
 
     import mlx.core as mx

@@ -1,5 +1,5 @@
 """Python loops over a dynamic size, recovered from the unrolled traces as one ONNX Loop
-(``mlx2onnx/capture/loops.py``): what folds, what the graph holds, and the refusals for
+(``mlx2onnx/capture/loops/``): what folds, what the graph holds, and the refusals for
 loops whose iterations are not one block."""
 
 from __future__ import annotations

@@ -424,7 +424,7 @@ def capture_dynamic(fun: Any, args: tuple, kwargs: Mapping[str, Any], dynamic: A
     shapes = {k: tuple(v.shape) for k, v in arrays.items()}
     spec = normalize_spec(dynamic, list(arrays), shapes)
     plan = trace_sizes(spec, shapes)
-    traces, unrolled = recover_loops(_trace_plan(call, module, display, signature, arrays, plan), plan)
+    traces, unrolled = _traced(call, module, display, signature, arrays, plan)
     try:
         trace = merge(traces, plan)
     except DynamicShapeError as first:
@@ -436,9 +436,8 @@ def capture_dynamic(fun: Any, args: tuple, kwargs: Mapping[str, Any], dynamic: A
                   for label, shape in shapes.items()}
         try:
             retried = trace_sizes(spec, larger)
-            again, _ = recover_loops(_trace_plan(call, module, display, signature,
-                                                 example_arrays(arrays, plan.spec, plan.sizes, plan.traces - 1),
-                                                 retried), retried)
+            again, _ = _traced(call, module, display, signature,
+                               example_arrays(arrays, plan.spec, plan.sizes, plan.traces - 1), retried)
             trace = merge(again, retried)
             if not _same_output_shapes(trace, retried, traces[0], {s: v[0] for s, v in plan.sizes.items()}):
                 raise first
@@ -498,6 +497,11 @@ def _located(error: DynamicShapeError, call, module, display, signature, arrays,
         return _at(trace, constant, DynamicShapeError(f"{error}{loop}"))
     file, line, text = found
     return _at(trace, constant, DynamicShapeError(f"{error} Line {line} of {file} (`{text}`) {how}.{loop}"))
+
+
+def _traced(call, module, display, signature, arrays, plan: Plan) -> tuple[list, str | None]:
+    """The traces at the sizes of ``plan``, their loops recovered (:func:`recover_loops`)."""
+    return recover_loops(_trace_plan(call, module, display, signature, arrays, plan), plan)
 
 
 def _trace_plan(call, module, display, signature, arrays, plan: Plan) -> list:

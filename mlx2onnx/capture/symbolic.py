@@ -338,8 +338,6 @@ class StepInt(SymInt):
         _, a, b = self.expr if self.expr[0] == "Step" else ("Step", "?", "?")
         return f"{a}*iteration+{b}"
 
-    __hash__ = SymInt.__hash__
-
 
 def dims_of(spec) -> list[tuple[int, SymInt]]:
     return [(a, d) for a, d in enumerate(spec.shape) if isinstance(d, SymInt)]

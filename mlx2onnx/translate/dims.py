@@ -100,7 +100,7 @@ class DimBuilder:
         return fitted
 
     def _fit(self, key: tuple) -> ir.Value | None:
-        pool = [p for p in self._dim_sources if len(p) == len(key)]
+        pool = list(self._dim_sources)
         candidates = [((p,), p) for p in pool]
         for i, p in enumerate(pool):
             for q in pool[i:]:

@@ -17,7 +17,6 @@ import numpy as np
 import onnx_ir as ir
 
 from ..capture.loops import loop_parts
-from ..capture.symbolic import SymInt
 from .context import make_value
 
 
@@ -27,10 +26,8 @@ def translate_loop(ctx, rec, translate_records) -> list[ir.Value]:
     translates the body."""
     trips, body, carried = loop_parts(rec)
     first = [ctx.value(spec) for spec in rec.inputs[:carried]]
-    count = ctx.ints(trips) if isinstance(trips, SymInt) else ctx.const(np.asarray(int(trips), np.int64))
+    count = ctx.ints(trips)  # a size: a loop is recovered only where traces run it different times
     graph = _body(ctx, body, carried, translate_records)
-    if not isinstance(trips, SymInt):
-        return _outputs(ctx.emit("Loop", [count, None, *first], {"body": graph}, len(body.outputs), ""))
     empty = [ctx.ints([0, *spec.shape[1:]]) for spec in rec.outputs[carried:]]
     with ctx.subgraph() as running:
         ran = _outputs(ctx.emit("Loop", [count, None, *first], {"body": graph}, len(body.outputs), ""))

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from ...errors import DynamicShapeError
-from ..symbolic import SymInt, affine_fit
+from ..symbolic import affine_fit
 from ..trace import Trace
 from .fold import fold, fold_one
 from .order import ORDERS, coarse_key, hoisted
 from .steps import LOOP, LoopError, loop_parts
 
 
-def find_loops(short: Trace, long: Trace) -> list[tuple[int, int, int]]:
-    """``(start, period, blocks)`` of each loop of ``short``, found where it and ``long``
-    (traced at a size that runs the loops more often) part."""
-    ka, kb = [coarse_key(r) for r in short.primitives], [coarse_key(r) for r in long.primitives]
+def find_loops(short: Trace, ka: list, kb: list) -> list[tuple[int, int, int]]:
+    """``(start, period, blocks)`` of each loop of ``short``, found where its coarse keys
+    ``ka`` and those of a trace at a size that runs the loops more often (``kb``) part."""
     loops = []
     i = j = segment = 0
     while True:
@@ -72,9 +71,9 @@ def repeats(keys: list, start: int, p: int, template: list | None = None) -> int
     return n
 
 
-def locate(trace: Trace, template: Trace, loops: list) -> list[tuple[int, int, int]]:
-    """The loops of ``template`` (found by :func:`find_loops`) in ``trace``."""
-    kx, ka = [coarse_key(r) for r in trace.primitives], [coarse_key(r) for r in template.primitives]
+def locate(kx: list, ka: list, loops: list) -> list[tuple[int, int, int]]:
+    """The loops found in the trace of coarse keys ``ka`` (:func:`find_loops`) in the
+    trace of coarse keys ``kx``."""
     found, a, x = [], 0, 0
     for start, p, blocks in loops:
         n = start - a
@@ -102,9 +101,10 @@ def recover_loops(traces: list, plan) -> tuple[list, str | None]:
     reason = None
     for order in ORDERS:  # MLX's own order first: the reason a loop is refused is given in it
         ordered = [hoisted(t, order) for t in traces]
+        keys = [[coarse_key(r) for r in t.primitives] for t in ordered]
         try:
-            loops = find_loops(ordered[short], ordered[long])
-            found = [locate(t, ordered[short], loops) for t in ordered]
+            loops = find_loops(ordered[short], keys[short], keys[long])
+            found = [locate(k, keys[short], loops) for k in keys]
             _follow_sizes([[blocks for _, _, blocks in f] for f in found], plan)
             return [fold(t, f) for t, f in zip(ordered, found)], None
         except LoopError as exc:
@@ -114,7 +114,7 @@ def recover_loops(traces: list, plan) -> tuple[list, str | None]:
 
 def _follow_sizes(blocks: list, plan) -> None:
     """Each loop's number of blocks must be a size less a fixed number in every trace."""
-    for n, counts in enumerate(zip(*blocks)):
+    for counts in zip(*blocks):
         if not any(affine_fit(counts, sizes) == (1, b) for sizes in plan.sizes.values() for b in [counts[0] - sizes[0]]):
             sizes = ", ".join(f"{s}={list(v)}" for s, v in plan.sizes.items())
             raise LoopError(f"the loop repeats {list(counts)} times at the traced sizes ({sizes}), not once per "
@@ -125,9 +125,9 @@ def check_trips(trace: Trace, plan) -> None:
     """Refuse a loop that would run a negative number of times at the smallest sizes the
     export admits (its first iterations are unrolled before it): name the bound to declare."""
     for rec in trace.primitives:
-        trips = loop_parts(rec)[0] if rec.name == LOOP else None
-        if not isinstance(trips, SymInt):
+        if rec.name != LOOP:
             continue
+        trips = loop_parts(rec)[0]  # a SymInt: each trace runs it a size less a fixed number of times
         for symbol, sizes in plan.sizes.items():
             fit = affine_fit(trips.values, sizes)
             if fit is None or fit[0] != 1 or plan.lowest(symbol) + fit[1] >= 0:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
+import mlx.core as mx
 
 from ..trace import GraphInput, GraphOutput, Primitive, TensorSpec, Trace
 from .order import coarse_key
@@ -218,7 +218,7 @@ def _counters(blocks: list, where: dict, trace: Trace) -> dict[tuple, tuple[int,
             names = [b[i].inputs[m].name for b in blocks if i < len(b)]
             arrays = [constants.get(n) for n in names]
             if len(set(names)) == 1 or any(n in where for n in names) or any(
-                    a is None or a.size != 1 or not np.issubdtype(np.dtype(str(a.dtype).split(".")[-1]), np.integer)
+                    a is None or a.size != 1 or not mx.issubdtype(a.dtype, mx.integer)
                     for a in arrays):
                 continue
             values = [int(a.item()) for a in arrays]

@@ -231,6 +231,24 @@ def test_prefill_and_decode_share_one_weights_file(tmp_path):
     assert [o.name for o in decode.graph.output][:3] == ["logits", "present.0.key", "present.0.value"]
 
 
+def test_decoder_makes_its_directory_and_removes_it_when_it_fails(tmp_path, monkeypatch):
+    model = build("llama")
+    exported = llm.export_decoder(model, tmp_path / "out", prompt_length=4, max_length=12)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "model.decode.onnx", "model.prefill.onnx", "model.weights"]
+    assert exported.decode.parent == tmp_path / "out"
+    with pytest.raises(ExportOptionError, match="does not exist"):
+        llm.export_decoder(model, tmp_path / "no" / "out", prompt_length=4, max_length=12)
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(llm, "save_sharing_weights", fail)
+    with pytest.raises(OSError, match="disk full"):
+        llm.export_decoder(model, tmp_path / "failed", prompt_length=4, max_length=12)
+    assert not (tmp_path / "failed").exists() and not (tmp_path / "no").exists()
+
+
 def test_model_directory_with_config_and_safetensors(tmp_path):
     """The documented flow for a model directory: mlx_lm.utils.load_model, then export."""
     from mlx_lm.utils import load_model

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,11 +128,9 @@ class DecoderExport:
     def sessions(self, providers: Sequence[str] = ("CPUExecutionProvider",)):
         import onnxruntime as ort
 
-        from ..verify.session import exact_options
-
         return (
-            ort.InferenceSession(str(self.prefill), exact_options(), providers=list(providers)),
-            ort.InferenceSession(str(self.decode), exact_options(), providers=list(providers)),
+            ort.InferenceSession(str(self.prefill), providers=list(providers)),
+            ort.InferenceSession(str(self.decode), providers=list(providers)),
         )
 
 
@@ -172,13 +171,15 @@ def export_decoder(
     ``prompt_length`` are the example sizes; with ``dynamic=True`` the graphs take any
     batch and any prompt length up to ``max_length``. The decode graph takes a past of
     any length 1..``max_length - 1``. Existing files are replaced only with
-    ``overwrite=True``. The decode graph refuses (onnxruntime raises) a ``position``
-    outside ``0..max_length-1``."""
+    ``overwrite=True``; a missing ``directory`` is made (in an existing folder), and
+    removed again if the export fails. The decode graph refuses (onnxruntime raises) a
+    ``position`` outside ``0..max_length-1``."""
     if not 0 < prompt_length <= max_length:
         raise ExportOptionError(f"prompt_length={prompt_length} must be in 1..max_length={max_length}")
     directory = Path(directory)
-    for suffix in ("prefill", "decode"):
-        check_output_path(directory / f"{name}.{suffix}.onnx", overwrite)
+    made = not directory.exists()
+    for suffix in ("prefill", "decode"):  # a missing directory: its parent must take it
+        check_output_path((directory.parent if made else directory) / f"{name}.{suffix}.onnx", overwrite)
     if (directory / f"{name}.weights").exists() and not overwrite:
         raise ExportOptionError(f"{str(directory / f'{name}.weights')!r} already exists; pass overwrite=True to replace it")
     exporter = exporter or Exporter()
@@ -222,12 +223,18 @@ def export_decoder(
             "dynamic": bool(dynamic)}
     for m in (prefill_ir, decode_ir):
         m.metadata_props["mlx2onnx.decoder"] = json.dumps(meta, sort_keys=True)
-    paths = save_sharing_weights(
-        {f"{name}.prefill.onnx": prefill_ir, f"{name}.decode.onnx": decode_ir},
-        directory,
-        f"{name}.weights",
-        check=exporter.check,
-    )
+    directory.mkdir(exist_ok=True)
+    try:
+        paths = save_sharing_weights(
+            {f"{name}.prefill.onnx": prefill_ir, f"{name}.decode.onnx": decode_ir},
+            directory,
+            f"{name}.weights",
+            check=exporter.check,
+        )
+    except BaseException:
+        if made:
+            shutil.rmtree(directory, ignore_errors=True)
+        raise
     return DecoderExport(
         paths[f"{name}.prefill.onnx"], paths[f"{name}.decode.onnx"], directory / f"{name}.weights",
         max_length, prompt_length, batch, n, bool(dynamic),

@@ -4,9 +4,13 @@ One run builds an mlx-lm llama with random weights, quantizes it (``nn.quantize`
 group 64, 4 bits), exports it with ``mlx2onnx.llm.export_decoder`` (default options),
 and measures, each runtime in a fresh process:
 
-- onnxruntime: session memory (RSS growth while the decode session opens) over the packed
-  weight bytes, one decode step (the first after a ``--prompt``-token prefill), the
-  prefill of ``--prompt`` tokens, and the decode step of an export with ``--long``
+- onnxruntime, for each export form of :data:`FORMS` (the default in a plain session, as a
+  user opens the file; ``int8_activations=True``, the opt-in int8 arithmetic; the standard
+  DequantizeLinear blocks in a plain session, which fuses them with int8 activations, and
+  with the session's accuracy level 0, the previous default's exact setting): session
+  memory (RSS growth while the decode session opens) over the packed weight bytes, one
+  decode step (the first after a ``--prompt``-token prefill) and the prefill of
+  ``--prompt`` tokens; and the default's decode step in an export with ``--long``
   max_length (the step should not grow with the buffer);
 - MLX on the CPU (mlx-lm's own KV cache): the same decode step and prefill, with the wheel's
   BLAS and, when the system OpenBLAS is there, with it preloaded;
@@ -20,6 +24,7 @@ and measures, each runtime in a fresh process:
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -54,18 +59,36 @@ def packed_bytes(model) -> int:
     return sum(v.nbytes for _, v in tree_flatten(model.parameters()))
 
 
-def ort_worker(folder: str, prompt: int, repeats: int) -> dict:
-    import numpy as np
+# the export forms timed, each (export options, session config entries); the default export
+# in a plain session first
+DEFAULT = "default (4-bit blocks, float32 in the file), plain session"
+FORMS = {
+    DEFAULT: ({}, {}),
+    "int8_activations=True, plain session": ({"int8_activations": True}, {}),
+    "quantized_weights='dequantizelinear', plain session": ({"quantized_weights": "dequantizelinear"}, {}),
+    "quantized_weights='dequantizelinear', session accuracy level 0":
+        ({"quantized_weights": "dequantizelinear"}, {"session.qdq_matmulnbits_accuracy_level": "0"}),
+}
+ARITHMETIC = dict(zip(FORMS, ("float32, MLX's numbers", "int8 activations", "int8 activations (fused)",
+                              "float32, MLX's numbers")))
+
+
+def session(path: Path, config: dict):
     import onnxruntime as ort
 
-    from mlx2onnx.verify.session import exact_options
+    options = ort.SessionOptions()
+    for key, value in config.items():
+        options.add_session_config_entry(key, value)
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def ort_worker(folder: str, prompt: int, repeats: int, config: dict) -> dict:
+    import numpy as np
 
     before = current_rss_mb()
-    decode = ort.InferenceSession(str(Path(folder) / "model.decode.onnx"), exact_options(),
-                                  providers=["CPUExecutionProvider"])
+    decode = session(Path(folder) / "model.decode.onnx", config)
     memory = (current_rss_mb() - before) * 2**20
-    prefill = ort.InferenceSession(str(Path(folder) / "model.prefill.onnx"), exact_options(),
-                                   providers=["CPUExecutionProvider"])
+    prefill = session(Path(folder) / "model.prefill.onnx", config)
     ids = np.random.default_rng(0).integers(0, 32000, size=(1, prompt)).astype(np.int32)
     outs = prefill.run(None, {"input_ids": ids})
     names = [i.name for i in decode.get_inputs()][2:]
@@ -79,10 +102,7 @@ def ort_step_only(folder: str, prompt: int, repeats: int) -> dict:
     import numpy as np
     import onnxruntime as ort
 
-    from mlx2onnx.verify.session import exact_options
-
-    decode = ort.InferenceSession(str(Path(folder) / "model.decode.onnx"), exact_options(),
-                                  providers=["CPUExecutionProvider"])
+    decode = ort.InferenceSession(str(Path(folder) / "model.decode.onnx"), providers=["CPUExecutionProvider"])
     feeds = {}
     for i in decode.get_inputs():  # a past of `prompt` tokens (the only dynamic dimension)
         shape = [d if isinstance(d, int) else prompt for d in i.shape]
@@ -133,10 +153,11 @@ def _timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def worker(kind: str, args, folder: str = "", env: dict | None = None) -> dict:
+def worker(kind: str, args, folder: str = "", env: dict | None = None, config: dict | None = None) -> dict:
     """One measurement in a fresh process (common.measured)."""
     return measured(Path(__file__).name, kind, ["--layers", str(args.layers), "--prompt", str(args.prompt),
-                                                "--repeats", str(args.repeats), "--folder", folder], env=env)
+                                                "--repeats", str(args.repeats), "--folder", folder,
+                                                "--config", json.dumps(config or {})], env=env)
 
 
 def main() -> None:
@@ -148,28 +169,37 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--worker", choices=["ort", "ort-step", "mlx"])
     parser.add_argument("--folder", default="")
+    parser.add_argument("--config", default="{}", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if answered(args.worker, {"ort": lambda: ort_worker(args.folder, args.prompt, args.repeats),
+    if answered(args.worker, {"ort": lambda: ort_worker(args.folder, args.prompt, args.repeats, json.loads(args.config)),
                               "ort-step": lambda: ort_step_only(args.folder, args.prompt, args.repeats),
                               "mlx": lambda: mlx_worker(args.layers, args.prompt, args.repeats)}):
         return
 
+    from mlx2onnx import Exporter
     from mlx2onnx.llm import export_decoder
 
     model = build(args.layers)
     size = packed_bytes(model)
     print(f"llama 4-bit, hidden 2048, {args.layers} layers, ffn 5632, 32/4 heads, vocab 32000: "
           f"{size / 2**20:.1f} MiB packed; prompt {args.prompt}, max_length {args.max_length}", flush=True)
-    with tempfile.TemporaryDirectory() as short, tempfile.TemporaryDirectory() as long:
-        start = time.perf_counter()
-        export_decoder(model, short, prompt_length=args.prompt, max_length=args.max_length)
-        print(f"exported in {time.perf_counter() - start:.1f} s", flush=True)
+    results = {}
+    with tempfile.TemporaryDirectory() as work:
+        folders = {}
+        for name, (options, _) in FORMS.items():
+            folders[name] = folder = str(Path(work) / str(len(folders)))
+            start = time.perf_counter()
+            export_decoder(model, folder, prompt_length=args.prompt, max_length=args.max_length,
+                           exporter=Exporter(**options))
+            print(f"exported {name} in {time.perf_counter() - start:.1f} s", flush=True)
         if args.long:
+            long = str(Path(work) / "long")
             export_decoder(model, long, prompt_length=1, max_length=args.long)
         del model
-        ort = worker("ort", args, short)
+        for name, (_, config) in FORMS.items():
+            results[name] = worker("ort", args, folders[name], config=config)
         ort_long = worker("ort-step", args, long) if args.long else None
-        ort_short = worker("ort-step", args, short) if args.long else None
+        ort_short = worker("ort-step", args, folders[DEFAULT]) if args.long else None
     mlx_stock = worker("mlx", args)
     library = openblas()
     mlx_blas = worker("mlx", args, env={"LD_PRELOAD": library}) if library else None
@@ -179,24 +209,20 @@ def main() -> None:
         return f"{seconds * 1e3:.1f} ms"
 
     print(f"read-bandwidth floor: {ms(floor)} ({size / floor / 2**30:.1f} GiB/s)")
-    print(f"onnxruntime session memory: {ort['memory'] / 2**20:.0f} MiB = {ort['memory'] / size:.2f}x packed bytes")
-    print("| | onnxruntime | MLX CPU | MLX+OpenBLAS | ORT / MLX | ORT / MLX+OpenBLAS | ORT / floor |")
-    print("|---|---|---|---|---|---|---|")
-    blas_step = ms(mlx_blas["step"]) if mlx_blas else "-"
-    blas_ratio = f"{ort['step'] / mlx_blas['step']:.3f}" if mlx_blas else "-"
-    print(f"| decode step | {ms(ort['step'])} | {ms(mlx_stock['step'])} | {blas_step} | "
-          f"{ort['step'] / mlx_stock['step']:.3f} | {blas_ratio} | {ort['step'] / floor:.2f} |")
-    blas_fill = ms(mlx_blas["prefill"]) if mlx_blas else "-"
-    blas_fill_ratio = f"{ort['prefill'] / mlx_blas['prefill']:.3f}" if mlx_blas else "-"
-    print(f"| prefill {args.prompt} tokens | {ms(ort['prefill'])} | {ms(mlx_stock['prefill'])} | {blas_fill} | "
-          f"{ort['prefill'] / mlx_stock['prefill']:.3f} | {blas_fill_ratio} | - |")
-    print(f"decode tokens/s: onnxruntime {1 / ort['step']:.1f}, MLX {1 / mlx_stock['step']:.1f}"
-          + (f", MLX+OpenBLAS {1 / mlx_blas['step']:.1f}" if mlx_blas else ""))
-    print(f"prefill tokens/s: onnxruntime {args.prompt / ort['prefill']:.0f}, MLX {args.prompt / mlx_stock['prefill']:.0f}"
-          + (f", MLX+OpenBLAS {args.prompt / mlx_blas['prefill']:.0f}" if mlx_blas else ""))
+    blas = f", MLX+OpenBLAS {ms(mlx_blas['step'])} / {ms(mlx_blas['prefill'])}" if mlx_blas else ""
+    print(f"MLX decode step / prefill {args.prompt}: {ms(mlx_stock['step'])} / {ms(mlx_stock['prefill'])}{blas}")
+    reference = mlx_blas or mlx_stock
+    print("| onnxruntime: export, session | arithmetic | session memory / packed | decode step | step / MLX"
+          f"{'+OpenBLAS' if mlx_blas else ''} | step / floor | prefill {args.prompt} | prefill / MLX |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, ort in results.items():
+        print(f"| {name} | {ARITHMETIC[name]} | "
+              f"{ort['memory'] / 2**20:.0f} MiB = {ort['memory'] / size:.2f}x | {ms(ort['step'])} | "
+              f"{ort['step'] / reference['step']:.3f} | {ort['step'] / floor:.2f} | {ms(ort['prefill'])} | "
+              f"{ort['prefill'] / reference['prefill']:.4f} |")
     if args.long:
-        print(f"decode step at max_length {args.max_length}: {ms(ort_short['step'])}, at {args.long}: "
-              f"{ms(ort_long['step'])} (ratio {ort_long['step'] / ort_short['step']:.2f})")
+        print(f"default export, decode step at max_length {args.max_length}: {ms(ort_short['step'])}, at "
+              f"{args.long}: {ms(ort_long['step'])} (ratio {ort_long['step'] / ort_short['step']:.2f})")
 
 
 if __name__ == "__main__":

@@ -72,13 +72,18 @@ class Exporter:
         float16: ``"keep"`` (default), ``"float32"`` or ``"emulate"``.
         quantized_weights: how quantized weights are stored: ``"packed"`` (the default: a
             constant affine Linear weight in 4-bit blocks the runtime keeps packed and
-            multiplies with its low-bit kernel, standard DequantizeLinear + MatMul, or
-            MatMulNBits for target ``"onnxruntime"``; other quantized weights as
-            ``"bytes"``), ``"bytes"`` (MLX's packed codes as bytes, unpacked exactly in the
-            graph: every runtime reads it, tract included, but onnxruntime folds it to
+            multiplies with its low-bit kernel, ``MatMulNBits`` computing in float32 as
+            the file says, so default sessions give MLX's numbers; other quantized weights
+            as ``"bytes"``), ``"bytes"`` (MLX's packed codes as bytes, unpacked exactly in
+            the graph: every runtime reads it, tract included, but onnxruntime folds it to
             float32), ``"dequantize"`` (dequantized by MLX at export time, stored in the
-            activation dtype) or ``"matmulnbits"`` (as ``"packed"``, with onnxruntime's
-            com.microsoft.MatMulNBits for the blocks whatever the target).
+            activation dtype) or ``"dequantizelinear"`` (as ``"packed"``, the blocks in
+            standard ONNX, DequantizeLinear + MatMul, opset 21+: onnxruntime then computes
+            them at its session's accuracy level, int8 activations by default).
+        int8_activations: the 4-bit blocks ask the runtime to quantize their activations
+            to int8 per block (``MatMulNBits`` accuracy level 4): faster prefill on CPUs
+            with int8 dot products, about 1e-2 relative off MLX. Off by default; the check
+            reports it and compares at the tolerance of that arithmetic.
         dynamic: dimensions that may change size, per input (parameter name or keyword):
             ``{"input_ids": {0: "batch", 1: "seq"}}``; equal symbol names are one size. The
             function is traced at several sizes to find which numbers follow them (see
@@ -100,6 +105,7 @@ class Exporter:
     float16: str = "keep"
     optimize: bool = True
     quantized_weights: str | None = None
+    int8_activations: bool = False
     dynamic: Mapping[str, Mapping[int, str]] | None = None
 
     def with_options(self, **changes: Any) -> "Exporter":
@@ -124,7 +130,8 @@ class Exporter:
     def settings(self, plan: Plan | None = None) -> ExportSettings:
         """What the export of a trace knows (with ``plan`` for a dynamic one)."""
         return ExportSettings(opset=self.resolved_opset(), floats=FloatPolicy.of(self.float_policy(), self.emulated()),
-                              quantized_weights=self.quantized_weights or "packed", plan=plan, target=self.target)
+                              quantized_weights=self.quantized_weights or "packed",
+                              int8_activations=self.int8_activations, plan=plan, target=self.target)
 
     def _translate(self, trace: Trace, plan: Plan | None = None) -> ir.Model:
         settings = self.settings(plan)
@@ -192,6 +199,12 @@ class Exporter:
             raise ExportOptionError(
                 f"quantized_weights={self.quantized_weights!r} is not a choice: use one of "
                 f"{', '.join(repr(c) for c in QUANTIZED_WEIGHT_CHOICES)}"
+            )
+        if self.int8_activations and (self.quantized_weights or "packed") != "packed":
+            raise ExportOptionError(
+                f"int8_activations=True applies to the 4-bit blocks of quantized_weights='packed', not to "
+                f"{self.quantized_weights!r}: drop one of the two (with 'dequantizelinear' onnxruntime's session "
+                "option session.qdq_matmulnbits_accuracy_level decides)"
             )
         if self.target not in TARGETS:
             raise ExportOptionError(f"target={self.target!r} is not a target: use 'portable' (every major runtime) "

@@ -13,15 +13,17 @@ to float summation order, with no float zero points.
 
 Two spellings of the nibble product:
 
-* standard ONNX (opset 21+, the portable target): ``DequantizeLinear`` of a uint4
-  [K, N] tensor blocked along K, then ``MatMul``. onnxruntime fuses the pair into its
-  4-bit kernel (``MatMulNBits``) and keeps the codes packed; it computes with the
-  session's ``session.qdq_matmulnbits_accuracy_level`` (its default 4 quantizes the
-  activations to int8, ~4e-3 relative; 0 keeps float32, exact: the parity check sets it).
-  OpenVINO and onnxruntime-web read it as well; tract has no 4-bit type.
-* onnxruntime's ``com.microsoft.MatMulNBits`` itself (target ``"onnxruntime"``, or
-  ``quantized_weights="matmulnbits"``), with zero points 0 and ``accuracy_level=0``:
-  exact whatever the session options. MLX's rows are its B layout.
+* ``com.microsoft.MatMulNBits`` (the default, ``quantized_weights="packed"``), zero points
+  0, with the accuracy the file asks for: ``accuracy_level=0`` computes in float32, so a
+  default onnxruntime session (Python, node, web) gives MLX's numbers; ``=4``
+  (``int8_activations=True``) quantizes the activations to int8 per block, faster and
+  ~1e-2 relative off. MLX's rows are its B layout. OpenVINO reads it too (and quantizes
+  the activations itself at its default settings), and tract (with float16 scales for
+  32-code blocks): docs/runtimes.md.
+* standard ONNX (``quantized_weights="dequantizelinear"``, opset 21+): ``DequantizeLinear``
+  of a uint4 [K, N] tensor blocked along K, then ``MatMul``. onnxruntime fuses the pair into
+  ``MatMulNBits`` at the session's ``session.qdq_matmulnbits_accuracy_level``, which the
+  file cannot set: its default 4 computes with int8 activations.
 
 mxfp4 and nvfp4 weights (``w = FP4-E2M1(q) * scale``) take the same form with two
 nibbles and a bias of ``-6 * scale`` (:func:`fp4_terms`). Constant 2-D weights only;
@@ -74,7 +76,10 @@ def fits(ctx, rec, operands, group_size: int, transpose: bool) -> bool:
 
 def _contrib(ctx) -> bool:
     """Whether the blocks are onnxruntime's MatMulNBits (else standard DequantizeLinear)."""
-    return ctx.settings.quantized_weights == "matmulnbits" or ctx.settings.target == "onnxruntime"
+    return ctx.settings.quantized_weights != "dequantizelinear"
+
+
+FLOAT32_ACCURACY, INT8_ACCURACY = 0, 4  # MatMulNBits accuracy_level: float32 compute, int8 activations
 
 
 def affine_terms(codes: np.ndarray, scale: np.ndarray, bits: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -120,7 +125,8 @@ def _dequantize_matmul(ctx, x, nibble: np.ndarray, scale: np.ndarray, group_size
 
 
 def _matmul_nbits(ctx, x, nibble: np.ndarray, scale: np.ndarray, group_size: int):
-    """x @ (nibble * scale).T as com.microsoft.MatMulNBits (zero points 0, float32 compute)."""
+    """x @ (nibble * scale).T as com.microsoft.MatMulNBits (zero points 0), float32 compute
+    unless the export asks for int8 activations."""
     n, k = nibble.shape
     blocks = k // group_size
     pairs = nibble.reshape(n, blocks, group_size // 2, 2)
@@ -128,7 +134,8 @@ def _matmul_nbits(ctx, x, nibble: np.ndarray, scale: np.ndarray, group_size: int
     zero_points = np.zeros(n * -(-blocks // 2), np.uint8)
     return ctx.op.MatMulNBits(
         x, ctx.const(packed), ctx.const(scale.reshape(-1)), ctx.const(zero_points),
-        _domain="com.microsoft", K=k, N=n, bits=NIBBLE, block_size=group_size, accuracy_level=0,
+        _domain="com.microsoft", K=k, N=n, bits=NIBBLE, block_size=group_size,
+        accuracy_level=INT8_ACCURACY if ctx.settings.int8_activations else FLOAT32_ACCURACY,
     )
 
 

@@ -13,20 +13,21 @@ How constant weights are exported is the export's ``quantized_weights`` setting
 
 * ``"packed"`` (default): a constant affine, mxfp4 or nvfp4 Linear weight stays in 4-bit blocks the
   runtime keeps packed and multiplies with its low-bit kernel (:mod:`op_mappings.lowbit`:
-  standard ``DequantizeLinear`` + ``MatMul`` from opset 21, onnxruntime's ``MatMulNBits``
-  for target ``"onnxruntime"``); mxfp4 and nvfp4 the same way. Every other quantized
-  weight (mxfp8, GatherQMM, quantized embeddings' rows, weights that are not constants)
-  as ``"bytes"``.
+  ``MatMulNBits`` carrying its accuracy level, float32 unless the export asks for int8
+  activations). Every other quantized weight (mxfp8, GatherQMM, quantized embeddings'
+  rows, weights that are not constants) as ``"bytes"``.
 * ``"bytes"``: MLX's uint32 words, as bytes, scales and biases stay initializers exactly
   as MLX holds them and the graph unpacks them (BitShift, BitwiseAnd or Mod below opset
   18, Gather for the fp tables, Cast, Mul, Add) before a MatMul. A 4-bit model stays about
-  4.5 bits per weight on disk and every runtime reads it (tract has no 4-bit type);
+  4.5 bits per weight on disk and every runtime reads it exactly (tract rounds 4-bit
+  block scales to float16);
   onnxruntime constant-folds the unpacking to float32 at session start.
 * ``"dequantize"``: MLX itself (``mx.dequantize``) dequantizes constant weights at export
   time; they are stored as float initializers of the activation dtype, already in the
   layout the MatMul wants. Weights that are not constants are unpacked in the graph.
-* ``"matmulnbits"``: as ``"packed"``, with onnxruntime's contrib ``com.microsoft.MatMulNBits``
-  for the 4-bit blocks whatever the target.
+* ``"dequantizelinear"``: as ``"packed"``, with the 4-bit blocks in standard ONNX
+  (``DequantizeLinear`` + ``MatMul``, opset 21+), whose arithmetic in onnxruntime follows
+  the session's accuracy level (int8 activations by default).
 
 The float arithmetic runs in float32 (onnxruntime has no float16/bfloat16 MatMul).
 """
@@ -50,7 +51,7 @@ from .matmul import flat_indices
 
 AFFINE, MXFP4, MXFP8, NVFP4 = QuantizationMode
 
-PACKED, BYTES, DEQUANTIZE, MATMULNBITS = QUANTIZED_WEIGHT_CHOICES
+PACKED, BYTES, DEQUANTIZE, DEQUANTIZELINEAR = QUANTIZED_WEIGHT_CHOICES
 
 FP4_E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0], np.float32)
 
@@ -254,7 +255,7 @@ def folded_weights(ctx, w, scales, biases, group_size, bits, mode, transpose, dt
 
 def _blocked(ctx, rec, x, operands, group_size, bits, mode, transpose, dtype):
     """The product with the weight in 4-bit blocks (:mod:`op_mappings.lowbit`), or None."""
-    if ctx.settings.quantized_weights not in (PACKED, MATMULNBITS) or mode not in (AFFINE, MXFP4, NVFP4):
+    if ctx.settings.quantized_weights not in (PACKED, DEQUANTIZELINEAR) or mode not in (AFFINE, MXFP4, NVFP4):
         return None
     if not lowbit.fits(ctx, rec, operands, group_size, transpose):
         return None

@@ -297,18 +297,31 @@ def test_verify_reports_device_and_errors():
     assert "FAIL" in str(wrong)
 
 
-@pytest.mark.parametrize("storage", ["packed", "bytes", "dequantize", "matmulnbits"])
+@pytest.mark.parametrize("storage", ["packed", "bytes", "dequantize", "dequantizelinear"])
 def test_quantized_weight_storage_option(storage):
+    """Each storage matches MLX in a default onnxruntime session, but the standard 4-bit
+    blocks, which a default session fuses and computes with int8 activations: the check
+    says so, and they match when the deployment turns that off."""
     model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 32))
     mx.eval(model.parameters())
     nn.quantize(model, group_size=64, bits=4)
     (x,) = arrays((3, 64))
     proto = mlx2onnx.Exporter(quantized_weights=storage).export(model, x)
     op_types = {n.op_type for n in proto.graph.node}
-    assert ("DequantizeLinear" in op_types) == (storage == "packed")  # 4-bit blocks
+    assert ("MatMulNBits" in op_types) == (storage == "packed")  # 4-bit blocks, float32 in the file
+    assert ("DequantizeLinear" in op_types) == (storage == "dequantizelinear")  # standard 4-bit blocks
     assert ("Mod" in op_types) == (storage == "bytes")  # the codes are cut from the packed bytes
-    assert ("MatMulNBits" in op_types) == (storage == "matmulnbits")
-    assert mlx2onnx.verify(proto, model, x)
+    report = mlx2onnx.verify(proto, model, x)
+    if storage == "dequantizelinear":
+        assert report.arithmetic and "int8 activations" in report.arithmetic[0], str(report)
+        exact = mlx2onnx.Verifier(runtime_options={"session.qdq_matmulnbits_accuracy_level": "0"})
+        report = exact.verify(proto, model, x)
+    assert report.passed and not report.arithmetic, str(report)
+
+
+def test_int8_activations_apply_to_the_packed_blocks_only():
+    with pytest.raises(mlx2onnx.ExportOptionError, match="int8_activations=True applies to the 4-bit blocks"):
+        mlx2onnx.Exporter(quantized_weights="bytes", int8_activations=True).export(mx.abs, mx.ones(2))
 
 
 def test_unknown_quantized_weight_storage_is_refused():

@@ -104,7 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
                                "one beyond the traced sizes)")
     checking.add_argument("--runtime", default="onnxruntime",
                           help="the runtime that runs the model: onnxruntime (default), onnxruntime-web (wasm, "
-                               "under Node), onnxruntime-node, openvino (CPU, float32) or tract; it must be installed")
+                               "under Node), onnxruntime-node, openvino (CPU) or tract; it must be installed")
+    checking.add_argument("--runtime-option", action="append", metavar="KEY=VALUE",
+                          help="run the runtime with this option, as your deployment sets it (repeatable): an "
+                               "onnxruntime session config entry or an OpenVINO compile property. Default: none, "
+                               "the runtime's own defaults; the report names any arithmetic that differs from MLX's")
     checking.add_argument("--example-inputs", action="store_true",
                           help="compare on the example inputs themselves instead of fresh random ones")
 
@@ -133,11 +137,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--float16", choices=("keep", "float32", "emulate"), default="keep",
                    help="dtype policy: carry float16 values as float16 (default) or float32 (emulate: "
                         "rounded after every op)")
-    p.add_argument("--quantized-weights", choices=("packed", "bytes", "dequantize", "matmulnbits"), default=None,
-                   help="quantized weights: 4-bit blocks the runtime keeps packed where they fit (default; "
-                        "matmulnbits for a package), "
-                        "MLX's bytes unpacked in the graph (every runtime, tract included), dequantized at "
-                        "export time, or onnxruntime's com.microsoft.MatMulNBits for the blocks")
+    p.add_argument("--quantized-weights", choices=("packed", "bytes", "dequantize", "dequantizelinear"), default=None,
+                   help="quantized weights: 4-bit blocks the runtime keeps packed where they fit, computed in "
+                        "float32 (default), MLX's bytes unpacked in the graph (every runtime, tract included), "
+                        "dequantized at export time, or the blocks as standard DequantizeLinear + MatMul "
+                        "(onnxruntime then computes them at its session's accuracy level: int8 activations by default)")
+    p.add_argument("--int8-activations", action="store_true",
+                   help="let the runtime quantize the activations of the 4-bit blocks to int8 (faster prefill, "
+                        "about 1e-2 relative off MLX; the check reports it)")
     p.add_argument("--dynamic", action="append", metavar="SPEC",
                    help=f"dimensions that may change size, repeatable: {DYNAMIC_SPEC_HELP.replace('%', '%%')}. The function is "
                         "traced at several sizes; a dimension it fixes is refused with the primitive that fixes it")

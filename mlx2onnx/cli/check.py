@@ -10,6 +10,7 @@ from .common import (
     EXIT_OK,
     Mismatch,
     error,
+    runtime_options,
     target_and_inputs,
     tolerances,
     verify_against,
@@ -102,7 +103,10 @@ def _check_package(ns, progress: Progress) -> int:
     if ns.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"{ns.model} vs {ns.target}: 12 greedy tokens of two prompts (one left-padded batch)")
+        print(f"{ns.model} vs {ns.target}: 12 greedy tokens of two prompts (one left-padded batch), "
+              "onnxruntime with its default options")
+        for trade in result["arithmetic"]:
+            print(f"  onnxruntime computes with {trade}: logits compared at that arithmetic's tolerance")
         for row in result["rows"]:
             state = "PASS" if row["passed"] else "FAIL"
             print(f"  prompt of {len(row['prompt'])}: tokens {row['tokens']} (MLX {row['mlx_tokens']}), "
@@ -135,6 +139,7 @@ def cmd_check(ns, progress: Progress) -> int:
         located = localize(
             ns.model, fun, args, kwargs, seed=ns.seed, random_inputs=not ns.example_inputs,
             tolerances=tolerances(ns), progress=progress,
+            session_config=runtime_options(ns) if ns.runtime == "onnxruntime" else None,
         )
         result["localize"] = located.to_dict()
     if ns.json:

@@ -127,11 +127,25 @@ def value_text(value) -> str:
     return f"{dtype}[{', '.join(map(str, shape))}]" if shape != "?" else f"{dtype}?"
 
 
+def runtime_options(ns) -> dict[str, str]:
+    """``--runtime-option KEY=VALUE`` (repeatable) as a mapping."""
+    from ..targets import UsageError
+
+    options = {}
+    for spec in getattr(ns, "runtime_option", None) or ():
+        key, sep, value = spec.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--runtime-option {spec!r}: write KEY=VALUE, e.g. INFERENCE_PRECISION_HINT=f32 "
+                             "or session.qdq_matmulnbits_accuracy_level=0")
+        options[key.strip()] = value.strip()
+    return options
+
+
 def verify_against(model, fun, args, kwargs, ns, progress: Progress):
     from ..targets import parse_sizes
     from ..verify.parity import Verifier
 
     verifier = Verifier(seed=ns.seed, random_inputs=not ns.example_inputs, tolerances=tolerances(ns),
-                        sizes=parse_sizes(ns.sizes), runtime=ns.runtime)
+                        sizes=parse_sizes(ns.sizes), runtime=ns.runtime, runtime_options=runtime_options(ns))
     with progress.stage(f"running {ns.runtime} and MLX"):
         return verifier.verify(model, fun, *args, **kwargs)

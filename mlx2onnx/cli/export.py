@@ -28,10 +28,11 @@ def _export_package(ns, progress: Progress) -> int:
     from pathlib import Path
 
     from ..exporter import Exporter
-    from ..llm.package import PACKAGE_BFLOAT16, PACKAGE_QUANTIZED_WEIGHTS, export_package
+    from ..llm.package import PACKAGE_BFLOAT16, export_package
 
     exporter = Exporter(bfloat16=PACKAGE_BFLOAT16 if ns.bfloat16 == "auto" else ns.bfloat16, float16=ns.float16,
-                        optimize=not ns.no_optimize, quantized_weights=ns.quantized_weights or PACKAGE_QUANTIZED_WEIGHTS)
+                        optimize=not ns.no_optimize, quantized_weights=ns.quantized_weights,
+                        int8_activations=ns.int8_activations)
     out = export_package(ns.target, ns.output, overwrite=ns.overwrite, stage=progress.stage, exporter=exporter)
     files = sorted(str(p.relative_to(out)) for p in Path(out).rglob("*") if p.is_file())
     print(f"wrote package {out}: {', '.join(files)}")
@@ -59,6 +60,7 @@ def cmd_export(ns, progress: Progress) -> int:
         float16=ns.float16,
         optimize=not ns.no_optimize,
         quantized_weights=ns.quantized_weights,
+        int8_activations=ns.int8_activations,
         dynamic=parse_dynamic_specs(ns.dynamic),
     )
     exporter.validate()  # opset and output path, before any work

@@ -44,10 +44,6 @@ from .decoder import GrowingKVCache, cache_arrays, cache_layout, cache_names
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                    "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja")
 SUPPORTED_CACHES = ("KVCache", "RotatingKVCache")
-# onnxruntime's MatMulNBits with accuracy_level 0 for the 4-bit blocks: both LLM runtimes run
-# onnxruntime, whose fusion of the standard form follows the session's accuracy level
-# (default 4: int8 activations), which neither lets a package set
-PACKAGE_QUANTIZED_WEIGHTS = "matmulnbits"
 # bfloat16 models computed as MLX computes them (float32 rounded after every op): the
 # package generates MLX's own tokens; plain float32 carriage drifts by bfloat16 steps and
 # greedy decoding can take another token after a near tie
@@ -137,7 +133,7 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
                "position_ids": {0: "batch", 1: "sequence"},
                **{f"past_{k}": {0: "batch", 2: Dim("past_sequence")} for k in range(2 * layers)}}
     outputs = ["logits"] + cache_names(layers, "present")
-    exporter = exporter or Exporter(quantized_weights=PACKAGE_QUANTIZED_WEIGHTS, bfloat16=PACKAGE_BFLOAT16)
+    exporter = exporter or Exporter(bfloat16=PACKAGE_BFLOAT16)
     exporter = exporter.with_options(input_names=names, output_names=outputs, path=None, dynamic=dynamic)
     with stage(f"tracing the decoder ({layers} layers) at several sizes and translating it"):
         graph = exporter.to_ir(decoder_function(model, layers), *arrays)
@@ -249,12 +245,17 @@ def package_generate(session, prompts: list[list[int]], new_tokens: int, pad: in
 
 
 def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts: list[list[int]],
-                  new_tokens: int = 12, atol: float = 1e-4, rtol: float = 1e-4) -> dict:
+                  new_tokens: int = 12, atol: float | None = None, rtol: float | None = None) -> dict:
     """Greedy tokens and first-step logits of the package in onnxruntime (the prompts in
-    one left-padded batch) against mlx-lm's own forward of each prompt alone."""
+    one left-padded batch) against mlx-lm's own forward of each prompt alone. The session
+    is a plain one, as onnxruntime-genai and transformers.js open it; where the package
+    asks for int8 activations the result says so and the logits are compared at that
+    arithmetic's tolerance (the tokens must still be MLX's)."""
+    import onnx
     import onnxruntime as ort
 
-    from ..verify.session import exact_options
+    from ..verify.compare import DEFAULT_TOLERANCES
+    from ..verify.runtimes import arithmetic
     from .decoder import mlx_generate
 
     package, folder = Path(package), Path(folder)
@@ -263,7 +264,11 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
         raise UsageError(f"{package} is not a package: it has no onnx/model.onnx (write one with "
                          "`mlx2onnx export MODEL_FOLDER -o PACKAGE/`)")
     model = load_model_folder(str(folder)).fun
-    session = ort.InferenceSession(str(model_file), exact_options(), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(str(model_file), providers=["CPUExecutionProvider"])
+    trades = arithmetic.onnxruntime(onnx.load(str(model_file), load_external_data=False), {}, "all")
+    row = trades[0].precision if trades else "float32"
+    atol = DEFAULT_TOLERANCES[row][0] if atol is None else atol
+    rtol = DEFAULT_TOLERANCES[row][1] if rtol is None else rtol
     tokens, logits = package_generate(session, prompts, new_tokens)
     rows = []
     for row, prompt in enumerate(prompts):
@@ -274,4 +279,5 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
         rows.append({"prompt": list(map(int, prompt)), "tokens": tokens[row].tolist(), "mlx_tokens": want_tokens.tolist(),
                      "max_abs_logit_error": error, "tolerance": bound,
                      "passed": bool(np.array_equal(tokens[row], want_tokens) and error <= bound)})
-    return {"package": str(package), "folder": str(folder), "rows": rows, "passed": all(r["passed"] for r in rows)}
+    return {"package": str(package), "folder": str(folder), "arithmetic": [str(t) for t in trades], "rows": rows,
+            "passed": all(r["passed"] for r in rows)}

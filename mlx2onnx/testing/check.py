@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import onnx
 
 from ..errors import Mlx2OnnxError
 from ..exporter import Exporter
 from ..verify.parity import Verifier, VerifyReport
-
-RUNTIMES = ("onnxruntime",)
+from ..verify.runtimes import RUNTIMES
 
 
 @dataclass(frozen=True)
@@ -61,14 +60,20 @@ class Check:
     Attributes:
         exporter: the export options (default :class:`~mlx2onnx.Exporter`'s).
         verifier: the parity check's options (seed, tolerances, sizes...).
-        runtimes: the runtimes to check in; this version runs ``"onnxruntime"``.
+        runtimes: the runtimes to check in (default onnxruntime; any of
+            :data:`mlx2onnx.verify.runtimes.RUNTIMES` that is installed).
+        runtime_options: per runtime, the options it runs with as the deployment sets them
+            (``{"openvino": {"INFERENCE_PRECISION_HINT": "f32"}}``); a runtime not named
+            runs with the verifier's ``runtime_options`` when it is the verifier's runtime,
+            else with its defaults.
         localize: on a mismatch, name the first MLX primitive whose translation diverges.
         on_result: called with each :class:`CheckResult` (the pytest fixture records it).
     """
 
     exporter: Exporter = field(default_factory=Exporter)
     verifier: Verifier = field(default_factory=Verifier)
-    runtimes: Sequence[str] = RUNTIMES
+    runtimes: Sequence[str] = ("onnxruntime",)
+    runtime_options: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     localize: bool = False
     on_result: Callable[[CheckResult], None] | None = None
 
@@ -94,7 +99,7 @@ class Check:
         reports = {}
         for runtime in self.runtimes:
             try:
-                reports[runtime] = self.verifier.verify(model, fun, *args, **kwargs)
+                reports[runtime] = self.verifier_for(runtime).verify(model, fun, *args, **kwargs)
             except Mlx2OnnxError as exc:
                 return self._done(CheckResult(model, reports, f"[{runtime}] the check could not run: {exc}"))
         failing = [r for r, rep in reports.items() if not rep.passed]
@@ -108,6 +113,12 @@ class Check:
         what = ", ".join(bad) if bad else "; ".join(problems)
         failure = f"the export of {_name(fun)} does not match MLX in {', '.join(failing)}: {what}"
         return self._done(CheckResult(model, reports, failure, located))
+
+    def verifier_for(self, runtime: str) -> Verifier:
+        """The verifier's options in ``runtime``, with that runtime's options."""
+        if runtime == self.verifier.runtime and runtime not in self.runtime_options:
+            return self.verifier
+        return replace(self.verifier, runtime=runtime, runtime_options=self.runtime_options.get(runtime))
 
     def assert_exports(self, fun: Any, /, *args: Any, **kwargs: Any) -> CheckResult:
         """:meth:`run`, raising ``AssertionError`` with the report when the check fails."""
@@ -131,7 +142,8 @@ def _localize(model, fun, args, kwargs, verifier: Verifier) -> str:
 
     try:
         return str(localize(model, fun, args, kwargs, seed=verifier.seed, random_inputs=verifier.random_inputs,
-                            tolerances=verifier.tolerances))
+                            tolerances=verifier.tolerances,
+                            session_config=verifier.options() if verifier.runtime == "onnxruntime" else None))
     except Exception:  # localizing is a diagnosis on top of a failure: never hide the failure
         return "localizing failed:\n" + traceback.format_exc(limit=3)
 

@@ -15,6 +15,7 @@ The suite file (TOML; documented in ``docs/check-suite.md``)::
     rtol = 1e-4
     opset = 18
     model_seed = 0                      # passed to a factory that takes `seed`
+    runtime_options = { openvino = { INFERENCE_PRECISION_HINT = "f32" } }  # per runtime (default: none)
 
 Relative paths and dotted modules are resolved from the suite file's folder. A target
 that fails (cannot be loaded, exported, or does not match) is reported and the others
@@ -38,6 +39,7 @@ from ..targets import UsageError, UserCodeError
 TARGET_KEYS = {
     "name": str, "target": str, "inputs": list, "dynamic": list, "sizes": list, "runtimes": list,
     "atol": (int, float), "rtol": (int, float), "opset": int, "seed": int, "model_seed": int,
+    "runtime_options": dict,
 }
 DEFAULT_KEYS = set(TARGET_KEYS) - {"name", "target"}
 
@@ -122,9 +124,15 @@ def load_suite(path: str | os.PathLike) -> list[SuiteTarget]:
             parse_input_spec(spec)
         parse_dynamic_specs(options.get("dynamic", []))
         parse_sizes(options.get("sizes", []))
-        unknown = [r for r in options.get("runtimes", RUNTIMES) if r not in RUNTIMES]
+        unknown = [r for r in options.get("runtimes", ["onnxruntime"]) if r not in RUNTIMES]
         if unknown:
             raise UsageError(f"{where}: runtimes {unknown} are not available; this version checks in {', '.join(RUNTIMES)}")
+        for runtime, table in options.get("runtime_options", {}).items():
+            if runtime not in RUNTIMES or not isinstance(table, dict) or not all(
+                    isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in table.values()):
+                raise UsageError(f"{where}: runtime_options.{runtime} must be a table of option = value for one of "
+                                 f"{', '.join(RUNTIMES)}, e.g. runtime_options = {{ openvino = {{ "
+                                 "INFERENCE_PRECISION_HINT = \"f32\" }} }}")
         result.append(SuiteTarget(name, table["target"], options))
     return result
 
@@ -154,10 +162,10 @@ def run_target(item: SuiteTarget) -> list[Row]:
     )
     from ..verify.compare import uniform_tolerances
     from ..verify.parity import Verifier
-    from .check import RUNTIMES, Check
+    from .check import Check
 
     opts = item.options
-    runtimes = list(opts.get("runtimes", RUNTIMES))
+    runtimes = list(opts.get("runtimes", ["onnxruntime"]))
     start = time.monotonic()
 
     def rows(passed: bool, reason: str, result=None) -> list[Row]:
@@ -183,6 +191,7 @@ def run_target(item: SuiteTarget) -> list[Row]:
             exporter=Exporter(opset=opts.get("opset"), dynamic=parse_dynamic_specs(opts.get("dynamic", []))),
             verifier=Verifier(seed=opts.get("seed", 0), tolerances=tolerances, sizes=parse_sizes(opts.get("sizes", []))),
             runtimes=runtimes,
+            runtime_options=opts.get("runtime_options", {}),
         )
         result = check.run(loaded.fun, *args, **kwargs)
     except UsageError as exc:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from ..capture.symbolic import Plan
 from ..dtypes import FloatPolicy
 
-QUANTIZED_WEIGHT_CHOICES = ("packed", "bytes", "dequantize", "matmulnbits")
+QUANTIZED_WEIGHT_CHOICES = ("packed", "bytes", "dequantize", "dequantizelinear")
 
 
 @dataclass(frozen=True)
@@ -23,15 +23,19 @@ class ExportSettings:
     """opset: the ONNX opset the export targets.
     floats: how MLX float dtypes are carried in the graph (bfloat16 as float32, ...).
     quantized_weights: how constant quantized weights are stored: ``"packed"`` (4-bit
-        blocks the runtime keeps packed where they fit, else MLX's bytes unpacked in the
-        graph), ``"bytes"`` (always MLX's bytes, unpacked in the graph), ``"dequantize"``
-        (dense, at export time) or ``"matmulnbits"`` (onnxruntime's contrib op where it fits).
+        blocks the runtime keeps packed where they fit, as ``MatMulNBits`` that carries its
+        own accuracy level; else MLX's bytes unpacked in the graph), ``"bytes"`` (always
+        MLX's bytes, unpacked in the graph), ``"dequantize"`` (dense, at export time) or
+        ``"dequantizelinear"`` (the blocks as standard ``DequantizeLinear`` + ``MatMul``).
+    int8_activations: the 4-bit blocks ask the runtime to quantize their activations to
+        int8 (``MatMulNBits`` accuracy level 4) instead of computing in float32.
     plan: the dynamic dimensions (None for a static export).
     """
 
     opset: int
     floats: FloatPolicy = field(default_factory=FloatPolicy)
     quantized_weights: str = "packed"
+    int8_activations: bool = False
     plan: Plan | None = None
     target: str = "portable"
 

@@ -13,13 +13,17 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-# (atol, rtol) per output dtype name.
+# (atol, rtol) per output dtype name, and per arithmetic a runtime may choose:
+# "int8-activations" (activations quantized to int8 per block before a low-bit product:
+# 7 bits of mantissa, as bfloat16's 8)
 DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     "float64": (1e-9, 1e-9),
     "float32": (1e-4, 1e-4),
     "float16": (2e-2, 1e-2),
     "bfloat16": (1e-1, 5e-2),
+    "int8-activations": (1e-1, 5e-2),
 }
+FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16")
 EXACT = (0.0, 0.0)
 
 # Bin edges of the error histograms: each element's error over its allowance

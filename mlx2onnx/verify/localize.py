@@ -216,6 +216,7 @@ def localize(
     random_inputs: bool = True,
     tolerances: Mapping[str, tuple[float, float]] | None = None,
     graph_optimization_level: str = "all",
+    session_config: Mapping[str, str] | None = None,
     progress=None,
     limit: int = 20,
 ) -> LocalizeReport:
@@ -223,7 +224,8 @@ def localize(
 
     ``model`` is a path or an ``onnx.ModelProto`` exported from ``fun`` traced on the
     example inputs ``args``/``kwargs``; the inputs compared are those
-    :func:`mlx2onnx.verify` uses for the same ``seed``.
+    :func:`mlx2onnx.verify` uses for the same ``seed``; onnxruntime runs with the session
+    config entries ``session_config`` (the check's runtime options).
     """
 
     proto = onnx.load(str(model), load_external_data=False) if not isinstance(model, onnx.ModelProto) else model
@@ -253,7 +255,7 @@ def localize(
         onnx.load_external_data_for_model(augmented, base_dir)
     wanted = [mapping[n] for n in exposed]
     try:
-        session = open_session(augmented.SerializeToString(), graph_optimization_level)
+        session = open_session(augmented.SerializeToString(), graph_optimization_level, config=session_config)
         got = dict(zip(wanted, run_session(session, wanted, as_declared_types(session, feeds))))
     except Exception as exc:
         raise VerificationError(

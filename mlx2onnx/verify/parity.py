@@ -32,12 +32,14 @@ from ..io import metadata
 from .compare import (
     DEFAULT_TOLERANCES,
     EXACT,
+    FLOAT_DTYPES,
     OutputReport,
     check_tolerance,
     compare,
     failed,
 )
 from .runtimes import RUNTIMES, declared_feeds, open_runtime
+from .runtimes.arithmetic import Arithmetic
 from .runtimes.registry import unknown as unknown_runtime
 from .session import LEVELS
 
@@ -55,6 +57,8 @@ class VerifyReport:
     inputs: Mapping[str, tuple[tuple[int, ...], str]] = field(default_factory=dict)
     problems: tuple[str, ...] = ()  # what fails the check beyond the outputs (weights, interface)
     runtime: str = "onnxruntime"
+    runtime_options: Mapping[str, str] = field(default_factory=dict)  # the user's (none: the runtime's defaults)
+    arithmetic: tuple[str, ...] = ()  # where the runtime computed with less precision than MLX, and why
 
     @property
     def passed(self) -> bool:
@@ -75,7 +79,11 @@ class VerifyReport:
             + (f", random inputs seed {self.seed}" if self.seed is not None else ", caller's inputs")
         )
         width = max((len(o.at) + 3 for o in self.outputs if o.at), default=0)
-        lines = [head] + [f"  problem: {p}" for p in self.problems]
+        options = ", ".join(f"{k}={v}" for k, v in self.runtime_options.items()) or "none: its defaults"
+        lines = [head, f"  {self.runtime} options: {options}"]
+        lines += [f"  {self.runtime} computes with {a}: float outputs compared at that arithmetic's tolerance"
+                  for a in self.arithmetic]
+        lines += [f"  problem: {p}" for p in self.problems]
         return "\n".join(lines + ["  " + o.line(width) for o in self.outputs])
 
     def to_dict(self) -> dict:
@@ -85,6 +93,8 @@ class VerifyReport:
             "runtime": self.runtime,
             "runtime_version": self.runtime_version,
             **({"onnxruntime_version": self.runtime_version} if self.runtime == "onnxruntime" else {}),
+            "runtime_options": dict(self.runtime_options),
+            "arithmetic": list(self.arithmetic),
             "mlx_version": self.mlx_version,
             "seed": self.seed,
             "problems": list(self.problems),
@@ -140,6 +150,13 @@ class Verifier:
         runtime: the runtime that runs the model, one of :data:`mlx2onnx.runtimes.RUNTIMES`
             (``"onnxruntime"``, ``"onnxruntime-web"``, ``"onnxruntime-node"``, ``"openvino"``,
             ``"tract"``); it must be installed.
+        runtime_options: the options the runtime runs with, as the user's deployment sets
+            them: onnxruntime's session config entries (``{"session.qdq_matmulnbits_accuracy_level":
+            "0"}``, also for onnxruntime-web and -node), OpenVINO's compile properties
+            (``{"INFERENCE_PRECISION_HINT": "f32"}``). Default none: the runtime's own
+            defaults, as a plain session has them. The report lists them, and where the
+            runtime then computes with less precision than MLX (int8 activations, bfloat16
+            inference) it says so and compares float outputs at that arithmetic's tolerance.
         providers: onnxruntime execution providers (onnxruntime only).
         graph_optimization_level: onnxruntime's level (``"all"``, ``"extended"``, ``"basic"``,
             ``"disabled"``; onnxruntime only).
@@ -159,10 +176,18 @@ class Verifier:
     sizes: Mapping[str, Sequence[int]] | Sequence[Mapping[str, int]] | None = None
     compare_weights: bool = True
     runtime: str = "onnxruntime"
+    runtime_options: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         if self.runtime not in RUNTIMES:
             raise CheckOptionError(unknown_runtime(self.runtime))
+        options = self.runtime_options or {}
+        if not isinstance(options, Mapping) or not all(isinstance(k, str) and k and isinstance(v, (str, int, float))
+                                                       and not isinstance(v, bool) for k, v in options.items()):
+            raise CheckOptionError(f"runtime_options={self.runtime_options!r}: give a mapping of option names to "
+                                   "string (or number) values, e.g. {'INFERENCE_PRECISION_HINT': 'f32'}")
+        if options and self.runtime == "tract":
+            raise CheckOptionError(f"runtime_options: tract takes no options (given {sorted(options)})")
         if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool) or self.seed < 0:
             raise CheckOptionError(f"seed={self.seed!r}: the seed must be an integer >= 0")
         for dtype, pair in (self.tolerances or {}).items():
@@ -190,6 +215,15 @@ class Verifier:
         table.update(self.tolerances or {})
         return table.get(dtype, EXACT)
 
+    def compared_as(self, dtype: str, held: str | None, trades: Sequence[Arithmetic]) -> str:
+        """The tolerance row an output of ``dtype`` is compared at: its dtype's, the
+        narrower dtype it was computed through (``held``), or the arithmetic the runtime
+        chose for float outputs, whichever allows the most."""
+        rows = [held or dtype]
+        if dtype in FLOAT_DTYPES:
+            rows += [t.precision for t in trades]
+        return max(rows, key=lambda row: self.tolerance(row))
+
     def verify(self, model: Any, fun: Any, /, *args: Any, **kwargs: Any) -> VerifyReport:
         """Run ``model`` and ``fun`` on the same inputs and compare every output (at
         every size of :attr:`sizes` when the model has dynamic dimensions)."""
@@ -210,10 +244,11 @@ class Verifier:
         reports: list[OutputReport] = []
         first_inputs: dict = {}
         with open_runtime(self.runtime, path if path is not None else proto.SerializeToString(),
-                          self.graph_optimization_level, self.providers) as runner:
+                          self.graph_optimization_level, self.providers, self.options()) as runner:
+            trades = runner.arithmetic(proto)
             for k, sizes in enumerate(runs):
                 rng = np.random.default_rng(self.seed + k)
-                outputs, feeds = self._run_once(runner, proto, io, policy, call, signature, rng, dynamic, sizes)
+                outputs, feeds = self._run_once(runner, proto, io, policy, call, signature, rng, dynamic, sizes, trades)
                 reports.extend(outputs)
                 first_inputs = first_inputs or {n: (tuple(v.shape), str(v.dtype)) for n, v in feeds.items()}
         return VerifyReport(
@@ -225,7 +260,13 @@ class Verifier:
             inputs=first_inputs,
             problems=tuple(problems),
             runtime=self.runtime,
+            runtime_options=self.options(),
+            arithmetic=tuple(str(t) for t in trades),
         )
+
+    def options(self) -> dict[str, str]:
+        """The runtime options as the runtime takes them (strings)."""
+        return {k: str(v) for k, v in (self.runtime_options or {}).items()}
 
     def size_assignments(self, dynamic: Mapping) -> list[dict[str, int]]:
         """The ``{symbol: size}`` runs of a multi-size check (see :attr:`sizes`)."""
@@ -250,7 +291,7 @@ class Verifier:
             rows.append({**symbols, **{s: int(v) for s, v in row.items()}})
         return rows
 
-    def _run_once(self, runner, proto, io, policy, call, signature, rng, dynamic, sizes):
+    def _run_once(self, runner, proto, io, policy, call, signature, rng, dynamic, sizes, trades=()):
         axes_of = {name: {int(a): s for a, s in axes.items()} for name, axes in (dynamic or {}).get("inputs", {}).items()}
         by_slot = {}
         for entry in io["inputs"]:
@@ -313,9 +354,10 @@ class Verifier:
                 continue
             expected = dtypes.to_numpy(policy.get(want[k].dtype, want[k].dtype))
             held = io["outputs"][k].get("precision")  # computed through bfloat16: bfloat16's tolerance
-            shown = f"{dname}({held})" if held else dname
+            row = self.compared_as(dname, held, trades)
+            shown = f"{dname}({row})" if row != dname else dname
             report = compare(names[k], np.asarray(got[k]), dtypes.array_to_numpy(want[k]), shown,
-                             self.tolerance(held or dname),
+                             self.tolerance(row),
                              order_free_axis=io["outputs"][k].get("order_free_axis"), expected_dtype=expected)
             reports.append(replace(report, at=at) if at else report)
         return reports, feeds

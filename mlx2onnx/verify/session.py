@@ -12,14 +12,10 @@ from ..errors import VerificationError
 
 LEVELS = ("all", "extended", "basic", "disabled")
 
-# onnxruntime's session settings that trade MLX's numbers for speed, turned off: a 4-bit
-# DequantizeLinear + MatMul fused into MatMulNBits computes in float32 (its default
-# accuracy level 4 quantizes the activations to int8, ~4e-3 relative)
-EXACT_CONFIG = {"session.qdq_matmulnbits_accuracy_level": "0"}
 
-
-def exact_options(level: str = "all"):
-    """``onnxruntime.SessionOptions`` at optimisation ``level`` with :data:`EXACT_CONFIG`."""
+def session_options(level: str = "all", config: Mapping[str, str] | None = None):
+    """``onnxruntime.SessionOptions`` at optimisation ``level`` with the session config
+    entries ``config`` (the user's; none by default, as a plain session has none)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -29,17 +25,18 @@ def exact_options(level: str = "all"):
         "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
         "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
     }[level]
-    for key, value in EXACT_CONFIG.items():
-        options.add_session_config_entry(key, value)
+    for key, value in (config or {}).items():
+        options.add_session_config_entry(str(key), str(value))
     return options
 
 
-def open_session(source, level: str = "all", providers=("CPUExecutionProvider",)):
-    """An ``onnxruntime.InferenceSession`` of ``source`` (a path, or serialised bytes)."""
+def open_session(source, level: str = "all", providers=("CPUExecutionProvider",), config: Mapping[str, str] | None = None):
+    """An ``onnxruntime.InferenceSession`` of ``source`` (a path, or serialised bytes) with
+    the session config entries ``config``."""
     import onnxruntime as ort
 
     try:
-        return ort.InferenceSession(source, exact_options(level), providers=list(providers))
+        return ort.InferenceSession(source, session_options(level, config), providers=list(providers))
     except Exception as exc:
         raise VerificationError(f"onnxruntime could not run the model: {exc}") from exc
 

@@ -84,8 +84,8 @@ for bits in AFFINE_BITS:
 
 class ConstantQmm:
     """x @ dequantize(w).T with the quantized weight a constant (a Linear's): the form the
-    default export keeps in 4-bit blocks (DequantizeLinear + MatMul, one per 4-bit nibble,
-    plus the bias as a group-sum product). ``inputs`` quantizes fresh random weights for
+    default export keeps in 4-bit blocks (MatMulNBits computing in float32, one per 4-bit
+    nibble, plus the bias as a group-sum product). ``inputs`` quantizes fresh random weights for
     the dtype and returns x."""
 
     def __init__(self, bits, group_size, batch=(3,), mode="affine"):
@@ -109,14 +109,14 @@ for bits in AFFINE_BITS:
         CASES.append(Case(
             f"quantized.qmm_constant_b{bits}_g{group_size}", qmm_constant, qmm_constant.inputs,
             dtypes=FLOATS if group_size == 32 else F32, primitives=("QuantizedMatmul",),
-            onnx_ops=("DequantizeLinear", "MatMul", "ReduceSum"), tolerances=LOW_PRECISION, opsets=(24, 21),
+            onnx_ops=("MatMulNBits", "MatMul", "ReduceSum"), tolerances=LOW_PRECISION,
         ))
 for mode, group_size in (("mxfp4", 32), ("nvfp4", 16)):
     qmm_constant = ConstantQmm(4, group_size, batch=(2, 3), mode=mode)
     CASES.append(Case(
         f"quantized.qmm_constant_{mode}", qmm_constant, qmm_constant.inputs, dtypes=FLOATS,
-        primitives=("QuantizedMatmul",), onnx_ops=("DequantizeLinear", "MatMul", "ReduceSum"),
-        tolerances=LOW_PRECISION, opsets=(24, 21),
+        primitives=("QuantizedMatmul",), onnx_ops=("MatMulNBits", "MatMul", "ReduceSum"),
+        tolerances=LOW_PRECISION,
     ))
 CASES += [
     Case("quantized.qmm_affine_batched_x", qmm(4, 64, True), affine_inputs(4, 64, True, batch=(2, 1, 3)),

@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 
 from ..session import cast_to
+from .arithmetic import Arithmetic
 
 _FLOAT_TYPES = {
     onnx.TensorProto.FLOAT: np.float32,
@@ -28,11 +29,17 @@ def declared_feeds(proto: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> d
 
 
 class Runner:
-    """An open model in one runtime. ``run`` takes feeds by input name and returns the
-    outputs named in ``names``, in that order; ``close`` frees the runtime's resources."""
+    """An open model in one runtime, opened with the user's ``options`` (none: the runtime's
+    defaults). ``run`` takes feeds by input name and returns the outputs named in
+    ``names``, in that order; ``arithmetic`` says where the runtime computes ``proto`` with
+    less precision than MLX; ``close`` frees the runtime's resources."""
 
     name: str = ""
     version: str = ""
+    options: Mapping[str, str] = {}
+
+    def arithmetic(self, proto: onnx.ModelProto) -> list[Arithmetic]:
+        return []
 
     def run(self, feeds: Mapping[str, np.ndarray], names: Sequence[str]) -> list[np.ndarray]:
         raise NotImplementedError

@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ...errors import VerificationError
+from . import arithmetic
 from .base import ModelFile, Runner
 
 SCRIPT = Path(__file__).with_name("ort_js.cjs")
@@ -44,8 +45,11 @@ def version(package: str) -> str | None:
 
 
 class NodeRunner(Runner):
-    def __init__(self, package: str, source, level: str = "all", providers=()):
+    """``options`` are session config entries, given to the session as its ``extra``."""
+
+    def __init__(self, package: str, source, level: str = "all", options: Mapping[str, str] | None = None):
         self.name = package
+        self.level, self.options = level, {str(k): str(v) for k, v in (options or {}).items()}
         folder = node_modules(package)
         node = shutil.which("node")
         if folder is None or node is None:  # the registry checks first; this guards direct use
@@ -53,7 +57,8 @@ class NodeRunner(Runner):
         self._file = ModelFile(source)
         self._work = tempfile.TemporaryDirectory(prefix="mlx2onnx-node-")
         env = dict(os.environ, NODE_PATH=str(folder))
-        self._process = subprocess.Popen([node, str(SCRIPT), package, self._file.path], stdin=subprocess.PIPE,
+        settings = json.dumps({"level": level, "config": self.options})
+        self._process = subprocess.Popen([node, str(SCRIPT), package, self._file.path, settings], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         hello = self._answer()
         if "error" in hello:
@@ -61,6 +66,9 @@ class NodeRunner(Runner):
             raise VerificationError(f"{package} could not load the model: {hello['error']}")
         self.version = hello["ready"]
         self.output_names = hello["outputs"]
+
+    def arithmetic(self, proto) -> list[arithmetic.Arithmetic]:
+        return arithmetic.onnxruntime(proto, self.options, self.level, wasm=self.name == "onnxruntime-web")
 
     def _answer(self) -> dict:
         line = self._process.stdout.readline()

@@ -1,7 +1,8 @@
-"""OpenVINO on the CPU with its precision-trading defaults off: float32 inference precision
-(its default on CPUs with AMX is bfloat16, which would make every float comparison a
-bfloat16 one) and no dynamic quantization of activations (by default it quantizes the
-activations of a MatMul by low-bit weights to int8 in groups of 32)."""
+"""OpenVINO on the CPU, compiled with the user's properties (none: its defaults). Its defaults
+trade precision for speed: inference precision bf16 on CPUs with bfloat16 units, and the
+activations of a MatMul by low-bit weights quantized to int8 in groups of 32; the runner
+reads both back from the compiled model (:func:`arithmetic.openvino`). :data:`EXACT`
+holds the properties that make it compute MLX's float32 numbers."""
 
 from __future__ import annotations
 
@@ -11,27 +12,34 @@ import ml_dtypes
 import numpy as np
 
 from ...errors import VerificationError
+from . import arithmetic
 from .base import ModelFile, Runner
 
-CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
+EXACT = {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
 
 
 class OpenvinoRunner(Runner):
     name = "openvino"
 
-    def __init__(self, source, level: str = "all", providers=()):
+    def __init__(self, source, options: Mapping[str, str] | None = None):
         import openvino as ov
 
         self.version = version() or ""
+        self.options = dict(options or {})
         self._file = ModelFile(source)
         try:
             core = ov.Core()
-            self.compiled = core.compile_model(self._file.path, "CPU", CONFIG)
+            self.compiled = core.compile_model(self._file.path, "CPU", self.options)
         except Exception as exc:
             self._file.close()
             raise VerificationError(f"openvino could not compile the model: {_first_line(exc)}") from exc
         self.output_names = [o.get_any_name() for o in self.compiled.outputs]
         self._request = self.compiled.create_infer_request()
+
+    def arithmetic(self, proto) -> list[arithmetic.Arithmetic]:
+        precision = self.compiled.get_property("INFERENCE_PRECISION_HINT")
+        group = int(self.compiled.get_property("DYNAMIC_QUANTIZATION_GROUP_SIZE"))
+        return arithmetic.openvino(proto, precision.to_string(), group)
 
     def run(self, feeds: Mapping[str, np.ndarray], names: Sequence[str]) -> list[np.ndarray]:
         import openvino as ov

@@ -1,5 +1,7 @@
 // Runs an ONNX model in onnxruntime-web (wasm) or onnxruntime-node for mlx2onnx's parity
-// check. Usage: node ort_js.cjs PACKAGE MODEL. Prints one JSON line when the session is
+// check. Usage: node ort_js.cjs PACKAGE MODEL SETTINGS, SETTINGS a JSON object {"level":
+// graph optimization level, "config": session config entries} (the user's; none by
+// default, as a plain session has none). Prints one JSON line when the session is
 // open ({"ready": version, "inputs": [...], "outputs": [...]}) or failed ({"error": ...}),
 // then answers each JSON line on stdin ({"feeds": [{name, type, dims, file}], "fetch":
 // [names], "dir": folder}) with one JSON line naming the raw little-endian output files.
@@ -30,7 +32,8 @@ function bytesOf(tensor) {
 }
 
 async function main() {
-  const [pkg, model] = process.argv.slice(2);
+  const [pkg, model, settings] = process.argv.slice(2);
+  const { level, config } = JSON.parse(settings || "{}");
   let ort;
   try {
     ort = require(pkg);
@@ -43,12 +46,9 @@ async function main() {
   }
   let session;
   try {
-    // 4-bit DequantizeLinear + MatMul fused into MatMulNBits: float32 compute (the default
-    // accuracy level 4 quantizes the activations to int8)
-    const options = {
-      executionProviders: [pkg === "onnxruntime-web" ? "wasm" : "cpu"],
-      extra: { session: { qdq_matmulnbits_accuracy_level: "0" } },
-    };
+    const options = { executionProviders: [pkg === "onnxruntime-web" ? "wasm" : "cpu"] };
+    if (level) options.graphOptimizationLevel = level;
+    if (config && Object.keys(config).length) options.extra = config;  // flat "session.x" keys
     session = await ort.InferenceSession.create(model, options);
   } catch (err) {
     say({ error: String(err.message || err) });

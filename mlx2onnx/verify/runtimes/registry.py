@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
-from ...errors import RuntimeUnavailableError
+from ...errors import CheckOptionError, RuntimeUnavailableError
 from . import onnxruntime_js, onnxruntime_py, openvino_cpu, tract_cpu
 from .base import Runner
 
@@ -44,15 +44,20 @@ def available(name: str) -> bool:
     return runtime_version(name) is not None
 
 
-def open_runtime(name: str, source, level: str = "all", providers: Sequence[str] = ("CPUExecutionProvider",)) -> Runner:
-    """Open ``source`` (a model path, or serialised bytes) in runtime ``name``; a clear
+def open_runtime(name: str, source, level: str = "all", providers: Sequence[str] = ("CPUExecutionProvider",),
+                 options: Mapping[str, str] | None = None) -> Runner:
+    """Open ``source`` (a model path, or serialised bytes) in runtime ``name`` with the
+    user's ``options`` (onnxruntime's session config entries, OpenVINO's compile
+    properties; none: the runtime's defaults); a clear
     :class:`~mlx2onnx.errors.RuntimeUnavailableError` when that runtime is not installed."""
     if runtime_version(name) is None:
         raise RuntimeUnavailableError(f"runtime {name!r} is not installed here: {install_hint(name)}")
     if name == "onnxruntime":
-        return onnxruntime_py.OnnxruntimeRunner(source, level, providers)
+        return onnxruntime_py.OnnxruntimeRunner(source, level, providers, options)
     if name == "openvino":
-        return openvino_cpu.OpenvinoRunner(source)
+        return openvino_cpu.OpenvinoRunner(source, options)
     if name == "tract":
+        if options:
+            raise CheckOptionError(f"tract takes no runtime options (given {sorted(options)})")
         return tract_cpu.TractRunner(source)
-    return onnxruntime_js.NodeRunner(name, source)
+    return onnxruntime_js.NodeRunner(name, source, level, options)

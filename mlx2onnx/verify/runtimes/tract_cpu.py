@@ -3,19 +3,21 @@ typed, optimised and run; inputs are fed in the graph's input order."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 import onnx
 
 from ...errors import VerificationError
+from . import arithmetic
 from .base import ModelFile, Runner
 
 
 class TractRunner(Runner):
     name = "tract"
 
-    def __init__(self, source, level: str = "all", providers=()):
+    def __init__(self, source):
         import tract
 
         self.version = version() or ""
@@ -29,6 +31,9 @@ class TractRunner(Runner):
         except Exception as exc:
             self._file.close()
             raise VerificationError(f"tract could not load the model: {_reason(exc)}") from exc
+
+    def arithmetic(self, proto) -> list[arithmetic.Arithmetic]:
+        return arithmetic.tract(proto, str(Path(self._file.path).parent))
 
     def run(self, feeds: Mapping[str, np.ndarray], names: Sequence[str]) -> list[np.ndarray]:
         ordered = [np.ascontiguousarray(feeds[n]).reshape(np.shape(feeds[n])) for n in self.input_names]

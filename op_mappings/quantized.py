@@ -117,8 +117,27 @@ def unpack_codes(ctx, packed, shape, bits: int):
     one uint32 per code (8x a 4-bit weight) instead of the packed words."""
     first = len(ctx.nodes)
     codes = _unpack_codes(ctx, packed, shape, bits)
+    _keep_packed(ctx, first)
+    return codes
+
+
+def _keep_packed(ctx, first: int) -> None:
     for node in ctx.nodes[first:]:
         node.metadata_props[KEEP_PACKED] = "1"
+
+
+def picked_codes(ctx, packed, spec, index, count: int, bits: int):
+    """The codes ``[count, R, P * 32 / bits]`` of the matrices ``index`` picks from packed
+    words of MLX shape ``[..., R, P]``. Constant words of a portable export are picked from
+    their bytes (:func:`as_bytes`: OpenVINO misreads uint32 words at or above 2^31)."""
+    rows, width = spec.shape[-2:]
+    words = _constant(packed)
+    from_bytes = ctx.portable and words is not None
+    source = as_bytes(ctx, packed, words) if from_bytes else packed
+    first = len(ctx.nodes)
+    picked = ctx.op.Gather(ctx.reshape(source, [-1, rows, width * 4 if from_bytes else width]), index, axis=0)
+    codes = (_unpack_bytes if from_bytes else _unpack_codes)(ctx, picked, [count, rows, width], bits)
+    _keep_packed(ctx, first)
     return codes
 
 
@@ -197,14 +216,15 @@ def _unpack_bytes(ctx, data, shape, bits: int):
     return ctx.reshape(ctx.op.Mod(shifted, ctx.const(np.asarray(1 << bits, np.int32))), [*lead, count])
 
 
-def dequantize_weights(ctx, w, scales, biases, w_shape, group_size, bits, mode, dtype, work):
-    """Weights ``[..., R, C]`` in ``work`` from packed words of MLX shape ``[..., R, P]``.
+def dequantize_weights(ctx, w, scales, biases, w_shape, group_size, bits, mode, dtype, work, codes=None):
+    """Weights ``[..., R, C]`` in ``work`` from packed words of MLX shape ``[..., R, P]``
+    (or from their ``codes``, already unpacked).
 
     ``dtype`` is the activation dtype the decoded tables are rounded to."""
     *lead, rows, words = w_shape
     cols = words * 32 // bits
     groups = cols // group_size
-    codes = unpack_codes(ctx, w, w_shape, bits)
+    codes = unpack_codes(ctx, w, w_shape, bits) if codes is None else codes
     if mode == AFFINE:
         values = ctx.cast(codes, work)
     else:
@@ -335,8 +355,9 @@ def gather_qmm(ctx, rec):
 
         count = int(np.prod(batch, dtype=np.int64))
         weights = dequantize_weights(
-            ctx, pick(w, w_spec), pick(scales, s_spec), pick(biases, s_spec) if biases is not None else None,
+            ctx, None, pick(scales, s_spec), pick(biases, s_spec) if biases is not None else None,
             [count, *w_spec.shape[-2:]], group_size, bits, mode, dtype, work,
+            codes=picked_codes(ctx, w, w_spec, rhs_flat, count, bits),
         )
         if transpose:
             weights = _swap_last(ctx, weights, 3)

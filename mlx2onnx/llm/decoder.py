@@ -56,6 +56,10 @@ class GrowingKVCache:
         self.values = mx.concatenate([self.values, values.astype(self.values.dtype)], axis=2)
         return self.keys, self.values
 
+    def keys_and_values(self):
+        """The keys and values so far (layers that share another layer's cache read them)."""
+        return self.keys, self.values
+
     def make_mask(self, N: int, return_array: bool = False, window_size: int | None = None, **_: Any):
         """Bool [N, past + N] (None for one query without a window: it sees every key):
         query i (at position offset + i) sees key j <= its position."""
@@ -88,10 +92,15 @@ class _ShapeProbe:
     def __init__(self):
         self.offset = 0
         self.shapes = None
+        self._written = None
 
     def update_and_fetch(self, keys, values):
         self.shapes = (tuple(keys.shape), keys.dtype, tuple(values.shape), values.dtype)
+        self._written = (keys, values)
         return keys, values
+
+    def keys_and_values(self):
+        return self._written
 
     def make_mask(self, N, return_array=False, window_size=None, **_):
         return None if N == 1 else "causal"
@@ -100,9 +109,17 @@ class _ShapeProbe:
         return True
 
 
+def cache_count(model: nn.Module) -> int:
+    """How many caches ``model`` takes: its ``make_cache()``'s (layers may share one, or a
+    model keep one more), else one per layer."""
+    if hasattr(model, "make_cache"):
+        return len(model.make_cache())
+    return len(model.layers)
+
+
 def cache_layout(model: nn.Module, layers: int | None = None) -> list[tuple]:
-    """Per layer: (kv_heads, key_dim, value_dim, dtype), found by running one token."""
-    count = layers if layers is not None else len(model.layers)
+    """Per cache: (kv_heads, key_dim, value_dim, dtype), found by running one token."""
+    count = layers if layers is not None else cache_count(model)
     probes = [_ShapeProbe() for _ in range(count)]
     mx.eval(model(mx.zeros((1, 1), dtype=mx.int32), cache=probes))
     layout = []

@@ -14,6 +14,7 @@ from .errors import (
     DynamicSpecError,
     ExportOptionError,
     Mlx2OnnxError,
+    UnsupportedModelError,
     UnsupportedPrimitiveError,
     VerificationError,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "ExportOptionError",
     "Mlx2OnnxError",
     "Trace",
+    "UnsupportedModelError",
     "UnsupportedPrimitiveError",
     "VerificationError",
     "Verifier",

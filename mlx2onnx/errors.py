@@ -52,6 +52,11 @@ class ConversionError(Mlx2OnnxError):
         super().__init__(f"{where}: {message}")
 
 
+class UnsupportedModelError(Mlx2OnnxError):
+    """A model the package export cannot serve (a cache type it does not carry, an input
+    convention a package cannot meet); the message names what is missing (CLI exit 3)."""
+
+
 class ExportOptionError(Mlx2OnnxError, ValueError):
     """An export option has a value that cannot work."""
 

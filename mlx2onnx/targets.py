@@ -115,6 +115,10 @@ def load_model_folder(folder: str, seed: int = 0) -> Target:
         raise UsageError(f"mlx-lm cannot load {folder}: {exc}") from None
     except Exception as exc:
         raise UserCodeError(f"loading the model folder {folder}", exc) from exc
+    except SystemExit as exc:  # mlx-lm's olmo exits when the package its module imports is missing
+        raise UserCodeError(f"loading the model folder {folder} (mlx-lm's model module for "
+                            f"{settings['model_type']!r} stopped the program; the line it printed says what it needs)",
+                            exc) from exc
     vocab = int(loaded.get("vocab_size") or settings.get("vocab_size") or 2)
     ids = np.random.default_rng(seed).integers(0, vocab, FOLDER_EXAMPLE_TOKENS).astype(np.int32)
     return Target(model, (mx.array(ids),), {}, folder)

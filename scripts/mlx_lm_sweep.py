@@ -1,16 +1,19 @@
 """Every mlx-lm architecture through mlx2onnx, as a user would run it; writes docs/mlx-lm-sweep.md.
 
-For each model module of the installed mlx-lm (tiny configs from ``mlx_lm_configs.py``,
+For each model module of the installed mlx-lm (tiny configs from ``tests/mlx_lm_configs.py``,
 random weights, nothing downloaded), in a fresh process with a time limit:
 
+- ``package``: a model folder as mlx-lm writes one, exported as a package, checked with
+  ``mlx2onnx check`` and run in onnxruntime-genai and transformers.js (see
+  :func:`stage_package`);
 - ``4bit``: ``nn.quantize`` (4 bits, group 32), export with default options, and run the
   file in each runtime at its default settings (onnxruntime Python and node, OpenVINO),
   plus OpenVINO with its float32 settings: the check's verdict at the default tolerances
   (the arithmetic the runtime chose named, as the check reports it), the largest logit
   error, and whether the greedy token (the argmax at every position) is MLX's.
 
-    python scripts/mlx_lm_sweep.py                       # every architecture, writes the page
-    python scripts/mlx_lm_sweep.py --only llama,qwen3    # some, printed only
+    python scripts/mlx_lm_sweep.py                       # every architecture, both stages, writes the page
+    python scripts/mlx_lm_sweep.py --only llama,qwen3 --stage package   # some, printed only
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "tests"))  # the tiny configs (mlx_lm_configs) and model folders (zoo) of the tests
 
 RUNS = {  # column -> (runtime, runtime options)
     "onnxruntime": ("onnxruntime", {}),
@@ -124,6 +127,105 @@ def stage_4bit(model_type: str, folder: Path) -> dict:
     return result
 
 
+PROMPTS = ("the quick brown fox", "hello world")
+NEW_TOKENS = 12
+
+
+def stage_package(model_type: str, folder: Path) -> dict:
+    """One architecture as a package: a model folder written the way mlx-lm writes one
+    (config.json, safetensors, a trained tokenizer), ``export_package``, then
+    ``check_package`` (a left-padded batch in onnxruntime), onnxruntime-genai and
+    transformers.js (each with its own tokenizer) against mlx-lm's greedy tokens."""
+    import mlx.core as mx
+
+    import mlx2onnx
+    from mlx2onnx.llm import check_package, export_package, mlx_generate
+    from mlx2onnx.targets import UsageError, load_model_folder
+    from mlx_lm_configs import UNBUILDABLE, config_for
+
+    import zoo
+
+    result = {"model_type": model_type}
+    if model_type in UNBUILDABLE:
+        return {**result, "status": "skipped", "reason": UNBUILDABLE[model_type]}
+    _stage("mlx")
+    try:
+        source = zoo.write_model_folder(folder / "folder", model_type, config=config_for(model_type))
+        model = load_model_folder(str(source)).fun
+        mlx_generate(model, mx.array([[1, 2, 3]]), 2)  # mlx-lm's own generation, with its own cache
+    except BaseException as exc:  # noqa: BLE001 - the model itself does not run here
+        return {**result, "status": "mlx", "reason": _reason(exc)}
+    package = folder / "package"
+    _stage("export")
+    try:
+        export_package(source, package)
+    except (mlx2onnx.Mlx2OnnxError, UsageError) as exc:
+        return {**result, "status": "refused", "reason": _reason(exc)}
+    except BaseException as exc:  # noqa: BLE001
+        return {**result, "status": "crash", "reason": _reason(exc), "trace": traceback.format_exc()[-1500:]}
+    result["status"] = "exported"
+
+    eos = json.loads((source / "generation_config.json").read_text()).get("eos_token_id")
+
+    def want(ids):
+        """mlx-lm's greedy tokens, up to and with the first end-of-sequence token (where
+        the runtimes stop)."""
+        tokens = mlx_generate(model, mx.array([ids]), NEW_TOKENS)[0].tolist()
+        return tokens[: tokens.index(eos) + 1] if eos in tokens else tokens
+
+    _stage("check")
+    try:
+        checked = check_package(package, source, [[5, 6, 7, 8, 9, 10, 11], [20, 21, 22]])
+        result["check"] = {"passed": checked["passed"], "detail": "" if checked["passed"] else json.dumps(checked["rows"])[:300]}
+    except BaseException as exc:  # noqa: BLE001
+        result["check"] = {"passed": False, "detail": _reason(exc)}
+    _stage("onnxruntime-genai")
+    result["genai"] = _genai(package, want)
+    _stage("transformers.js")
+    result["transformers.js"] = _transformers_js(package, want)
+    return result
+
+
+def _genai(package: Path, want) -> dict:
+    try:
+        import onnxruntime_genai as og
+
+        model = og.Model(str(package))
+        tokenizer = og.Tokenizer(model)
+        for text in PROMPTS:
+            ids = [int(i) for i in tokenizer.encode(text)]
+            params = og.GeneratorParams(model)
+            params.set_search_options(do_sample=False, max_length=len(ids) + NEW_TOKENS)
+            generator = og.Generator(model, params)
+            generator.append_tokens(ids)
+            tokens = []
+            while not generator.is_done():
+                generator.generate_next_token()
+                tokens.append(int(generator.get_next_tokens()[0]))
+            if tokens != want(ids):
+                return {"passed": False, "detail": f"{text!r}: {tokens} against MLX's {want(ids)}"}
+        return {"passed": True}
+    except BaseException as exc:  # noqa: BLE001
+        return {"passed": False, "detail": _reason(exc)}
+
+
+def _transformers_js(package: Path, want) -> dict:
+    script = ROOT / "tests" / "js" / "transformers_generate.mjs"
+    try:
+        done = subprocess.run(["node", str(script), str(package), str(NEW_TOKENS), *PROMPTS], capture_output=True,
+                              text=True, timeout=300, cwd=ROOT)
+        if done.returncode:
+            errors = [line for line in done.stderr.splitlines() if "Error" in line] or done.stderr.splitlines() or ["?"]
+            return {"passed": False, "detail": errors[0].strip()[:300]}
+        for text, line in zip(PROMPTS, [x for x in done.stdout.splitlines() if x.startswith("{")]):
+            got = json.loads(line)
+            if got["tokens"] != want(got["ids"]):
+                return {"passed": False, "detail": f"{text!r}: {got['tokens']} against MLX's {want(got['ids'])}"}
+        return {"passed": True}
+    except BaseException as exc:  # noqa: BLE001
+        return {"passed": False, "detail": _reason(exc)}
+
+
 def _stage(name: str) -> None:
     """Say which stage runs, so a process that dies (a segmentation fault) is attributed."""
     print(f"stage: {name}", flush=True)
@@ -134,12 +236,12 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
 
-def one(model_type: str, timeout: float) -> dict:
+def one(model_type: str, timeout: float, stage: str = "4bit") -> dict:
     """``model_type`` swept in a fresh process (a crash or hang is that row's result)."""
     start = time.monotonic()
     try:
-        done = subprocess.run([sys.executable, __file__, "--worker", model_type], capture_output=True, text=True,
-                              timeout=timeout, cwd=ROOT)
+        done = subprocess.run([sys.executable, __file__, "--worker", model_type, "--stage", stage],
+                              capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     except subprocess.TimeoutExpired:
         return {"model_type": model_type, "status": "timeout", "reason": f"over {timeout:.0f} s"}
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
@@ -167,46 +269,72 @@ def cell(entry: dict | None) -> str:
     return f"{verdict} {entry['error']:.1g} ({entry['scaled']:.0e} of max), {tokens} ({trades})"
 
 
-def markdown(rows: list[dict], seconds: float) -> str:
+STATUSES = (("refused", "Refused by the exporter"), ("crash", "Crashed (to fix)"), ("timeout", "Timed out"),
+            ("mlx", "MLX cannot run the tiny model on the CPU"), ("skipped", "Not built by the sweep"))
+
+
+def _outcomes(rows: list[dict], columns: list[str], cell) -> list[str]:
+    """A stage's table (one row per exported architecture), its other outcomes and totals."""
+    exported = [r for r in rows if r["status"] == "exported"]
+    lines = ["| architecture | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+    lines += [f"| {r['model_type']} | " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in exported]
+    for status, title in STATUSES:
+        group = [r for r in rows if r["status"] == status]
+        if group:
+            lines += ["", f"{title} ({len(group)}):", ""] + [f"- {r['model_type']}: {r['reason']}" for r in group]
+    counts = {s: sum(r["status"] == s for r in rows) for s in ("exported", *dict(STATUSES))}
+    passing = {c: sum(1 for r in exported if (r.get(c) or {}).get("passed")) for c in columns}
+    lines += ["", "Totals: " + ", ".join(f"{v} {k}" for k, v in counts.items() if v) + "; passing: "
+              + ", ".join(f"{c} {n}/{len(exported)}" for c, n in passing.items()) + "."]
+    return lines
+
+
+def package_cell(entry: dict | None) -> str:
+    if entry is None:
+        return "not run"
+    return "tokens =" if entry["passed"] else f"**no**: {entry['detail'][:160]}"
+
+
+def markdown(rows: dict[str, list[dict]], seconds: float) -> str:
     import mlx.core as mx
     import mlx_lm
 
     from mlx2onnx.verify import runtimes
 
-    exported = [r for r in rows if r["status"] == "exported"]
-    columns = [c for c in RUNS if any(c in r for r in exported)]
     lines = [
         "# mlx-lm architectures", "",
-        "Written by `python scripts/mlx_lm_sweep.py` (one run, "
-        f"{seconds / 60:.0f} min on this 2-core machine); do not edit by hand. Every model module of",
-        f"mlx-lm {mlx_lm.__version__} (MLX {mx.__version__}) with a tiny config (`scripts/mlx_lm_configs.py`), random",
-        f"weights, `nn.quantize` at 4 bits and group size {GROUP}, exported with default options and run on",
-        "7 tokens in each runtime at its default settings (and OpenVINO with `INFERENCE_PRECISION_HINT=f32`,",
-        "`DYNAMIC_QUANTIZATION_GROUP_SIZE=0`). A cell: the check's verdict at the default tolerances (float",
-        "outputs at the tolerance of the arithmetic the runtime chose, in brackets), the largest logit error",
-        "(and over the largest logit: random tiny models can have logits in the hundreds, where float32's",
-        "own rounding exceeds the element-wise tolerance on the small ones), and whether the greedy token",
-        "at every position is MLX's.", "",
-        "| architecture | " + " | ".join(f"{c} {runtimes.runtime_version(RUNS[c][0])}" for c in columns) + " |",
-        "|---|" + "---|" * len(columns),
+        f"Written by `python scripts/mlx_lm_sweep.py` (one run, {seconds / 60:.0f} min on this 2-core machine); do",
+        f"not edit by hand. Every model module of mlx-lm {mlx_lm.__version__} (MLX {mx.__version__}) with a tiny config",
+        "(`tests/mlx_lm_configs.py`) and random weights, each in its own process.",
     ]
-    for row in exported:
-        lines.append(f"| {row['model_type']} | " + " | ".join(cell(row.get(c)) for c in columns) + " |")
-    for status, title in (("refused", "Refused by the exporter"), ("crash", "Crashed (to fix)"),
-                          ("timeout", "Timed out"), ("mlx", "MLX cannot run the tiny model on the CPU"),
-                          ("skipped", "Not built by the sweep")):
-        group = [r for r in rows if r["status"] == status]
-        if group:
-            lines += ["", f"{title} ({len(group)}):", ""]
-            lines += [f"- {r['model_type']}: {r['reason']}" for r in group]
-    noted = [r["model_type"] for r in rows if r["model_type"] in NOTES]
+    if "package" in rows:
+        lines += [
+            "", "## As packages", "",
+            "A model folder written as mlx-lm writes one (config.json, model.safetensors, a byte-level BPE",
+            "tokenizer trained for it, weights N(0, 0.5)), exported with `mlx2onnx export FOLDER -o PACKAGE/`;",
+            f"then `mlx2onnx check PACKAGE FOLDER` (a left-padded batch in onnxruntime), onnxruntime-genai and",
+            "transformers.js (under Node), each generating "
+            f"{NEW_TOKENS} greedy tokens after {len(PROMPTS)} prompts with its own tokenizer,",
+            "against mlx-lm's greedy tokens for the same ids.", "",
+        ]
+        lines += _outcomes(rows["package"], ["check", "genai", "transformers.js"], package_cell)
+    if "4bit" in rows:
+        columns = [c for c in RUNS if any(c in r for r in rows["4bit"])]
+        lines += [
+            "", "## 4-bit, each runtime at its default settings", "",
+            f"`nn.quantize` at 4 bits and group size {GROUP}, exported with default options and run on 7 tokens in",
+            "each runtime at its default settings (and OpenVINO with `INFERENCE_PRECISION_HINT=f32`,",
+            "`DYNAMIC_QUANTIZATION_GROUP_SIZE=0`: `openvino f32`). A cell: the check's verdict at the default",
+            "tolerances (float outputs at the tolerance of the arithmetic the runtime chose, in brackets), the",
+            "largest logit error (and over the largest logit: random tiny models can have logits in the",
+            "hundreds, where float32's own rounding exceeds the element-wise tolerance on the small ones), and",
+            "whether the greedy token at every position is MLX's. Versions: "
+            + ", ".join(f"{c} {runtimes.runtime_version(RUNS[c][0])}" for c in columns if c in runtimes.RUNTIMES) + ".", "",
+        ]
+        lines += _outcomes(rows["4bit"], columns, cell)
+    noted = sorted({r["model_type"] for stage in rows.values() for r in stage if r["model_type"] in NOTES})
     if noted:
-        lines += ["", "Notes:", ""] + [f"- {name}: {NOTES[name]}" for name in noted]
-    counts = {s: sum(r["status"] == s for r in rows)
-              for s in ("exported", "refused", "crash", "timeout", "mlx", "skipped")}
-    passing = {c: sum(1 for r in exported if r.get(c, {}).get("passed")) for c in columns}
-    lines += ["", "Totals: " + ", ".join(f"{v} {k}" for k, v in counts.items() if v) + "; passing: "
-              + ", ".join(f"{c} {n}/{len(exported)}" for c, n in passing.items()) + "."]
+        lines += ["", "## Notes", ""] + [f"- {name}: {NOTES[name]}" for name in noted]
     return "\n".join(lines) + "\n"
 
 
@@ -215,24 +343,28 @@ def main() -> int:
     parser.add_argument("--only", help="comma-separated model types (printed, the page is not written)")
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--stage", choices=("4bit", "package", "all"), default="all")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         import tempfile
 
         with tempfile.TemporaryDirectory() as folder:
-            print(json.dumps(stage_4bit(args.worker, Path(folder))))
+            run = stage_4bit if args.stage == "4bit" else stage_package
+            print(json.dumps(run(args.worker, Path(folder))))
         return 0
     from mlx_lm_configs import model_types
 
     names = args.only.split(",") if args.only else model_types()
     start = time.monotonic()
-    rows = []
-    with ThreadPoolExecutor(args.jobs) as pool:
-        for row in pool.map(lambda n: one(n, args.timeout), names):
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-    if not args.only:
+    rows = {}
+    for stage in ("package", "4bit") if args.stage == "all" else (args.stage,):
+        rows[stage] = []
+        with ThreadPoolExecutor(args.jobs) as pool:
+            for row in pool.map(lambda n: one(n, args.timeout, stage), names):
+                rows[stage].append(row)
+                print(json.dumps({"stage": stage, **row}), flush=True)
+    if not args.only and args.stage == "all":
         page = ROOT / "docs" / "mlx-lm-sweep.md"
         page.write_text(markdown(rows, time.monotonic() - start))
         print(f"wrote {page.relative_to(ROOT)}")

@@ -61,8 +61,12 @@ def source_ids(folder: Path, text: str) -> list[int]:
 
 
 def mlx_tokens(folder: Path, ids: list[int]) -> list[int]:
+    """mlx-lm's greedy tokens up to and with the first end-of-sequence token, where the
+    runtimes stop (forcing a minimum length would make them skip it)."""
     model = load_model_folder(str(folder)).fun
-    return mlx_generate(model, mx.array([ids]), NEW_TOKENS)[0].tolist()
+    tokens = mlx_generate(model, mx.array([ids]), NEW_TOKENS)[0].tolist()
+    eos = json.loads((folder / "generation_config.json").read_text())["eos_token_id"]
+    return tokens[: tokens.index(eos) + 1] if eos in tokens else tokens
 
 
 def test_package_layout(packages):
@@ -92,7 +96,7 @@ def test_onnxruntime_genai_generates_mlx_tokens(packages, name):
         ids = [int(i) for i in tokenizer.encode(text)]
         assert ids == source_ids(folder, text)
         params = og.GeneratorParams(model)
-        params.set_search_options(do_sample=False, max_length=len(ids) + NEW_TOKENS, min_length=len(ids) + NEW_TOKENS)
+        params.set_search_options(do_sample=False, max_length=len(ids) + NEW_TOKENS)
         generator = og.Generator(model, params)
         generator.append_tokens(ids)
         tokens = []
@@ -183,10 +187,92 @@ def test_bad_folders_are_refused_before_anything_is_written(tmp_path, case):
     elif case == "existing output":
         (tmp_path / "package").mkdir()
     out = cli("export", folder, "-o", tmp_path / "package", cwd=tmp_path)
-    assert out.returncode != 0
+    assert out.returncode == (3 if case == "mamba cache" else 2)  # cannot export; a usage error
     import re
 
     assert re.search(expected, out.stderr), out.stderr
     assert _no_leftovers(tmp_path)
     if case != "existing output":
         assert not (tmp_path / "package").exists()
+
+
+# architectures whose packages needed more than the plain decoder, each with what it needed
+ARCHITECTURES = {
+    "ministral3": "positions of padding make NaN (log of 0): padded keys and values are stored as zeros",
+    "deepseek_v2": "keys and values of different widths: both stored at the wider one (genai has one head size)",
+    "qwen2_vl": "settings nested in text_config; a model type transformers.js runs with a vision tower",
+    "gemma2": "grouped-query scores [batch, kv, group, N, total]: the mask gets a group axis",
+    "gemma3n": "layers that share another layer's cache: one cache per make_cache() entry",
+    "mixtral": "a model type transformers.js does not know: its plain decoder (llama) runs the package",
+    "exaone": "greedy decoding that meets the end-of-sequence token: the runtimes stop there",
+}
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+def test_architectures_run_as_packages_in_both_runtimes(tmp_path, arch):
+    """Each architecture's package (tiny config, random weights): a left-padded batch in
+    onnxruntime, onnxruntime-genai and transformers.js give mlx-lm's greedy tokens."""
+    from mlx_lm_configs import config_for
+
+    from mlx2onnx.llm.package import check_package
+
+    folder = zoo.write_model_folder(tmp_path / "folder", arch, config=config_for(arch))
+    package = tmp_path / "package"
+    cli("export", folder, "-o", package, cwd=tmp_path, check_rc=0)
+    result = check_package(package, folder, [[5, 6, 7, 8, 9, 10, 11], [20, 21, 22]])
+    assert result["passed"], json.dumps(result, indent=1)
+    og = pytest.importorskip("onnxruntime_genai")
+    model = og.Model(str(package))
+    for text in PROMPTS:
+        ids = source_ids(folder, text)
+        params = og.GeneratorParams(model)
+        params.set_search_options(do_sample=False, max_length=len(ids) + NEW_TOKENS)
+        generator = og.Generator(model, params)
+        generator.append_tokens(ids)
+        tokens = []
+        while not generator.is_done():
+            generator.generate_next_token()
+            tokens.append(int(generator.get_next_tokens()[0]))
+        assert tokens == mlx_tokens(folder, ids), (arch, text)
+    if not _node_available():
+        pytest.skip("transformers.js is not installed: npm install --ignore-scripts @huggingface/transformers")
+    out = subprocess.run(["node", str(HERE / "js" / "transformers_generate.mjs"), str(package), str(NEW_TOKENS),
+                          *PROMPTS], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    for text, line in zip(PROMPTS, [x for x in out.stdout.splitlines() if x.startswith("{")]):
+        result = json.loads(line)
+        assert result["tokens"] == mlx_tokens(folder, result["ids"]), (arch, text)
+
+
+def test_a_config_transformers_js_does_not_know_is_given_as_its_plain_decoder(tmp_path):
+    from mlx_lm_configs import config_for
+
+    folder = zoo.write_model_folder(tmp_path / "folder", "mixtral", config=config_for("mixtral"))
+    cli("export", folder, "-o", tmp_path / "package", cwd=tmp_path, check_rc=0)
+    written = json.loads((tmp_path / "package" / "config.json").read_text())
+    assert written["model_type"] == "llama" and written["mlx2onnx"]["source_model_type"] == "mixtral"
+    assert written["num_hidden_layers"] == 2 and written["vocab_size"] == json.loads(
+        (folder / "config.json").read_text())["vocab_size"]
+    kept = zoo.write_model_folder(tmp_path / "qwen3", "qwen3")
+    cli("export", kept, "-o", tmp_path / "qwen3-package", cwd=tmp_path, check_rc=0)
+    assert json.loads((tmp_path / "qwen3-package" / "config.json").read_text()) == json.loads(
+        (kept / "config.json").read_text())  # a type transformers.js runs as it is: the source's own config
+
+
+def test_a_model_module_that_exits_is_the_users_code(tmp_path, monkeypatch):
+    """mlx-lm's olmo module calls sys.exit(1) when ai2-olmo is missing: exit 4 (the user's
+    code), not 1 (a parity mismatch)."""
+    import mlx_lm.utils
+
+    from mlx2onnx.cli import main
+    from mlx2onnx.targets import UserCodeError, load_model_folder
+
+    folder = zoo.write_model_folder(tmp_path / "folder", "llama")
+
+    def exits(*args, **kwargs):
+        raise SystemExit(1)
+
+    monkeypatch.setattr(mlx_lm.utils, "load_model", exits)
+    with pytest.raises(UserCodeError, match="stopped the program"):
+        load_model_folder(str(folder))
+    assert main(["export", str(folder), "-o", str(tmp_path / "package"), "-q"]) == 4

@@ -377,6 +377,8 @@ def write_model_folder(folder, name: str, bits: int | None = None, group_size: i
     vocab = train_tokenizer(folder)
     settings = dict(config or LM_CONFIGS[name], vocab_size=vocab, bos_token_id=1, eos_token_id=2,
                     max_position_embeddings=512)
+    if "text_config" in settings:  # a vision-language folder: the text model's settings are nested
+        settings["text_config"] = dict(settings["text_config"], vocab_size=vocab)
     module = importlib.import_module(f"mlx_lm.models.{settings['model_type']}")
     mx.random.seed(seed)
     model = module.Model(module.ModelArgs.from_dict(settings))

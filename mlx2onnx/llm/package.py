@@ -35,7 +35,7 @@ import mlx.core as mx
 import numpy as np
 
 from ..capture.dynamic import Dim
-from ..errors import ExportOptionError
+from ..errors import ExportOptionError, UnsupportedModelError
 from ..exporter import Exporter
 from ..io.saving import save_model, staging_folder
 from ..targets import UsageError, load_model_folder
@@ -53,11 +53,30 @@ PACKAGE_BFLOAT16 = "emulate"
 class PackageCache(GrowingKVCache):
     """One layer's cache in the package graph: appends to the past, exposes each row's
     RoPE offset [batch], and masks by index (causal, a sliding window where the layer
-    asks for one) and by ``attention_mask`` (padding)."""
+    asks for one) and by ``attention_mask`` (padding).
 
-    def __init__(self, keys: mx.array, values: mx.array, offset: mx.array, key_mask: mx.array):
+    The past and present hold keys and values at one width ``width`` (the wider of the
+    two, zero-padded: onnxruntime-genai has one head size for both), cut back to the
+    model's own widths ``dims`` before attention. The keys and values of padding tokens
+    are stored as zeros: a padded position's own numbers may be anything (a model that
+    takes the log of its position makes NaN there), and a masked key still meets the
+    real queries' scores and weights (0 * NaN is NaN)."""
+
+    def __init__(self, keys: mx.array, values: mx.array, offset: mx.array, key_mask: mx.array,
+                 dims: tuple[int, int], mask_rank: int = 4):
         super().__init__(keys, values, offset)
-        self.key_mask = key_mask
+        self.key_mask, self.dims, self.mask_rank = key_mask, dims, mask_rank
+
+    def update_and_fetch(self, keys: mx.array, values: mx.array):
+        real = self.key_mask[:, -keys.shape[2]:][:, None, :, None]
+        width = self.keys.shape[3]
+        stored = [_padded(mx.where(real, new, mx.zeros_like(new)), width) for new in (keys, values)]
+        super().update_and_fetch(*stored)
+        return self.keys_and_values()
+
+    def keys_and_values(self):
+        kdim, vdim = self.dims
+        return self.keys[..., :kdim], self.values[..., :vdim]
 
     def make_mask(self, N: int, return_array: bool = False, window_size: int | None = None, **_: Any):
         """Bool [batch, 1, N, past + N]: query i (index past + i) sees key j <= its index
@@ -70,11 +89,26 @@ class PackageCache(GrowingKVCache):
         seen = key <= query
         if window_size is not None:
             seen = seen & (key > query - window_size)
-        return (seen[None, None] & self.key_mask[:, None, None, :]) | (key == query)[None, None]
+        mask = (seen[None, None] & self.key_mask[:, None, None, :]) | (key == query)[None, None]
+        # models that group query heads under their key heads score [batch, kv, group, N, total]
+        return mask[:, None] if self.mask_rank == 5 else mask
 
 
-def decoder_function(model, layers: int) -> Callable:
-    """``f(input_ids, attention_mask, position_ids, *past) -> (logits, *present)``."""
+def _padded(x: mx.array, width: int) -> mx.array:
+    """``x`` [..., d] zero-padded to [..., width]."""
+    extra = width - x.shape[-1]
+    return x if extra == 0 else mx.concatenate([x, mx.zeros((*x.shape[:-1], extra), x.dtype)], axis=-1)
+
+
+def stored_layout(layout: list[tuple]) -> list[tuple]:
+    """The package's past/present layout: keys and values of each cache at one width."""
+    return [(heads, max(kdim, vdim), max(kdim, vdim), dtype) for heads, kdim, vdim, dtype in layout]
+
+
+def decoder_function(model, layout: list[tuple], mask_rank: int = 4) -> Callable:
+    """``f(input_ids, attention_mask, position_ids, *past) -> (logits, *present)``, one
+    cache per entry of ``layout`` (:func:`cache_layout`)."""
+    layers = len(layout)
 
     def forward(self, input_ids, attention_mask, position_ids, *past):
         sequence = input_ids.shape[1]
@@ -84,7 +118,8 @@ def decoder_function(model, layers: int) -> Callable:
         # (a Python number would be a constant of the trace)
         last = mx.arange(sequence, dtype=position_ids.dtype)[-1:]
         offset = (position_ids[:, -1:] - last).squeeze(1).astype(mx.int32)
-        caches = [PackageCache(past[2 * i], past[2 * i + 1], offset, key_mask) for i in range(layers)]
+        caches = [PackageCache(past[2 * i], past[2 * i + 1], offset, key_mask, layout[i][1:3], mask_rank)
+                  for i in range(layers)]
         logits = self(input_ids, cache=caches)
         return (logits, *[a for c in caches for a in (c.keys, c.values)])
 
@@ -97,7 +132,7 @@ def refuse_unsupported_caches(model, model_type: str) -> None:
     for i, cache in enumerate(model.make_cache()):
         kind = type(cache).__name__
         if kind not in SUPPORTED_CACHES:
-            raise UsageError(
+            raise UnsupportedModelError(
                 f"model_type {model_type!r} uses an mlx-lm {kind} (layer {i}), which the package export does not "
                 f"support yet: only attention KV caches ({', '.join(SUPPORTED_CACHES)}) are exported")
 
@@ -122,12 +157,8 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
         refuse_unsupported_caches(model, config.get("model_type", "?"))
         layout = cache_layout(model)
     layers = len(layout)
-    batch, sequence, past = 2, 3, 4
-    rng = np.random.default_rng(0)
-    arrays = [mx.array(rng.integers(0, 2, (batch, sequence)).astype(np.int64)),
-              mx.ones((batch, past + sequence), dtype=mx.int64),
-              mx.array(np.tile(np.arange(past, past + sequence), (batch, 1)).astype(np.int64))]
-    arrays += cache_arrays(layout, batch, past, rng)
+    arrays = example_inputs(layout, batch=2)
+    mask_rank = attention_mask_rank(model, layout)
     names = ["input_ids", "attention_mask", "position_ids"] + cache_names(layers, "past_key_values")
     dynamic = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "total_sequence"},
                "position_ids": {0: "batch", 1: "sequence"},
@@ -136,23 +167,99 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
     exporter = exporter or Exporter(bfloat16=PACKAGE_BFLOAT16)
     exporter = exporter.with_options(input_names=names, output_names=outputs, path=None, dynamic=dynamic)
     with stage(f"tracing the decoder ({layers} layers) at several sizes and translating it"):
-        graph = exporter.to_ir(decoder_function(model, layers), *arrays)
+        graph = exporter.to_ir(decoder_function(model, layout, mask_rank), *arrays)
+    vocab = graph.graph.outputs[0].shape[-1]  # the logits' width: the vocabulary the graph scores
     out.parent.mkdir(parents=True, exist_ok=True)
     with staging_folder(out.parent, f".{out.name}.") as staging, stage(f"checking and writing {out}"):
         package = staging / "package"
         (package / "onnx").mkdir(parents=True)
         save_model(graph, package / "onnx" / "model.onnx", check=exporter.check, data_name="model.onnx_data",
                    external_data=external_data)
-        for name in ("config.json", "generation_config.json", *TOKENIZER_FILES):
+        for name in ("generation_config.json", *TOKENIZER_FILES):
             if (folder / name).is_file():
                 shutil.copy2(folder / name, package / name)
-        if (package / "onnx" / "model.onnx_data").is_file():
-            js = {**config.get("transformers.js_config", {}), "use_external_data_format": True}
-            (package / "config.json").write_text(json.dumps({**config, "transformers.js_config": js}, indent=2))
-        (package / "genai_config.json").write_text(json.dumps(genai_config(config, layout, folder), indent=2))
+        external = (package / "onnx" / "model.onnx_data").is_file()
+        package_config = transformers_js_config(config, stored_layout(layout), vocab, external)
+        (package / "config.json").write_text(json.dumps(package_config, indent=2))
+        settings = genai_config(text_settings(config), stored_layout(layout), vocab, folder)
+        (package / "genai_config.json").write_text(json.dumps(settings, indent=2))
         if out.exists():
             shutil.rmtree(out)
         os.replace(package, out)
+    return out
+
+
+def example_inputs(layout: list[tuple], batch: int, sequence: int = 3, past: int = 4) -> list:
+    """The package decoder's example inputs: token ids, an all-ones mask, positions after
+    ``past`` cached tokens and a random past (a constant could be folded into the trace)."""
+    rng = np.random.default_rng(0)
+    arrays = [mx.array(rng.integers(0, 2, (batch, sequence)).astype(np.int64)),
+              mx.ones((batch, past + sequence), dtype=mx.int64),
+              mx.array(np.tile(np.arange(past, past + sequence), (batch, 1)).astype(np.int64))]
+    return arrays + cache_arrays(stored_layout(layout), batch, past, rng)
+
+
+def attention_mask_rank(model, layout: list[tuple]) -> int:
+    """4 when the model adds the mask to [batch, heads, N, total] scores, 5 when it scores
+    [batch, kv_heads, group, N, total] (gemma2, phi3small): found by running the package
+    decoder in MLX on a batch of 3, which no head count of 1 or 3 lines up by chance."""
+    inputs = example_inputs(layout, batch=3)
+    failures = []
+    for rank in (4, 5):
+        try:
+            mx.eval(decoder_function(model, layout, rank)(*inputs))
+            return rank
+        except ValueError as exc:
+            if "Python scalars" in str(exc):
+                raise UnsupportedModelError(
+                    "the model reads its cache's offset as one Python number (np.arange(cache.offset, ...) in its "
+                    "code), but each row of a package batch has its own offset (left padding): the package "
+                    "export cannot serve this model") from exc
+            failures.append(f"rank {rank}: {exc}")
+    raise UnsupportedModelError(
+        "no attention mask of the package fits every layer of this model (it adds one mask to scores of "
+        f"different ranks, so a mask with a batch axis cannot line up with all of them): {'; '.join(failures)}")
+
+
+def text_settings(config: dict) -> dict:
+    """The text model's settings of an mlx-lm config: a vision-language folder keeps them
+    in ``text_config`` (its own values win over the top level's)."""
+    return {**config, **config.get("text_config", {})}
+
+
+# transformers.js 4.3's decoder-only model types whose graph takes only
+# past_key_values.<i>.key / .value, one per layer, named after the config's layer count
+TRANSFORMERS_JS_TYPES = {
+    "bloom", "gpt2", "gpt_oss", "jais", "gptj", "gpt_neo", "gpt_neox", "codegen", "llama", "nanochat", "apertus",
+    "llama4_text", "arcee", "afmoe", "smollm3", "exaone", "olmo", "olmo2", "olmo3", "mobilellm", "granite", "cohere",
+    "cohere2", "gemma", "gemma2", "vaultgemma", "gemma3_text", "helium", "glm", "glm_moe_dsa", "openelm", "qwen2",
+    "qwen2_moe", "qwen3", "qwen3_moe", "phi", "phi3", "mpt", "mistral", "mistral4", "ministral", "ministral3",
+    "ernie4_5", "starcoder2", "deepseek_v3", "falcon", "solar_open", "stablelm", "hunyuan_v1_dense", "youtu",
+}
+LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "num_transformer_layers")
+
+
+def transformers_js_config(config: dict, layout: list[tuple], vocab: int, external: bool) -> dict:
+    """The package's config.json: the source's, as transformers.js reads it. transformers.js
+    picks its model class and its cache names from ``model_type``; the package's graph has
+    the same decoder contract whatever the architecture, so a type it does not know (or
+    knows with other inputs, or with another layer count than the graph's caches) is
+    given as ``llama``, its plain decoder, with the graph's cache count and widths, and the
+    source's type kept under ``mlx2onnx.source_model_type``. Tokenizer and generation
+    settings are the source's own files, untouched."""
+    settings = text_settings(config)
+    model_type = config.get("model_type", "llama")
+    layers = next((settings[k] for k in LAYER_COUNT_KEYS if isinstance(settings.get(k), int)), None)
+    out = dict(config)
+    if model_type not in TRANSFORMERS_JS_TYPES or layers != len(layout) or "text_config" in config:
+        out = {k: v for k, v in settings.items() if k != "text_config"}
+        out.update(model_type="llama", num_hidden_layers=len(layout), num_key_value_heads=layout[0][0],
+                   head_dim=layout[0][1], vocab_size=vocab,
+                   mlx2onnx={"source_model_type": model_type,
+                             "why": "transformers.js runs the package's decoder as its plain decoder (llama): it "
+                                    "does not run this model type, or not with this graph's inputs"})
+    if external:
+        out["transformers.js_config"] = {**config.get("transformers.js_config", {}), "use_external_data_format": True}
     return out
 
 
@@ -160,8 +267,9 @@ GENAI_TYPES = {"llama", "mistral", "qwen2", "qwen3", "phi3", "phi", "gemma", "ge
                "granite", "chatglm", "nemotron"}
 
 
-def genai_config(config: dict, layout: list, folder: Path) -> dict:
-    """onnxruntime-genai's genai_config.json for the package's decoder graph."""
+def genai_config(config: dict, layout: list, vocab: int, folder: Path) -> dict:
+    """onnxruntime-genai's genai_config.json for the package's decoder graph (``layout``:
+    its past's heads and widths; ``vocab``: its logits' width)."""
     heads, kdim = layout[0][0], layout[0][1]
     generation = {}
     if (folder / "generation_config.json").is_file():
@@ -195,7 +303,7 @@ def genai_config(config: dict, layout: list, folder: Path) -> dict:
             "eos_token_id": eos,
             "pad_token_id": pad,
             "type": model_type if model_type in GENAI_TYPES else "llama",
-            "vocab_size": int(config.get("vocab_size", 0)),
+            "vocab_size": int(vocab),
         },
         "search": {
             "do_sample": False, "early_stopping": True, "max_length": int(config.get("max_position_embeddings", 4096)),

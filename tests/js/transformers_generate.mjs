@@ -1,6 +1,7 @@
 // transformers.js (@huggingface/transformers, onnxruntime-node) on a package folder:
 // node transformers_generate.mjs PACKAGE NEW_TOKENS TEXT... -> one JSON line per text:
-// {"ids": the tokenizer's ids of TEXT, "tokens": the greedy tokens generated after them}
+// {"ids": the tokenizer's ids of TEXT, "tokens": the greedy tokens generated after them, up to
+// NEW_TOKENS or the end-of-sequence token}
 import path from "node:path";
 import { AutoModelForCausalLM, AutoTokenizer, env } from "@huggingface/transformers";
 
@@ -14,6 +15,6 @@ for (const text of texts) {
   const inputs = tokenizer(text);
   const ids = Array.from(inputs.input_ids.data, Number);
   const n = Number(count);
-  const out = await model.generate({ ...inputs, max_new_tokens: n, min_new_tokens: n, do_sample: false });
+  const out = await model.generate({ ...inputs, max_new_tokens: n, do_sample: false });
   console.log(JSON.stringify({ ids, tokens: Array.from(out.data, Number).slice(ids.length) }));
 }

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import mlx.core as mx
@@ -95,15 +94,7 @@ def test_onnxruntime_genai_generates_mlx_tokens(packages, name):
     for text in PROMPTS:
         ids = [int(i) for i in tokenizer.encode(text)]
         assert ids == source_ids(folder, text)
-        params = og.GeneratorParams(model)
-        params.set_search_options(do_sample=False, max_length=len(ids) + NEW_TOKENS)
-        generator = og.Generator(model, params)
-        generator.append_tokens(ids)
-        tokens = []
-        while not generator.is_done():
-            generator.generate_next_token()
-            tokens.append(int(generator.get_next_tokens()[0]))
-        assert tokens == mlx_tokens(folder, ids), text
+        assert zoo.genai_tokens(model, ids, NEW_TOKENS) == mlx_tokens(folder, ids), text
 
 
 def _node_available() -> bool:
@@ -115,10 +106,7 @@ def test_transformers_js_generates_mlx_tokens(packages, name):
     if not _node_available():
         pytest.skip("transformers.js is not installed: npm install --ignore-scripts @huggingface/transformers")
     folder, package = packages(name)
-    out = subprocess.run(["node", str(HERE / "js" / "transformers_generate.mjs"), str(package), str(NEW_TOKENS),
-                          *PROMPTS], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    results = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    results = zoo.transformers_js_tokens(package, NEW_TOKENS, PROMPTS)
     assert len(results) == len(PROMPTS)
     for text, result in zip(PROMPTS, results):
         assert result["ids"] == source_ids(folder, text)
@@ -225,22 +213,10 @@ def test_architectures_run_as_packages_in_both_runtimes(tmp_path, arch):
     model = og.Model(str(package))
     for text in PROMPTS:
         ids = source_ids(folder, text)
-        params = og.GeneratorParams(model)
-        params.set_search_options(do_sample=False, max_length=len(ids) + NEW_TOKENS)
-        generator = og.Generator(model, params)
-        generator.append_tokens(ids)
-        tokens = []
-        while not generator.is_done():
-            generator.generate_next_token()
-            tokens.append(int(generator.get_next_tokens()[0]))
-        assert tokens == mlx_tokens(folder, ids), (arch, text)
+        assert zoo.genai_tokens(model, ids, NEW_TOKENS) == mlx_tokens(folder, ids), (arch, text)
     if not _node_available():
         pytest.skip("transformers.js is not installed: npm install --ignore-scripts @huggingface/transformers")
-    out = subprocess.run(["node", str(HERE / "js" / "transformers_generate.mjs"), str(package), str(NEW_TOKENS),
-                          *PROMPTS], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    for text, line in zip(PROMPTS, [x for x in out.stdout.splitlines() if x.startswith("{")]):
-        result = json.loads(line)
+    for text, result in zip(PROMPTS, zoo.transformers_js_tokens(package, NEW_TOKENS, PROMPTS)):
         assert result["tokens"] == mlx_tokens(folder, result["ids"]), (arch, text)
 
 

@@ -482,3 +482,35 @@ def recurrent_model(name: str, seed: int = 0) -> nn.Module:
     if name not in RECURRENT_CONFIGS:
         return moe_model(name, seed)
     return _mlx_lm(RECURRENT_CONFIGS[name], seed)
+
+
+# -- running packages in their runtimes ----------------------------------------------------------
+def genai_tokens(model, ids: list[int], new_tokens: int) -> list[int]:
+    """onnxruntime-genai's greedy tokens after ``ids`` (an ``og.Model`` of a package), up to
+    ``new_tokens`` or the end-of-sequence token, where it stops."""
+    import onnxruntime_genai as og
+
+    params = og.GeneratorParams(model)
+    params.set_search_options(do_sample=False, max_length=len(ids) + new_tokens)
+    generator = og.Generator(model, params)
+    generator.append_tokens(ids)
+    tokens = []
+    while not generator.is_done():
+        generator.generate_next_token()
+        tokens.append(int(generator.get_next_tokens()[0]))
+    return tokens
+
+
+def transformers_js_tokens(package, new_tokens: int, texts) -> list[dict]:
+    """transformers.js (under Node) on ``package``: per text ``{"ids", "tokens"}``, its
+    tokenizer's ids and its greedy tokens (tests/js/transformers_generate.mjs)."""
+    import subprocess
+
+    script = Path(__file__).resolve().parent / "js" / "transformers_generate.mjs"
+    done = subprocess.run(["node", str(script), str(package), str(new_tokens), *texts], capture_output=True,
+                          text=True, timeout=300, cwd=script.parents[2])
+    if done.returncode:
+        errors = [line for line in done.stderr.splitlines() if "Error" in line] or done.stderr.splitlines() or ["?"]
+        raise RuntimeError(f"transformers.js failed: {errors[0].strip()}")
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+

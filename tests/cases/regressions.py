@@ -33,6 +33,15 @@ def select_and_cast_sharing_a_cast(x):
     return mx.logical_not(mx.stack([y, y, y], axis=-2)), x.astype(mx.uint8)
 
 
+def one_value_returned_twice_beside_a_cast(x):
+    """``abs(log(x))`` returned twice beside a float32 cast of ``log(x)``, x bfloat16 (found by
+    fresh fuzzing, 5 programs): the second output is an Identity of the first, and after
+    onnxscript's optimizer that output had no type (the pass contract refused the export).
+    Fixed in mlx2onnx/passes/constants.py: graph outputs the passes re-make keep their type."""
+    y = mx.log(x)
+    return y.astype(mx.float32), mx.abs(y), mx.abs(y)
+
+
 def two_clips_of_one_value(x):
     """Two clips of the same value: onnxscript's Max/Min -> Clip rule named both bounds
     after the value, and the second pair was left unregistered, so the model referred to
@@ -195,6 +204,8 @@ CASES = [
     Case("regressions.floor_divide_bfloat16_carried_as_float32", floor_divide_bfloat16,
          lambda rng, dt: rand(rng, (256,), dt, -6.0, 6.0), dtypes=(mx.bfloat16,),
          primitives=("FloorDivide", "DivMod")),
+    Case("regressions.one_value_returned_twice_keeps_its_type", one_value_returned_twice_beside_a_cast,
+         lambda rng, dt: rand(rng, (3, 4), dt, 0.1, 4.0), dtypes=(mx.bfloat16, mx.float32), primitives=("Log", "Abs")),
     Case("regressions.two_clips_of_one_value", two_clips_of_one_value,
          lambda rng, dt: rand(rng, (2, 5), dt), dtypes=(mx.float16, mx.float32), edges=True,
          primitives=("Maximum", "Minimum")),

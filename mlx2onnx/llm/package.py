@@ -75,8 +75,10 @@ class PackageCache(GrowingKVCache):
         return self.keys_and_values()
 
     def keys_and_values(self):
+        width = self.keys.shape[3]
         kdim, vdim = self.dims
-        return self.keys[..., :kdim], self.values[..., :vdim]
+        return (self.keys if kdim == width else self.keys[..., :kdim],
+                self.values if vdim == width else self.values[..., :vdim])
 
     def make_mask(self, N: int, return_array: bool = False, window_size: int | None = None, **_: Any):
         """Bool [batch, 1, N, past + N]: query i (index past + i) sees key j <= its index

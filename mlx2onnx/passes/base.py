@@ -86,10 +86,11 @@ def run(passes: list[Pass], model: ir.Model, settings: ExportSettings,
             continue
         before = _outputs(model)
         report[step.name] = int(step.run(model, **{k: available[k] for k in step.inputs}))
-        if _outputs(model) != before:
-            raise PassContractError(f"pass {step.name} changed the graph outputs: {before} -> {_outputs(model)}")
         for value, (shape, type_) in zip(model.graph.outputs, declared):
-            # a CSE may make a graph output a handler-internal value, which has no shape yet
+            # an output a pass re-made has no shape or type yet (a CSE made it a handler-internal
+            # value; the optimizer re-made one of two outputs of one value): the declared ones
             value.shape = value.shape if value.shape is not None else shape
             value.type = value.type if value.type is not None else type_
+        if _outputs(model) != before:
+            raise PassContractError(f"pass {step.name} changed the graph outputs: {before} -> {_outputs(model)}")
     return report

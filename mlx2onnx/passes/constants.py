@@ -86,7 +86,6 @@ def fold_and_rewrite(model: ir.Model, opset: int, parameters: frozenset[int] = f
     removal and :func:`split_slice_halves` until nothing changes (at most twice); then lift
     constants to initializers, deduplicate, CSE and fix names. Returns the nodes removed."""
     before = len(model.graph)
-    declared = {v.name: (v.type, v.shape) for v in model.graph.outputs}
     loop = ir.passes.PassManager(
         [
             _Counting(_fold),
@@ -111,10 +110,6 @@ def fold_and_rewrite(model: ir.Model, opset: int, parameters: frozenset[int] = f
         common_passes.OutputFixPass(),
         common_passes.NameFixPass(),
     )(model)
-    for value in model.graph.outputs:  # an output the passes re-made (two outputs of one value) keeps its type
-        kind, shape = declared.get(value.name, (None, None))
-        value.type = value.type or kind
-        value.shape = value.shape or shape
     register_dangling_constants(model)
     if opset < 18:
         split_sizes_as_input(model)

@@ -37,7 +37,8 @@ def one_value_returned_twice_beside_a_cast(x):
     """``abs(log(x))`` returned twice beside a float32 cast of ``log(x)``, x bfloat16 (found by
     fresh fuzzing, 5 programs): the second output is an Identity of the first, and after
     onnxscript's optimizer that output had no type (the pass contract refused the export).
-    Fixed in mlx2onnx/passes/constants.py: graph outputs the passes re-make keep their type."""
+    Fixed in mlx2onnx/passes/base.py: an output a pass re-made takes its declared type before the
+    contract compares the outputs."""
     y = mx.log(x)
     return y.astype(mx.float32), mx.abs(y), mx.abs(y)
 

@@ -181,9 +181,10 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
             if (folder / name).is_file():
                 shutil.copy2(folder / name, package / name)
         external = (package / "onnx" / "model.onnx_data").is_file()
-        package_config = transformers_js_config(config, stored_layout(layout), vocab, external)
+        stored = stored_layout(layout)
+        package_config = transformers_js_config(config, stored, vocab, external)
         (package / "config.json").write_text(json.dumps(package_config, indent=2))
-        settings = genai_config(text_settings(config), stored_layout(layout), vocab, folder)
+        settings = genai_config(text_settings(config), stored, vocab, folder)
         (package / "genai_config.json").write_text(json.dumps(settings, indent=2))
         if out.exists():
             shutil.rmtree(out)
@@ -364,7 +365,7 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
     import onnx
     import onnxruntime as ort
 
-    from ..verify.compare import DEFAULT_TOLERANCES
+    from ..verify.parity import Verifier
     from ..verify.runtimes import arithmetic
     from .decoder import mlx_generate
 
@@ -376,9 +377,10 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
     model = load_model_folder(str(folder)).fun
     session = ort.InferenceSession(str(model_file), providers=["CPUExecutionProvider"])
     trades = arithmetic.onnxruntime(onnx.load(str(model_file), load_external_data=False), {}, "all")
-    row = trades[0].precision if trades else "float32"
-    atol = DEFAULT_TOLERANCES[row][0] if atol is None else atol
-    rtol = DEFAULT_TOLERANCES[row][1] if rtol is None else rtol
+    verifier = Verifier()
+    default_atol, default_rtol = verifier.tolerance(verifier.compared_as("float32", None, trades))
+    atol = default_atol if atol is None else atol
+    rtol = default_rtol if rtol is None else rtol
     tokens, logits = package_generate(session, prompts, new_tokens)
     rows = []
     for row, prompt in enumerate(prompts):

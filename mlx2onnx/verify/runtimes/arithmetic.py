@@ -94,7 +94,7 @@ def onnxruntime(proto: onnx.ModelProto, config: Mapping[str, str], level: str, w
         return []
     explicit = sum(1 for level_ in matmul_nbits_levels(proto) if level_ == ORT_INT8_ACCURACY)
     session_level = str(config.get(ORT_ACCURACY_KEY, ORT_DEFAULT_ACCURACY))
-    fused = blocked_dequantize_matmuls(proto) if level in ("all", "extended") and session_level == "4" else 0
+    fused = blocked_dequantize_matmuls(proto) if level in ("all", "extended") and session_level == str(ORT_INT8_ACCURACY) else 0
     reasons = []
     if explicit:
         reasons.append(f"{explicit} MatMulNBits node(s) carry accuracy_level 4")

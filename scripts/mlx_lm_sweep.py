@@ -51,8 +51,6 @@ NOTES = {
               "key fewer than its prompt did; the package masks window_size + 1 throughout (the prompt's rule). "
               "The tiny config's window is 4 tokens; a real one (2048) meets this past 2048 tokens.",
     "phi3small": "MLX 0.32.4 itself stops with a segmentation fault running this tiny model on the CPU.",
-    "minicpm3": "float32 noise, not an export error: the tiny random model's logits reach 323, and 2e-4 is 6e-7 "
-                "of that; the float32 model fails the element-wise tolerance the same way on its small logits.",
 }
 
 
@@ -170,13 +168,8 @@ def stage_package(model_type: str, folder: Path) -> dict:
         return {**result, "status": "crash", "reason": _reason(exc), "trace": traceback.format_exc()[-1500:]}
     result["status"] = "exported"
 
-    eos = json.loads((source / "generation_config.json").read_text()).get("eos_token_id")
-
     def want(ids):
-        """mlx-lm's greedy tokens, up to and with the first end-of-sequence token (where
-        the runtimes stop)."""
-        tokens = mlx_generate(model, mx.array([ids]), NEW_TOKENS)[0].tolist()
-        return tokens[: tokens.index(eos) + 1] if eos in tokens else tokens
+        return zoo.mlx_tokens(model, source, ids, NEW_TOKENS)
 
     _stage("check")
     try:
@@ -307,7 +300,7 @@ def markdown(rows: dict[str, list[dict]], seconds: float) -> str:
             "", "## As packages", "",
             "A model folder written as mlx-lm writes one (config.json, model.safetensors, a byte-level BPE",
             "tokenizer trained for it, weights N(0, 0.5)), exported with `mlx2onnx export FOLDER -o PACKAGE/`;",
-            f"then `mlx2onnx check PACKAGE FOLDER` (a left-padded batch in onnxruntime), onnxruntime-genai and",
+            "then `mlx2onnx check PACKAGE FOLDER` (a left-padded batch in onnxruntime), onnxruntime-genai and",
             "transformers.js (under Node), each generating "
             f"{NEW_TOKENS} greedy tokens after {len(PROMPTS)} prompts with its own tokenizer,",
             "against mlx-lm's greedy tokens for the same ids.", "",

@@ -19,7 +19,6 @@ import onnx
 import pytest
 
 import zoo
-from mlx2onnx.llm import mlx_generate
 from mlx2onnx.targets import load_model_folder
 from test_cli import cli
 
@@ -60,12 +59,7 @@ def source_ids(folder: Path, text: str) -> list[int]:
 
 
 def mlx_tokens(folder: Path, ids: list[int]) -> list[int]:
-    """mlx-lm's greedy tokens up to and with the first end-of-sequence token, where the
-    runtimes stop (forcing a minimum length would make them skip it)."""
-    model = load_model_folder(str(folder)).fun
-    tokens = mlx_generate(model, mx.array([ids]), NEW_TOKENS)[0].tolist()
-    eos = json.loads((folder / "generation_config.json").read_text())["eos_token_id"]
-    return tokens[: tokens.index(eos) + 1] if eos in tokens else tokens
+    return zoo.mlx_tokens(load_model_folder(str(folder)).fun, folder, ids, NEW_TOKENS)
 
 
 def test_package_layout(packages):

@@ -485,6 +485,17 @@ def recurrent_model(name: str, seed: int = 0) -> nn.Module:
 
 
 # -- running packages in their runtimes ----------------------------------------------------------
+def mlx_tokens(model, folder, ids: list[int], new_tokens: int) -> list[int]:
+    """mlx-lm's greedy tokens after ``ids`` up to and with the first end-of-sequence token of
+    ``folder``'s generation_config.json, where the runtimes stop (forcing a minimum length
+    would make them skip it)."""
+    from mlx2onnx.llm import mlx_generate
+
+    tokens = mlx_generate(model, mx.array([ids]), new_tokens)[0].tolist()
+    eos = json.loads((Path(folder) / "generation_config.json").read_text()).get("eos_token_id")
+    return tokens[: tokens.index(eos) + 1] if eos in tokens else tokens
+
+
 def genai_tokens(model, ids: list[int], new_tokens: int) -> list[int]:
     """onnxruntime-genai's greedy tokens after ``ids`` (an ``og.Model`` of a package), up to
     ``new_tokens`` or the end-of-sequence token, where it stops."""

@@ -6,6 +6,7 @@ import mlx.core as mx
 import numpy as np
 
 from mlx2onnx.translate.registry import handles
+from mlx2onnx.translate.rounding import round_within
 
 
 @handles("Matmul")
@@ -103,13 +104,50 @@ def block_masked_mm(ctx, rec):
 
 @handles("Hadamard")
 def hadamard(ctx, rec):
-    """inputs (x[..., n]); arguments [scale]: the (scaled) Walsh-Hadamard transform along
-    the last axis, a MatMul with H built by running mx.hadamard_transform on eye(n)."""
+    """inputs (x[..., n]); arguments [scale]: the scaled Walsh-Hadamard transform along the
+    last axis, n = m * 2^k with m in (1, 12, 20, 28), in MLX's own order of operations, so a
+    float32 result is MLX's bit for bit: k butterfly stages (a + b, a - b over pairs 1, 2, 4
+    ... apart, each stored in the dtype), the scale applied in the last stage when m = 1;
+    for m > 1 then each of the m outputs summed term by term from 0 over the m slices with
+    the signs of MLX's m-by-m matrix, times the scale. O(n log n) where a product with the
+    n-by-n matrix was O(n^2) and left a float32 result off by the rounding of its sums."""
     (scale,) = rec.args
     (x,) = ctx.inputs(rec)
     dtype = rec.outputs[0].dtype
-    work = ctx.work_dtype("MatMul", dtype)
     n = rec.inputs[0].shape[-1]
-    matrix = np.array(mx.hadamard_transform(mx.eye(n, dtype=mx.float32), scale=float(scale)))
-    product = ctx.op.MatMul(ctx.cast(x, work), ctx.const(matrix.astype(ctx.numpy_type(work))))
-    return [ctx.cast(product, dtype)]
+    m = next((f for f in (12, 20, 28) if n % f == 0), 1) if n & (n - 1) else 1
+    blocks = n // m
+    scale = ctx.scalar(float(np.float32(scale)), mx.float32)
+    y = ctx.op.Reshape(ctx.cast(x, mx.float32), ctx.ints([-1, m, blocks]))
+    h = 1
+    while h < blocks:
+        y = _butterfly(ctx, y, h, blocks, m, dtype)
+        if m == 1 and 2 * h == blocks:
+            y = round_within(ctx, ctx.op.Mul(y, scale), dtype, mx.float32)
+        h *= 2
+    if m > 1:
+        y = ctx.op.Mul(_signed_sums(ctx, y, m), scale)
+    return [ctx.cast(ctx.op.Reshape(y, ctx.op.Shape(x)), dtype)]
+
+
+def _butterfly(ctx, y, h, blocks, m, dtype):
+    """One stage over pairs ``h`` apart in each block: (a, b) -> (a + b, a - b), stored in
+    the dtype as MLX stores it."""
+    pairs = ctx.op.Reshape(y, ctx.ints([-1, m, blocks // (2 * h), 2, h]))
+    a = ctx.op.Slice(pairs, ctx.ints([0]), ctx.ints([1]), ctx.ints([3]))
+    b = ctx.op.Slice(pairs, ctx.ints([1]), ctx.ints([2]), ctx.ints([3]))
+    halves = [round_within(ctx, ctx.op.Add(a, b), dtype, mx.float32),
+              round_within(ctx, ctx.op.Sub(a, b), dtype, mx.float32)]
+    return ctx.op.Reshape(ctx.op.Concat(*halves, axis=3), ctx.ints([-1, m, blocks]))
+
+
+def _signed_sums(ctx, y, m):
+    """[..., m, blocks] -> out[j] = sum over k of sign[j, k] * y[k], added in k order from
+    0 as MLX adds (float32); the signs are MLX's m-by-m matrix, read from its transform of
+    the identity."""
+    signs = np.array(mx.hadamard_transform(mx.eye(m, dtype=mx.float32), scale=1.0))  # [k, j]
+    total = ctx.scalar(0.0, mx.float32)
+    for k in range(m):
+        term = ctx.op.Slice(y, ctx.ints([k]), ctx.ints([k + 1]), ctx.ints([1]))
+        total = ctx.op.Add(total, ctx.op.Mul(term, ctx.const(signs[k].reshape(m, 1).astype(np.float32))))
+    return total

@@ -107,11 +107,15 @@ CASES += [
 for n in (4, 8, 12, 20, 28, 64, 96):
     CASES.append(
         Case(f"matmul.hadamard_{n}", mx.hadamard_transform, lambda rng, dt, n=n: (randn(rng, (3, n), dt),),
-             dtypes=FLOATS, primitives=("Hadamard",), onnx_ops=("MatMul",))
+             dtypes=FLOATS, primitives=("Hadamard",), onnx_ops=("Add",))
     )
 CASES += [
     Case("matmul.hadamard_scale", lambda x: mx.hadamard_transform(x, scale=0.25),
          lambda rng, dt: (randn(rng, (2, 3, 16), dt),), dtypes=FLOATS, primitives=("Hadamard",)),
+    # MLX's order of operations, so float32 is MLX's bit for bit (a product with the matrix is not)
+    Case("matmul.hadamard_bit_exact", lambda x, y: (mx.hadamard_transform(x, scale=0.3), mx.hadamard_transform(y)),
+         lambda rng, dt: (randn(rng, (3, 1024), dt), randn(rng, (2, 5, 28 * 16), dt)), primitives=("Hadamard",),
+         tolerances={"float32": (0.0, 0.0)}),
     Case("matmul.hadamard_edges", mx.hadamard_transform, lambda rng, dt: (randn(rng, (4, 8), dt),),
          primitives=("Hadamard",), edges=True),
 ]

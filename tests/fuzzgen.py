@@ -36,6 +36,7 @@ DTYPES = {
     "bool": mx.bool_,
 }
 FLOAT = ("float32", "float16", "bfloat16")
+HALF = (mx.float16, mx.bfloat16)
 INT = ("int32", "int8", "uint8", "uint32")  # (uint32 only as an argmax/argsort result)
 NAME_OF = {v: k for k, v in DTYPES.items()} | {mx.uint32: "uint32"}  # argmax/argsort results
 MAX_SIZE = 48
@@ -333,12 +334,36 @@ class Program:
     tolerances: dict = field(default_factory=dict)  # per output dtype, loosened by half-precision steps
 
     def __call__(self, *arrays):
-        values = list(arrays)
-        for step in self.steps:
-            result = mx_fn(step.op)(*_resolve(step.args, values), **dict(step.kwargs))
-            values.extend(result if isinstance(result, (tuple, list)) else [result])
+        values = self._values(arrays, in_float32=False)
         out = tuple(values[r] for r in self.returns)
         return out if len(out) > 1 else out[0]
+
+    def _values(self, arrays, in_float32: bool) -> list:
+        values = [a.astype(mx.float32) if in_float32 and a.dtype in HALF else a for a in arrays]
+        for step in self.steps:
+            args = _resolve(step.args, values)
+            result = mx_fn(step.op)(*args, **dict(step.kwargs))
+            if in_float32 and step.op == "astype" and DTYPES[args[1]] in HALF:
+                result = result.astype(mx.float32)  # rounded to the half type where the program casts
+            values.extend(result if isinstance(result, (tuple, list)) else [result])
+        return values
+
+    def in_float32(self):
+        """The program with its half-precision floats computed in float32 (as the export
+        carries bfloat16, and as MLX on a GPU sums quantized products), rounded to the half
+        type only where the program casts to it; outputs in the program's dtypes. ``None``
+        where it has no half-precision value, or a step reads one's bits (``view``)."""
+        values = self._values(self.inputs, in_float32=False)
+        if not any(v.dtype in HALF for v in values) or any(step.op == "view" for step in self.steps):
+            return None
+        dtypes = [values[r].dtype for r in self.returns]
+
+        def fn(*arrays):
+            values = self._values(arrays, in_float32=True)
+            out = tuple(values[r].astype(d) for r, d in zip(self.returns, dtypes))
+            return out if len(out) > 1 else out[0]
+
+        return fn
 
     def source(self) -> str:
         """A reproducer: Python code building the inputs and the function."""
@@ -1135,24 +1160,70 @@ def generate(seed: int, max_steps: int = 5) -> Program:
     returns = leaves[-3:] or [len(b.values) - 1]
     if b.chance(0.1):
         returns.append(int(b.rng.integers(0, len(b.values))))  # an input unchanged, or a value twice
-    inexact = {v.dtype for v in b.values if not v.exact}
-    loosest = next((d for d in ("bfloat16", "float16") if d in inexact), None)
-    tolerances = {}
-    if loosest:  # a half-precision result cast to float32 keeps its half-precision error
-        from mlx2onnx.verify.compare import DEFAULT_TOLERANCES
-
-        tolerances = {d: DEFAULT_TOLERANCES[loosest] for d in FLOAT}
-    summed = next((d for d in ("bfloat16", "float16") if d in b.half_sums), None)
-    if summed:
-        tolerances = {d: HALF_SUM_TOLERANCES[summed] for d in FLOAT}
+    tolerances = _tolerances({v.dtype for v in b.values if not v.exact}, b.half_sums)
     return Program(seed, [v.array for v in b.values[: b.n_inputs]], b.steps, tuple(returns), tolerances)
+
+
+def _tolerances(inexact: set, half_sums: set) -> dict:
+    """The comparison's tolerances for every float output: the parity check's, loosened to
+    the loosest half precision an inexact value was computed in (a half-precision result
+    cast to float32 keeps its error), or to the quantized cases' where a quantized product
+    was summed in one."""
+    from mlx2onnx.verify.compare import DEFAULT_TOLERANCES
+
+    summed = next((d for d in ("bfloat16", "float16") if d in half_sums), None)
+    if summed:
+        return {d: HALF_SUM_TOLERANCES[summed] for d in FLOAT}
+    loosest = next((d for d in ("bfloat16", "float16") if d in inexact), None)
+    return {d: DEFAULT_TOLERANCES[loosest] for d in FLOAT} if loosest else {}
+
+
+def from_source(source: str) -> Program:
+    """The :class:`Program` a reproducer (``Program.source()``) prints, to replay it; every
+    computed value counts as inexact for the tolerances."""
+    import ast
+
+    namespace: dict = {}
+    exec(compile(source, "<reproducer>", "exec"), namespace)  # noqa: S102 - our own printed programs
+    inputs = list(namespace["args"])
+    fn = next(node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef))
+    names = {a.arg: i for i, a in enumerate(fn.args.args)}
+
+    def arg(node):
+        if isinstance(node, ast.Name):
+            return Ref(names[node.id]) if node.id in names else {"nan": np.nan, "inf": np.inf}[node.id]
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return type(ast.literal_eval("[]" if isinstance(node, ast.List) else "()"))(arg(e) for e in node.elts)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Name):
+            return -arg(node.operand)
+        return ast.literal_eval(node)
+
+    steps, returns = [], ()
+    for node in fn.body:
+        if isinstance(node, ast.Return):
+            value = node.value
+            returns = tuple(arg(e).i for e in (value.elts if isinstance(value, ast.Tuple) else [value]))
+            continue
+        call, targets = node.value, node.targets[0]
+        targets = targets.elts if isinstance(targets, ast.Tuple) else [targets]
+        op = call.func.attr if isinstance(call.func, ast.Attribute) else call.func.id
+        steps.append(Step(op, tuple(arg(a) for a in call.args), tuple((k.arg, arg(k.value)) for k in call.keywords),
+                          len(targets)))
+        for t in targets:
+            names[t.id] = len(names)
+    program = Program(0, inputs, steps, returns)
+    values = program._values(inputs, in_float32=False)
+    half_sums = {dname(values[len(inputs) + i].dtype) for i, step in enumerate(steps)
+                 if step.op in ("quantized_matmul", "gather_qmm")} & {"float16", "bfloat16"}
+    program.tolerances = _tolerances({dname(v.dtype) for v in values[len(inputs):]}, half_sums)
+    return program
 
 
 @dataclass(frozen=True)
 class Outcome:
     seed: int
     opset: int
-    status: str  # "pass", "mismatch", "export-error", "skip"
+    status: str  # "pass", "mismatch", "explained" (a mismatch measured as MLX's own arithmetic), "export-error", "skip"
     detail: str = ""
     primitives: frozenset = frozenset()
 
@@ -1200,8 +1271,32 @@ def check(program: Program, opset: int | None = None, verifier=None, shapeless: 
     except Exception as exc:  # noqa: BLE001
         return Outcome(program.seed, opset, "mismatch", f"{type(exc).__name__}: {exc}", prims)
     if not report.passed:
+        explained = _half_precision(program, model, verifier)
+        if explained:
+            return Outcome(program.seed, opset, "explained", f"{explained}\nagainst MLX itself:\n{report}", prims)
         return Outcome(program.seed, opset, "mismatch", str(report), prims)
     return Outcome(program.seed, opset, "pass", "", prims)
+
+
+def _half_precision(program: Program, model, verifier) -> str | None:
+    """Why a mismatch is MLX's half-precision arithmetic, measured: the same program with
+    its float16/bfloat16 values computed in float32 (rounded where it casts) gives the
+    export's outputs at the same tolerances, where MLX's half-precision kernels (its CPU's
+    quantized products summed term by term in the half type, its non-precise softmax, a
+    rounding after every op that an ill-conditioned step such as ``cos`` of a large value
+    or ``arctan2`` of a value near zero amplifies) do not. ``None`` when that reference
+    fails too, or the program has no half-precision value."""
+    twin = program.in_float32()
+    if twin is None:
+        return None
+    try:
+        report = verifier.verify(model, twin, *program.inputs)
+    except Exception:  # noqa: BLE001 - then it explains nothing
+        return None
+    if not report.passed:
+        return None
+    return f"explained: half-precision arithmetic (MLX's half-precision result is off the float32 computation " \
+           f"the export follows):\n{report}"
 
 
 def _export_trace(exporter, trace):

@@ -3,30 +3,36 @@
 MLX's affine weight is ``w = q * scale + bias`` per group of ``group_size`` codes along K,
 so for a Linear (``x @ w.T``)::
 
-    x @ w.T = sum_j x @ (n_j * 16^j * scale).T  +  groupsum(x) @ bias.T
+    x @ w.T = sum_j x @ ((n_j - z_j) * 16^j * scale).T  +  groupsum(x) @ centre.T
 
 where ``q = sum_j 16^j n_j`` splits the codes into 4-bit nibbles (one for 2/3/4 bits,
-two for 5/6/8) and ``groupsum(x)`` [..., K / group_size] sums x over each group. Each
-nibble term is a zero-point-free 4-bit product, exact in float32 (``n_j * 16^j * scale``
-is exact), and the bias term a small [K / group_size, N] product: the result is MLX's up
-to float summation order, with no float zero points.
+two for 5/6/8), each centred on its block's zero point ``z_j`` (the middle of the
+nibble's values in that block), ``groupsum(x)`` [..., K / group_size] sums x over each
+group, and ``centre = bias + sum_j z_j * 16^j * scale`` (computed in float64, rounded
+once) is about the group's middle. Each nibble term is a 4-bit block product,
+and the centre term a small [K / group_size, N] product: the result is MLX's up to float
+summation order. Centred, no term is larger than MLX's own products: with zero points 0
+the bias term (``bias`` is the group's minimum) and the code terms were each about
+``|bias| * sum|x|`` and cancelled, which left errors 100x MLX's where a group's
+activations share a sign and the result is small (fuzz program 4989 of seed 20261206:
+3.9e-4 on 0.716; now 8e-6, as dequantized float weights give).
 
 Two spellings of the nibble product:
 
-* ``com.microsoft.MatMulNBits`` (the default, ``quantized_weights="packed"``), zero points
-  0, with the accuracy the file asks for: ``accuracy_level=0`` computes in float32, so a
+* ``com.microsoft.MatMulNBits`` (the default, ``quantized_weights="packed"``), per-block
+  zero points, with the accuracy the file asks for: ``accuracy_level=0`` computes in float32, so a
   default onnxruntime session (Python, node, web) gives MLX's numbers; ``=4``
   (``int8_activations=True``) quantizes the activations to int8 per block, faster and
   ~1e-2 relative off. MLX's rows are its B layout. OpenVINO reads it too (and quantizes
   the activations itself at its default settings), and tract (with float16 scales for
   32-code blocks): docs/runtimes.md.
 * standard ONNX (``quantized_weights="dequantizelinear"``, opset 21+): ``DequantizeLinear``
-  of a uint4 [K, N] tensor blocked along K, then ``MatMul``. onnxruntime fuses the pair into
+  of a uint4 [K, N] tensor blocked along K with its zero points, then ``MatMul``. onnxruntime fuses the pair into
   ``MatMulNBits`` at the session's ``session.qdq_matmulnbits_accuracy_level``, which the
   file cannot set: its default 4 computes with int8 activations.
 
 mxfp4 and nvfp4 weights (``w = FP4-E2M1(q) * scale``) take the same form with two
-nibbles and a bias of ``-6 * scale`` (:func:`fp4_terms`). Constant 2-D weights only;
+nibbles and a bias of ``-6 * scale`` (:func:`fp4_terms`), centred the same way. Constant 2-D weights only;
 mxfp8 and other quantized products unpack in the graph (:mod:`op_mappings.quantized`).
 """
 
@@ -105,33 +111,49 @@ def fp4_terms(codes: np.ndarray, scale: np.ndarray) -> tuple[list, np.ndarray]:
 
 def blocked_matmul(ctx, rec, x, terms, bias: np.ndarray, group_size: int):
     """float32 ``x @ w.T`` for ``w = sum(n * step for n, step in terms) + bias`` per group:
-    each term a 4-bit block product, the bias as ``groupsum(x) @ bias.T`` (see module)."""
+    each term a 4-bit block product centred on its blocks' zero points, the rest as
+    ``groupsum(x) @ centre.T`` (see module)."""
     k = terms[0][0].shape[1]
     x = ctx.cast(x, mx.float32)
     product = _matmul_nbits if _contrib(ctx) else _dequantize_matmul
     total = None
+    centre = bias.astype(np.float64)
     for nibble, step in terms:
-        term = product(ctx, x, nibble, step.astype(np.float32), group_size)
+        zero = middles(nibble, group_size)
+        term = product(ctx, x, nibble, step.astype(np.float32), zero, group_size)
         total = term if total is None else ctx.op.Add(total, term)
-    return ctx.op.Add(total, _bias_term(ctx, rec, x, bias.astype(np.float32), group_size, k))
+        centre = centre + zero * step.astype(np.float64)
+    return ctx.op.Add(total, _bias_term(ctx, rec, x, centre.astype(np.float32), group_size, k))
 
 
-def _dequantize_matmul(ctx, x, nibble: np.ndarray, scale: np.ndarray, group_size: int):
-    """x @ (nibble * scale).T as DequantizeLinear(uint4 [K, N], blocked along K) + MatMul."""
+def middles(nibble: np.ndarray, group_size: int) -> np.ndarray:
+    """The zero point of each block of 4-bit codes [N, K]: the middle of its values
+    (uint8 [N, K / group_size])."""
+    blocks = nibble.reshape(nibble.shape[0], -1, group_size)
+    return ((blocks.min(-1).astype(np.uint16) + blocks.max(-1) + 1) // 2).astype(np.uint8)
+
+
+def _dequantize_matmul(ctx, x, nibble: np.ndarray, scale: np.ndarray, zero: np.ndarray, group_size: int):
+    """x @ ((nibble - zero) * scale).T as DequantizeLinear(uint4 [K, N] blocked along K,
+    with zero points) + MatMul."""
     codes = ctx.const(np.ascontiguousarray(nibble.T).astype(ml_dtypes.uint4))
     steps = ctx.const(np.ascontiguousarray(scale.T))
-    weight = ctx.op.DequantizeLinear(codes, steps, axis=0, block_size=group_size)
+    zeros = ctx.const(np.ascontiguousarray(zero.T).astype(ml_dtypes.uint4))
+    weight = ctx.op.DequantizeLinear(codes, steps, zeros, axis=0, block_size=group_size)
     return ctx.op.MatMul(x, weight)
 
 
-def _matmul_nbits(ctx, x, nibble: np.ndarray, scale: np.ndarray, group_size: int):
-    """x @ (nibble * scale).T as com.microsoft.MatMulNBits (zero points 0), float32 compute
-    unless the export asks for int8 activations."""
+def _matmul_nbits(ctx, x, nibble: np.ndarray, scale: np.ndarray, zero: np.ndarray, group_size: int):
+    """x @ ((nibble - zero) * scale).T as com.microsoft.MatMulNBits (zero points per
+    block, two to a byte, low nibble first), float32 compute unless the export asks for
+    int8 activations."""
     n, k = nibble.shape
     blocks = k // group_size
     pairs = nibble.reshape(n, blocks, group_size // 2, 2)
     packed = (pairs[..., 0] | (pairs[..., 1] << 4)).astype(np.uint8)
-    zero_points = np.zeros(n * -(-blocks // 2), np.uint8)
+    padded = np.zeros((n, 2 * -(-blocks // 2)), np.uint8)
+    padded[:, :blocks] = zero
+    zero_points = (padded[:, 0::2] | (padded[:, 1::2] << 4)).reshape(-1)
     return ctx.op.MatMulNBits(
         x, ctx.const(packed), ctx.const(scale.reshape(-1)), ctx.const(zero_points),
         _domain="com.microsoft", K=k, N=n, bits=NIBBLE, block_size=group_size,

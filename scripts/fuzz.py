@@ -18,14 +18,14 @@ half-precision arithmetic is what differs (its CPU sums quantized products term 
 in the half type, so a float16 one overflows at 65504; its non-precise half softmax; a
 rounding that ``cos`` of a large value or ``arctan2`` near zero amplifies), the export
 follows the float32 computation as MLX on a GPU does (tests/test_fuzz.py replays the four
-of the 2026-12-04 run). Two more classes remain that no tolerance should hide, because
-the two results are each right within the arithmetic MLX defines, and one MLX bug that the
-export does not copy (seed 20261301 x 50,000: 4 mismatches; seed 20261302 x 10,000: 2;
-all of these):
+of the 2026-12-04 run). A float32 overflow inside a sum is "explained" the same way, by
+measurement (``fuzzgen._overflow_order``): with operands near FLT_MAX (``mx.nan_to_num``
+of inf), which of inf, -inf or NaN a sum gives depends on its order, which neither MLX's
+kernels nor onnxruntime's fix, so the outputs may differ only where both overflowed. One
+more class remains that no tolerance should hide, because the two results are each right
+within the arithmetic MLX defines, and one MLX bug that the export does not copy (seed
+20261301 x 50,000: 4 mismatches; seed 20261302 x 10,000: 2; all of these):
 
-- float32 overflow inside a sum: with operands near FLT_MAX (``mx.nan_to_num`` of inf),
-  whether a matmul row overflows to inf, -inf or NaN (inf + -inf) depends on the
-  summation order, which neither MLX's BLAS nor onnxruntime's GEMM fixes.
 - a discontinuous function (``arctan2``) of a DFT bin that is zero in exact arithmetic
   (the Nyquist bin of a real input, the bins a periodic input cancels): the bin is
   rounding noise on both sides, and its sign decides the result.

@@ -37,6 +37,7 @@ DTYPES = {
 }
 FLOAT = ("float32", "float16", "bfloat16")
 HALF = (mx.float16, mx.bfloat16)
+DTYPES_FLOAT = (mx.float32, mx.float16, mx.bfloat16)
 INT = ("int32", "int8", "uint8", "uint32")  # (uint32 only as an argmax/argsort result)
 NAME_OF = {v: k for k, v in DTYPES.items()} | {mx.uint32: "uint32"}  # argmax/argsort results
 MAX_SIZE = 48
@@ -852,6 +853,14 @@ def step_clip(b: _Builder) -> bool:
     return b.try_step("clip", (x, lo if b.chance(0.8) else None, hi if b.chance(0.8) else None))
 
 
+def _tame_for_erfinv(x: mx.array) -> bool:
+    """Whether erfinv keeps a last-bit difference in ``x`` small: |x| <= 0.99 (the slope
+    there is 24; by 0.9999 it is 3e6, and erfinv(tanh(x)) of one float32 tanh that
+    onnxruntime rounds one ulp from MLX's is 0.016 off, seed 20261206 program 19558)."""
+    a = np.abs(np.array(x.astype(mx.float32)))
+    return not (a[np.isfinite(a)] > 0.99).any()
+
+
 def step_special(b: _Builder) -> bool:
     """The less common primitives: updates, scatters, dynamic slices, fast ops, FFT, ..."""
     x = b.pick(b.refs())
@@ -862,7 +871,7 @@ def step_special(b: _Builder) -> bool:
                    "rfft", "rms_norm", "layer_norm", "rope", "attention", "random", "hadamard",
                    "cumsum_float", "as_strided", "isnan", "nan_to_num"])
     if kind == "erfinv":
-        if v.dtype not in FLOAT:
+        if v.dtype not in FLOAT or not (v.exact or _tame_for_erfinv(v.array)):
             return False
         return b.try_step("erfinv", (x,), exact=False)
     if kind == "divmod":
@@ -1271,11 +1280,55 @@ def check(program: Program, opset: int | None = None, verifier=None, shapeless: 
     except Exception as exc:  # noqa: BLE001
         return Outcome(program.seed, opset, "mismatch", f"{type(exc).__name__}: {exc}", prims)
     if not report.passed:
-        explained = _half_precision(program, model, verifier)
+        explained = _half_precision(program, model, verifier) or _overflow_order(program, model, verifier)
         if explained:
             return Outcome(program.seed, opset, "explained", f"{explained}\nagainst MLX itself:\n{report}", prims)
         return Outcome(program.seed, opset, "mismatch", str(report), prims)
     return Outcome(program.seed, opset, "pass", "", prims)
+
+
+OVERFLOW_SCALE = 1e38  # a float32 value this large can overflow a sum it enters (FLT_MAX is 3.4e38)
+
+
+def _overflow_order(program: Program, model, verifier) -> str | None:
+    """Why a mismatch is a float32 overflow inside a sum, measured: the program holds a
+    value near FLT_MAX (``nan_to_num`` of inf), and the outputs differ only at elements
+    where MLX or the runtime is non-finite and the other is non-finite too or beyond 1e38
+    (which of inf, -inf and NaN a sum of such terms gives depends on its order, which
+    neither MLX's kernels nor onnxruntime's fix); every other element within tolerance,
+    every non-float output equal. ``None`` otherwise."""
+    import onnxruntime as ort
+
+    from mlx2onnx import dtypes
+    from mlx2onnx.io import metadata
+    from mlx2onnx.verify.session import as_declared_types, run_session
+
+    values = program._values(program.inputs, in_float32=False)
+    largest = max((float(np.nanmax(np.abs(np.where(np.isinf(a), np.nan, a)), initial=0.0))
+                   for a in (np.array(v.astype(mx.float32)) for v in values if v.dtype in DTYPES_FLOAT)), default=0.0)
+    if largest < OVERFLOW_SCALE:
+        return None
+    io = metadata.io(model)
+    feeds = {e["name"]: dtypes.array_to_numpy(program.inputs[e["position"]]) for e in io["inputs"]}
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = run_session(session, [e["name"] for e in io["outputs"]], as_declared_types(session, feeds))
+    want = [values[r] for r in program.returns]
+    differ = 0
+    for g, w in zip(got, want):
+        if w.dtype not in DTYPES_FLOAT:
+            if not np.array_equal(np.asarray(g), dtypes.array_to_numpy(w)):
+                return None
+            continue
+        atol, rtol = verifier.tolerance(dname(w.dtype))
+        g, w = np.asarray(g, np.float64), np.array(w.astype(mx.float32), np.float64)
+        odd = ~np.isfinite(g) | ~np.isfinite(w)
+        overflowed = odd & (~np.isfinite(g) | (np.abs(g) > OVERFLOW_SCALE)) & (~np.isfinite(w) | (np.abs(w) > OVERFLOW_SCALE))
+        if (odd & ~overflowed).any() or not np.all(np.abs(g - w)[~odd] <= atol + rtol * np.abs(w[~odd])):
+            return None
+        differ += int((odd & ~((np.isnan(g) & np.isnan(w)) | (g == w))).sum())
+    return (f"explained: float32 overflow inside a sum (the program holds values up to {largest:.3g}): the outputs "
+            f"differ only at {differ} element(s) where both sides overflowed (inf, -inf or NaN by summation order), "
+            "every other element within tolerance")
 
 
 def _half_precision(program: Program, model, verifier) -> str | None:

@@ -81,6 +81,32 @@ def test_half_precision_explains_only_what_the_float32_program_gives():
     assert float32.in_float32() is None
 
 
+def test_erfinv_reads_only_values_it_keeps_close():
+    """Found by the fuzzer: erfinv is steep near +-1, so a last-bit difference in an
+    inexact input (a tanh) became 0.016; it reads inexact values only up to 0.99."""
+    assert fuzzgen._tame_for_erfinv(mx.array([0.5, -0.99, float("nan"), float("inf")]))
+    assert not fuzzgen._tame_for_erfinv(mx.tanh(mx.array([3.0, 0.1])))
+    assert not fuzzgen._tame_for_erfinv(mx.array([-0.995]).astype(mx.bfloat16))
+
+
+def test_overflow_explains_only_non_finite_differences():
+    """A float32 overflow inside a sum is explained only where both sides overflowed: an
+    export with other weights (the rest of the rows differ) stays a mismatch, and a
+    program with no value near FLT_MAX is never asked."""
+    import mlx2onnx
+
+    source = dict((p.id, p.values[0]) for p in _findings())["424"]
+    program = fuzzgen.from_source(source)
+    verifier = mlx2onnx.Verifier(random_inputs=False)
+    right = mlx2onnx.Exporter().export(program, *program.inputs)
+    assert "both sides overflowed" in fuzzgen._overflow_order(program, right, verifier)
+    other = fuzzgen.from_source(source.replace("628", "629"))
+    wrong = mlx2onnx.Exporter().export(other, *other.inputs)
+    assert fuzzgen._overflow_order(program, wrong, verifier) is None
+    tame = fuzzgen.from_source(source.replace("mx.nan_to_num(v0)", "mx.nan_to_num(v0, posinf=1.0, neginf=-1.0)"))
+    assert fuzzgen._overflow_order(tame, mlx2onnx.Exporter().export(tame, *tame.inputs), verifier) is None
+
+
 def test_generation_is_deterministic():
     for seed in (0, 1, 12345):
         a, b = fuzzgen.generate(seed), fuzzgen.generate(seed)

@@ -91,7 +91,7 @@ def fft(ctx, rec):
         return [ctx.op.Identity(x)]
     if not real:
         for axis in axes:
-            x = dc_bin_summed(ctx, x, dft(ctx, x, axis, inverse, src.rank + 1), axis, inverse, src.shape)
+            x = summed_bins(ctx, x, dft(ctx, x, axis, inverse, src.rank + 1), axis, inverse, src.shape)
         return [x]
     if not inverse:  # rfftn: one-sided DFT of the real input on the last axis, then full DFTs
         x = ctx.unsqueeze(ctx.cast(x, F32), [-1])
@@ -114,20 +114,29 @@ def fft(ctx, rec):
     return [ctx.cast(real_part(ctx, x), out.dtype)]
 
 
-def dc_bin_summed(ctx, z, y, axis: int, inverse: bool, shape):
-    """``y`` (the DFT of pair value ``z`` along ``axis``) with the DC bin's imaginary part
-    computed as the plain sum of ``z``'s imaginary parts (divided by n for the inverse).
-    For real input (``fft(x)`` of a float x) that is exactly +0.0, as MLX's pocketfft
-    gives; onnxruntime's DFT leaves ~1e-7 * scale of rounding noise there."""
+def summed_bins(ctx, z, y, axis: int, inverse: bool, shape):
+    """``y`` (the DFT of pair value ``z`` along ``axis``) with the imaginary parts of the
+    DC bin, and of the Nyquist bin for an even length, computed as plain sums of ``z``'s
+    imaginary parts (with signs (-1)^k at Nyquist; divided by n for the inverse). For
+    real input (``fft(x)`` of a float x) both are exactly 0.0, as MLX's pocketfft gives;
+    onnxruntime's DFT leaves ~1e-7 * scale of rounding noise there, which a reciprocal
+    or a division turns into any number (fuzz seed 20261208: 4 programs)."""
     n = shape[axis]
     if not isinstance(n, int) or n == 0:
         return y
-    total = ctx.op.ReduceSum(imag_part(ctx, z), ctx.ints([axis]), keepdims=1)
-    if inverse:
-        total = ctx.op.Div(total, ctx.scalar(float(n), F32))
-    at_dc = np.zeros((n,) + (1,) * (len(shape) - 1 - axis) + (2,), bool)
-    at_dc[(0,) + (0,) * (len(shape) - 1 - axis) + (1,)] = True
-    return ctx.op.Where(ctx.const(at_dc), ctx.unsqueeze(total, [-1]), y)
+    trailing = (1,) * (len(shape) - 1 - axis)
+    imag = imag_part(ctx, z)
+    bins = [(0, ctx.op.ReduceSum(imag, ctx.ints([axis]), keepdims=1))]
+    if n % 2 == 0:
+        signs = ctx.const(np.where(np.arange(n) % 2, -1.0, 1.0).astype(np.float32).reshape((n,) + trailing))
+        bins.append((n // 2, ctx.op.ReduceSum(ctx.op.Mul(imag, signs), ctx.ints([axis]), keepdims=1)))
+    for k, total in bins:
+        if inverse:
+            total = ctx.op.Div(total, ctx.scalar(float(n), F32))
+        at = np.zeros((n,) + trailing + (2,), bool)
+        at[(k,) + (0,) * len(trailing) + (1,)] = True
+        y = ctx.op.Where(ctx.const(at), ctx.unsqueeze(total, [-1]), y)
+    return y
 
 
 def real_bins_exact(ctx, x, axis: int, shape):

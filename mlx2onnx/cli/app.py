@@ -109,6 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
                           help="run the runtime with this option, as your deployment sets it (repeatable): an "
                                "onnxruntime session config entry or an OpenVINO compile property. Default: none, "
                                "the runtime's own defaults; the report names any arithmetic that differs from MLX's")
+    checking.add_argument("--reference", choices=("device", "float32"), default="device",
+                          help="what MLX computes the reference on: device (default) MLX's default device as it "
+                               "computes, which on CUDA and M5-class Metal GPUs is float32 products in TF32 "
+                               "(then compared at TF32's tolerance, and said), or float32: a full float32 "
+                               "reference (MLX's CPU stream where the device would use TF32)")
     checking.add_argument("--example-inputs", action="store_true",
                           help="compare on the example inputs themselves instead of fresh random ones")
 

@@ -107,6 +107,8 @@ def _check_package(ns, progress: Progress) -> int:
               "onnxruntime with its default options")
         for trade in result["arithmetic"]:
             print(f"  onnxruntime computes with {trade}: logits compared at that arithmetic's tolerance")
+        if result["reference"]["tf32"]:
+            print(f"  MLX reference: {result['reference']['why']}: logits compared at TF32's tolerance")
         for row in result["rows"]:
             state = "PASS" if row["passed"] else "FAIL"
             print(f"  prompt of {len(row['prompt'])}: tokens {row['tokens']} (MLX {row['mlx_tokens']}), "

@@ -146,6 +146,7 @@ def verify_against(model, fun, args, kwargs, ns, progress: Progress):
     from ..verify.parity import Verifier
 
     verifier = Verifier(seed=ns.seed, random_inputs=not ns.example_inputs, tolerances=tolerances(ns),
-                        sizes=parse_sizes(ns.sizes), runtime=ns.runtime, runtime_options=runtime_options(ns))
+                        sizes=parse_sizes(ns.sizes), runtime=ns.runtime, runtime_options=runtime_options(ns),
+                        reference=getattr(ns, "reference", "device"))
     with progress.stage(f"running {ns.runtime} and MLX"):
         return verifier.verify(model, fun, *args, **kwargs)

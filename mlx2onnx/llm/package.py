@@ -360,11 +360,13 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
     """Greedy tokens and first-step logits of the package in onnxruntime (the prompts in
     one left-padded batch) against mlx-lm's own forward of each prompt alone. The session
     is a plain one, as onnxruntime-genai and transformers.js open it; where the package
-    asks for int8 activations the result says so and the logits are compared at that
-    arithmetic's tolerance (the tokens must still be MLX's)."""
+    asks for int8 activations, or MLX's device computes float32 products in TF32, the
+    result says so and the logits are compared at that arithmetic's tolerance (the tokens
+    must still be MLX's)."""
     import onnx
     import onnxruntime as ort
 
+    from ..verify import reference as references
     from ..verify.parity import Verifier
     from ..verify.runtimes import arithmetic
     from .decoder import mlx_generate
@@ -377,8 +379,8 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
     model = load_model_folder(str(folder)).fun
     session = ort.InferenceSession(str(model_file), providers=["CPUExecutionProvider"])
     trades = arithmetic.onnxruntime(onnx.load(str(model_file), load_external_data=False), {}, "all")
-    verifier = Verifier()
-    default_atol, default_rtol = verifier.tolerance(verifier.compared_as("float32", None, trades))
+    verifier, reference = Verifier(), references.current()
+    default_atol, default_rtol = verifier.tolerance(verifier.compared_as("float32", None, trades, reference))
     atol = default_atol if atol is None else atol
     rtol = default_rtol if rtol is None else rtol
     tokens, logits = package_generate(session, prompts, new_tokens)
@@ -391,5 +393,6 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
         rows.append({"prompt": list(map(int, prompt)), "tokens": tokens[row].tolist(), "mlx_tokens": want_tokens.tolist(),
                      "max_abs_logit_error": error, "tolerance": bound,
                      "passed": bool(np.array_equal(tokens[row], want_tokens) and error <= bound)})
-    return {"package": str(package), "folder": str(folder), "arithmetic": [str(t) for t in trades], "rows": rows,
+    return {"package": str(package), "folder": str(folder), "arithmetic": [str(t) for t in trades],
+            "reference": reference.to_dict(), "rows": rows,
             "passed": all(r["passed"] for r in rows)}

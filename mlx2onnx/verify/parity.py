@@ -7,6 +7,8 @@ absolute and relative error and a pass/fail under per-dtype tolerances.
 
 from __future__ import annotations
 
+import contextlib
+
 import itertools
 import os
 from dataclasses import dataclass, field, replace
@@ -29,6 +31,7 @@ from ..capture.inputs import (
 )
 from ..errors import CheckOptionError, UserFunctionError, VerificationError
 from ..io import metadata
+from . import reference as references
 from .compare import (
     DEFAULT_TOLERANCES,
     EXACT,
@@ -59,6 +62,7 @@ class VerifyReport:
     runtime: str = "onnxruntime"
     runtime_options: Mapping[str, str] = field(default_factory=dict)  # the user's (none: the runtime's defaults)
     arithmetic: tuple[str, ...] = ()  # where the runtime computed with less precision than MLX, and why
+    reference: Mapping[str, Any] = field(default_factory=dict)  # MLX's device and arithmetic (references.Reference)
 
     @property
     def passed(self) -> bool:
@@ -83,6 +87,10 @@ class VerifyReport:
         lines = [head, f"  {self.runtime} options: {options}"]
         lines += [f"  {self.runtime} computes with {a}: float outputs compared at that arithmetic's tolerance"
                   for a in self.arithmetic]
+        if self.reference.get("tf32"):
+            lines.append(f"  MLX reference: {self.reference['why']}: float outputs compared at TF32's tolerance")
+        elif self.reference.get("moved"):
+            lines.append(f"  MLX reference: {self.reference['why']}")
         lines += [f"  problem: {p}" for p in self.problems]
         return "\n".join(lines + ["  " + o.line(width) for o in self.outputs])
 
@@ -95,6 +103,7 @@ class VerifyReport:
             **({"onnxruntime_version": self.runtime_version} if self.runtime == "onnxruntime" else {}),
             "runtime_options": dict(self.runtime_options),
             "arithmetic": list(self.arithmetic),
+            "reference": dict(self.reference),
             "mlx_version": self.mlx_version,
             "seed": self.seed,
             "problems": list(self.problems),
@@ -166,6 +175,12 @@ class Verifier:
         compare_weights: before the outputs, compare the model's parameter initializers
             with the callable's parameters (a factory that makes new random weights each
             call would otherwise look like an exporter bug).
+        reference: what MLX computes the reference on: ``"device"`` (default) MLX's default
+            device as it is, which on a CUDA GPU or an M5-class Metal GPU computes float32
+            matrix products in TF32 unless ``MLX_ENABLE_TF32=0``: the report then says so and
+            compares float outputs at TF32's tolerance; ``"float32"`` a full float32
+            reference: where the device would use TF32, MLX runs on its CPU stream instead
+            (:mod:`mlx2onnx.verify.reference`).
     """
 
     seed: int = 0
@@ -177,8 +192,12 @@ class Verifier:
     compare_weights: bool = True
     runtime: str = "onnxruntime"
     runtime_options: Mapping[str, str] | None = None
+    reference: str = "device"
 
     def __post_init__(self) -> None:
+        if self.reference not in references.REFERENCES:
+            raise CheckOptionError(f"reference={self.reference!r}: use 'device' (MLX's default device as it computes) "
+                                   "or 'float32' (a full float32 reference)")
         if self.runtime not in RUNTIMES:
             raise CheckOptionError(unknown_runtime(self.runtime))
         options = self.runtime_options or {}
@@ -215,13 +234,14 @@ class Verifier:
         table.update(self.tolerances or {})
         return table.get(dtype, EXACT)
 
-    def compared_as(self, dtype: str, held: str | None, trades: Sequence[Arithmetic]) -> str:
+    def compared_as(self, dtype: str, held: str | None, trades: Sequence[Arithmetic],
+                    reference: references.Reference | None = None) -> str:
         """The tolerance row an output of ``dtype`` is compared at: its dtype's, the
-        narrower dtype it was computed through (``held``), or the arithmetic the runtime
-        chose for float outputs, whichever allows the most."""
+        narrower dtype it was computed through (``held``), the arithmetic the runtime
+        chose for float outputs, or the reference's (TF32), whichever allows the most."""
         rows = [held or dtype]
         if dtype in FLOAT_DTYPES:
-            rows += [t.precision for t in trades]
+            rows += [t.precision for t in trades] + ([reference.precision] if reference and reference.precision else [])
         return max(rows, key=lambda row: self.tolerance(row))
 
     def verify(self, model: Any, fun: Any, /, *args: Any, **kwargs: Any) -> VerifyReport:
@@ -243,17 +263,20 @@ class Verifier:
         runs = self.size_assignments(dynamic) if dynamic and self.random_inputs else [None]
         reports: list[OutputReport] = []
         first_inputs: dict = {}
+        reference, on_cpu = references.chosen(self.reference)
         with open_runtime(self.runtime, path if path is not None else proto.SerializeToString(),
                           self.graph_optimization_level, self.providers, self.options()) as runner:
             trades = runner.arithmetic(proto)
             for k, sizes in enumerate(runs):
                 rng = np.random.default_rng(self.seed + k)
-                outputs, feeds = self._run_once(runner, proto, io, policy, call, signature, rng, dynamic, sizes, trades)
+                with mx.stream(mx.cpu) if on_cpu else contextlib.nullcontext():
+                    outputs, feeds = self._run_once(runner, proto, io, policy, call, signature, rng, dynamic, sizes,
+                                                    trades, reference)
                 reports.extend(outputs)
                 first_inputs = first_inputs or {n: (tuple(v.shape), str(v.dtype)) for n, v in feeds.items()}
         return VerifyReport(
             outputs=tuple(reports),
-            device=str(mx.default_device()),
+            device=reference.device,
             runtime_version=runner.version,
             mlx_version=mx.__version__,
             seed=self.seed if self.random_inputs else None,
@@ -262,6 +285,7 @@ class Verifier:
             runtime=self.runtime,
             runtime_options=self.options(),
             arithmetic=tuple(str(t) for t in trades),
+            reference=reference.to_dict(),
         )
 
     def options(self) -> dict[str, str]:
@@ -291,7 +315,7 @@ class Verifier:
             rows.append({**symbols, **{s: int(v) for s, v in row.items()}})
         return rows
 
-    def _run_once(self, runner, proto, io, policy, call, signature, rng, dynamic, sizes, trades=()):
+    def _run_once(self, runner, proto, io, policy, call, signature, rng, dynamic, sizes, trades=(), reference=None):
         axes_of = {name: {int(a): s for a, s in axes.items()} for name, axes in (dynamic or {}).get("inputs", {}).items()}
         by_slot = {}
         for entry in io["inputs"]:
@@ -354,7 +378,7 @@ class Verifier:
                 continue
             expected = dtypes.to_numpy(policy.get(want[k].dtype, want[k].dtype))
             held = io["outputs"][k].get("precision")  # computed through bfloat16: bfloat16's tolerance
-            row = self.compared_as(dname, held, trades)
+            row = self.compared_as(dname, held, trades, reference)
             shown = f"{dname}({row})" if row != dname else dname
             report = compare(names[k], np.asarray(got[k]), dtypes.array_to_numpy(want[k]), shown,
                              self.tolerance(row),

@@ -148,17 +148,20 @@ def _matmul_nbits(ctx, x, nibble: np.ndarray, scale: np.ndarray, zero: np.ndarra
     block, two to a byte, low nibble first), float32 compute unless the export asks for
     int8 activations."""
     n, k = nibble.shape
-    blocks = k // group_size
-    pairs = nibble.reshape(n, blocks, group_size // 2, 2)
-    packed = (pairs[..., 0] | (pairs[..., 1] << 4)).astype(np.uint8)
-    padded = np.zeros((n, 2 * -(-blocks // 2)), np.uint8)
-    padded[:, :blocks] = zero
-    zero_points = (padded[:, 0::2] | (padded[:, 1::2] << 4)).reshape(-1)
+    packed = _two_per_byte(nibble.reshape(n, k // group_size, group_size))
     return ctx.op.MatMulNBits(
-        x, ctx.const(packed), ctx.const(scale.reshape(-1)), ctx.const(zero_points),
+        x, ctx.const(packed), ctx.const(scale.reshape(-1)), ctx.const(_two_per_byte(zero).reshape(-1)),
         _domain="com.microsoft", K=k, N=n, bits=NIBBLE, block_size=group_size,
         accuracy_level=INT8_ACCURACY if ctx.settings.int8_activations else FLOAT32_ACCURACY,
     )
+
+
+def _two_per_byte(nibbles: np.ndarray) -> np.ndarray:
+    """4-bit values packed two to a byte along the last axis, low nibble first (an odd
+    length padded with 0), as MatMulNBits stores codes and zero points."""
+    if nibbles.shape[-1] % 2:
+        nibbles = np.concatenate([nibbles, np.zeros((*nibbles.shape[:-1], 1), nibbles.dtype)], axis=-1)
+    return (nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)).astype(np.uint8)
 
 
 def _bias_term(ctx, rec, x, biases: np.ndarray, group_size: int, k: int):

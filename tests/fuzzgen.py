@@ -36,8 +36,8 @@ DTYPES = {
     "bool": mx.bool_,
 }
 FLOAT = ("float32", "float16", "bfloat16")
-HALF = (mx.float16, mx.bfloat16)
-DTYPES_FLOAT = (mx.float32, mx.float16, mx.bfloat16)
+HALF = (DTYPES["float16"], DTYPES["bfloat16"])
+DTYPES_FLOAT = tuple(DTYPES[d] for d in FLOAT)
 INT = ("int32", "int8", "uint8", "uint32")  # (uint32 only as an argmax/argsort result)
 NAME_OF = {v: k for k, v in DTYPES.items()} | {mx.uint32: "uint32"}  # argmax/argsort results
 MAX_SIZE = 48
@@ -530,14 +530,19 @@ def _broadcastable(a, c) -> bool:
 PERIODIC = ("sin", "cos", "tan")
 
 
+def _finite_magnitudes(x: mx.array) -> np.ndarray:
+    """|x| of the finite elements of ``x``, as float32."""
+    a = np.abs(np.array(x.astype(mx.float32)))
+    return a[np.isfinite(a)]
+
+
 def _keeps_close(op: str, x: mx.array) -> bool:
     """Whether ``op`` (sin, cos, tan) of an inexact float32 ``x`` keeps a difference of a
     few ulps in x (a sum taken in another order) inside the float32 tolerance: slope times
     8 ulps at most 1e-5. The output's error is absolute and the input's grows with |x|:
     tan of a gather_qmm result near 300 (ulp 3e-5) with slope 8.6 was 5e-4 off
     (seed 20261208 program 5297); tan near its pole multiplies any ulp by millions."""
-    a = np.abs(np.array(x.astype(mx.float32)))
-    a = a[np.isfinite(a)]
+    a = _finite_magnitudes(x)
     slope = 1.0 + np.tan(a.astype(np.float64)) ** 2 if op == "tan" else 1.0
     return not (slope * 8 * np.spacing(a).astype(np.float64) > 1e-5).any()
 
@@ -876,16 +881,15 @@ def _dft_resolvable(x: mx.array) -> bool:
     bin's rounding is about 6e-8 of the sum of |x| whatever the bin's own size: a bin that
     cancels to zero over values near 1e36 (``view`` of random bits) was 1.8e29 in
     onnxruntime and -6e15 in MLX (seed 20261208 program 21102)."""
-    a = np.array(x.astype(mx.float32))
-    return bool(np.isfinite(a).all() and (np.abs(a) <= 100).all())
+    a = _finite_magnitudes(x)
+    return a.size == x.size and bool((a <= 100).all())
 
 
 def _tame_for_erfinv(x: mx.array) -> bool:
     """Whether erfinv keeps a last-bit difference in ``x`` small: |x| <= 0.99 (the slope
     there is 24; by 0.9999 it is 3e6, and erfinv(tanh(x)) of one float32 tanh that
     onnxruntime rounds one ulp from MLX's is 0.016 off, seed 20261206 program 19558)."""
-    a = np.abs(np.array(x.astype(mx.float32)))
-    return not (a[np.isfinite(a)] > 0.99).any()
+    return not (_finite_magnitudes(x) > 0.99).any()
 
 
 def step_special(b: _Builder) -> bool:
@@ -1229,7 +1233,8 @@ def from_source(source: str) -> Program:
         if isinstance(node, ast.Name):
             return Ref(names[node.id]) if node.id in names else {"nan": np.nan, "inf": np.inf}[node.id]
         if isinstance(node, (ast.List, ast.Tuple)):
-            return type(ast.literal_eval("[]" if isinstance(node, ast.List) else "()"))(arg(e) for e in node.elts)
+            items = [arg(e) for e in node.elts]
+            return items if isinstance(node, ast.List) else tuple(items)
         if isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Name):
             return -arg(node.operand)
         return ast.literal_eval(node)
@@ -1320,8 +1325,9 @@ OVERFLOW_FACTOR = 1.9e19  # two float32 values this large overflow their product
 
 def _overflow_order(program: Program, model, verifier) -> str | None:
     """Why a mismatch is a float32 overflow inside a sum, measured: the program holds a
-    value whose square overflows (``nan_to_num`` of inf, ``view`` of random bits), and the outputs differ only at elements
-    where MLX or the runtime is non-finite and the other is non-finite too or beyond 1e38
+    value whose square overflows (``nan_to_num`` of inf, ``view`` of random bits), and the
+    outputs differ only at elements where MLX or the runtime is non-finite and the other is
+    non-finite too or beyond 1e38
     (which of inf, -inf and NaN a sum of such terms gives depends on its order, which
     neither MLX's kernels nor onnxruntime's fix); every other element within tolerance,
     every non-float output equal. ``None`` otherwise."""
@@ -1332,8 +1338,8 @@ def _overflow_order(program: Program, model, verifier) -> str | None:
     from mlx2onnx.verify.session import as_declared_types, run_session
 
     values = program._values(program.inputs, in_float32=False)
-    largest = max((float(np.nanmax(np.abs(np.where(np.isinf(a), np.nan, a)), initial=0.0))
-                   for a in (np.array(v.astype(mx.float32)) for v in values if v.dtype in DTYPES_FLOAT)), default=0.0)
+    largest = max((float(_finite_magnitudes(v).max(initial=0.0)) for v in values if v.dtype in DTYPES_FLOAT),
+                  default=0.0)
     if largest < OVERFLOW_FACTOR:
         return None
     io = metadata.io(model)

@@ -34,7 +34,7 @@ def test_metal_uses_tf32_only_on_neural_accelerators(architecture, macos, tf32):
     """M5-class GPUs (generation 17, 18 for 'p' parts) on macOS 26.2 or later."""
     decided = reference.decide("Device(gpu, 0)", "metal", {}, architecture, macos)
     assert decided.tf32 is tf32
-    assert decided.precision == ("tf32" if tf32 else None)
+    assert [a.precision for a in decided.arithmetic()] == (["tf32"] if tf32 else [])
     assert not reference.decide("Device(gpu, 0)", "metal", {"MLX_ENABLE_TF32": "0"}, architecture, macos).tf32
 
 

@@ -8,7 +8,6 @@ absolute and relative error and a pass/fail under per-dtype tolerances.
 from __future__ import annotations
 
 import contextlib
-
 import itertools
 import os
 from dataclasses import dataclass, field, replace
@@ -234,14 +233,13 @@ class Verifier:
         table.update(self.tolerances or {})
         return table.get(dtype, EXACT)
 
-    def compared_as(self, dtype: str, held: str | None, trades: Sequence[Arithmetic],
-                    reference: references.Reference | None = None) -> str:
+    def compared_as(self, dtype: str, held: str | None, trades: Sequence[Arithmetic]) -> str:
         """The tolerance row an output of ``dtype`` is compared at: its dtype's, the
-        narrower dtype it was computed through (``held``), the arithmetic the runtime
-        chose for float outputs, or the reference's (TF32), whichever allows the most."""
+        narrower dtype it was computed through (``held``), or the arithmetic the runtime
+        (or the MLX reference: TF32) chose for float outputs, whichever allows the most."""
         rows = [held or dtype]
         if dtype in FLOAT_DTYPES:
-            rows += [t.precision for t in trades] + ([reference.precision] if reference and reference.precision else [])
+            rows += [t.precision for t in trades]
         return max(rows, key=lambda row: self.tolerance(row))
 
     def verify(self, model: Any, fun: Any, /, *args: Any, **kwargs: Any) -> VerifyReport:
@@ -267,11 +265,12 @@ class Verifier:
         with open_runtime(self.runtime, path if path is not None else proto.SerializeToString(),
                           self.graph_optimization_level, self.providers, self.options()) as runner:
             trades = runner.arithmetic(proto)
+            widened = [*trades, *reference.arithmetic()]
             for k, sizes in enumerate(runs):
                 rng = np.random.default_rng(self.seed + k)
                 with mx.stream(mx.cpu) if on_cpu else contextlib.nullcontext():
                     outputs, feeds = self._run_once(runner, proto, io, policy, call, signature, rng, dynamic, sizes,
-                                                    trades, reference)
+                                                    widened)
                 reports.extend(outputs)
                 first_inputs = first_inputs or {n: (tuple(v.shape), str(v.dtype)) for n, v in feeds.items()}
         return VerifyReport(
@@ -315,7 +314,7 @@ class Verifier:
             rows.append({**symbols, **{s: int(v) for s, v in row.items()}})
         return rows
 
-    def _run_once(self, runner, proto, io, policy, call, signature, rng, dynamic, sizes, trades=(), reference=None):
+    def _run_once(self, runner, proto, io, policy, call, signature, rng, dynamic, sizes, trades=()):
         axes_of = {name: {int(a): s for a, s in axes.items()} for name, axes in (dynamic or {}).get("inputs", {}).items()}
         by_slot = {}
         for entry in io["inputs"]:
@@ -378,7 +377,7 @@ class Verifier:
                 continue
             expected = dtypes.to_numpy(policy.get(want[k].dtype, want[k].dtype))
             held = io["outputs"][k].get("precision")  # computed through bfloat16: bfloat16's tolerance
-            row = self.compared_as(dname, held, trades, reference)
+            row = self.compared_as(dname, held, trades)
             shown = f"{dname}({row})" if row != dname else dname
             report = compare(names[k], np.asarray(got[k]), dtypes.array_to_numpy(want[k]), shown,
                              self.tolerance(row),

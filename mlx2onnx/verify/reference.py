@@ -27,6 +27,8 @@ from typing import Mapping
 
 import mlx.core as mx
 
+from .runtimes.arithmetic import Arithmetic
+
 TF32 = "tf32"  # the tolerance row of a reference computed in TF32
 TF32_VARIABLE = "MLX_ENABLE_TF32"
 REFERENCES = ("device", "float32")  # Verifier(reference=...): MLX on its device as it is, or full float32
@@ -43,13 +45,10 @@ class Reference:
     why: str  # a sentence: why the products are (not) TF32
     moved: bool = False  # a full float32 reference asked for, run on the CPU stream instead of the device
 
-    @property
-    def precision(self) -> str | None:
-        """The tolerance row float outputs are compared at because of the reference."""
-        return TF32 if self.tf32 else None
-
-    def __str__(self) -> str:
-        return self.why
+    def arithmetic(self) -> tuple[Arithmetic, ...]:
+        """What the reference trades, in the form a runtime's trades take: float outputs are
+        compared at the loosest tolerance among them (``Verifier.compared_as``)."""
+        return (Arithmetic("float32 matrix products in TF32", self.why, TF32),) if self.tf32 else ()
 
     def to_dict(self) -> dict:
         return {"device": self.device, "backend": self.backend, "tf32": self.tf32, "setting": self.setting,

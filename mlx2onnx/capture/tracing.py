@@ -2,15 +2,17 @@
 
 Nothing in this module knows about ONNX. The result, a :class:`~mlx2onnx.capture.trace.Trace`,
 holds the graph inputs, outputs, constants and one record per MLX node, in topological
-order, exactly as MLX's export callback reports them, plus the names a person would
+order (MLX's callback order, repaired where MLX reports a record before its producer), plus the names a person would
 use for them (parameter names, keywords, module parameter paths).
 """
 
 from __future__ import annotations
 
 import contextlib
+import heapq
 import os
 import traceback
+from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 import mlx.core as mx
@@ -245,6 +247,7 @@ def _build_trace(records, pos_labels, output_labels, param_paths, display) -> Tr
             )
         )
     _refuse_orphan_outputs(outputs, inputs, constants, primitives)
+    primitives = _in_dependency_order(primitives)
     return Trace(
         inputs=tuple(inputs),
         outputs=outputs,
@@ -271,3 +274,35 @@ def _refuse_orphan_outputs(outputs, inputs, constants, primitives) -> None:
                 "(it happens to stop_gradient, or a copy, of an expression the function computes twice). "
                 "Compute the expression once and reuse it, or drop the stop_gradient: export needs no gradients"
             )
+
+
+def _in_dependency_order(primitives: list[Primitive]) -> list[Primitive]:
+    """The records in an order where every value is produced before it is read, as close
+    to MLX's as can be: MLX 0.32's trace simplification, merging a multi-output node with
+    an equal later one (two ``divmod(x, 3)``), can report a reader of the merged node's
+    outputs before the node itself (seed 20261211 program 16020 of the fuzzer). Records
+    already in order come back unchanged; otherwise a stable topological sort, each step
+    taking the earliest record whose inputs are all produced."""
+    producer = {o.name: p.index for p in primitives for o in p.outputs}
+    needs = [{producer[i.name] for i in p.inputs if i.name in producer and producer[i.name] != p.index}
+             for p in primitives]
+    if all(max(n, default=-1) < k for k, n in enumerate(needs)):
+        return primitives
+    readers: dict[int, list[int]] = {}
+    for k, n in enumerate(needs):
+        for j in n:
+            readers.setdefault(j, []).append(k)
+    waiting = [len(n) for n in needs]
+    ready = [k for k, w in enumerate(waiting) if w == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        k = heapq.heappop(ready)
+        order.append(k)
+        for r in readers.get(k, ()):
+            waiting[r] -= 1
+            if waiting[r] == 0:
+                heapq.heappush(ready, r)
+    if len(order) != len(primitives):
+        raise CaptureError("MLX's trace has a cycle among its records; it cannot be exported")
+    return [replace(primitives[k], index=i) for i, k in enumerate(order)]

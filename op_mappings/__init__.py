@@ -9,6 +9,7 @@ from . import (
     creation,
     elementwise,
     fast,
+    fast_grad,
     fft,
     indexing,
     matmul,
@@ -19,4 +20,4 @@ from . import (
     sort,
 )
 
-FAMILIES = (elementwise, bitwise, shape, creation, indexing, matmul, reduce, sort, conv, fast, quantized, fft, refusals)
+FAMILIES = (elementwise, bitwise, shape, creation, indexing, matmul, reduce, sort, conv, fast, fast_grad, quantized, fft, refusals)

@@ -77,17 +77,3 @@ refuses(
     "Export the original Python function instead, or mx.eval the imported function's "
     "constants before re-exporting it.",
 )
-refuses(
-    "RMSNormVJP",
-    "only gradient graphs (mx.grad through mx.fast.rms_norm on a GPU stream) contain this "
-    "fused backward kernel; mlx2onnx exports inference graphs.",
-    "Export the forward function; to export a gradient, trace it with "
-    "mx.set_default_device(mx.cpu) so MLX decomposes rms_norm into ordinary primitives.",
-)
-refuses(
-    "LayerNormVJP",
-    "only gradient graphs (mx.grad through mx.fast.layer_norm on a GPU stream) contain this "
-    "fused backward kernel; mlx2onnx exports inference graphs.",
-    "Export the forward function; to export a gradient, trace it with "
-    "mx.set_default_device(mx.cpu) so MLX decomposes layer_norm into ordinary primitives.",
-)

@@ -262,6 +262,24 @@ def test_fast_primitive_records():
         _compare([got], [want], 1e-6, rec.name)
 
 
+def _hand_built_gradient_records():
+    """The fused backward norms a GPU records for mx.grad, against mx.vjp computed here."""
+    x, w, b, g = randn(2, 3, 8), randn(8), randn(8), randn(2, 3, 8)
+    _, rms = mx.vjp(lambda x, w: [mx.fast.rms_norm(x, w, 1e-5)], [x, w], [g])
+    _, ln = mx.vjp(lambda x: [mx.fast.layer_norm(x, None, b, 1e-5)], [x], [g])
+    one, zero = mx.array(1.0), mx.array(0.0)
+    return [
+        (_record("RMSNormVJP", [1e-5], [x, w, g], [(x.shape, x.dtype), (w.shape, w.dtype)]), [x, w, g], rms),
+        (_record("LayerNormVJP", [1e-5], [x, one, b, g], [(x.shape, x.dtype), ((), mx.float32), (b.shape, b.dtype)]),
+         [x, one, b, g], [ln[0], mx.zeros(()), g.sum(axis=(0, 1))]),
+    ]
+
+
+def test_fused_gradient_records():
+    for rec, inputs, want in _hand_built_gradient_records():
+        _compare(interpret.evaluate(rec, inputs), want, 1e-5, rec.name)
+
+
 def test_unknown_records_are_refused_with_a_reason():
     rec = _record("RandomBits", [(2, 2), 4], [mx.array([0, 1], dtype=mx.uint32)], [((2, 2), mx.uint32)])
     with pytest.raises(interpret.CannotEvaluate, match="threefry"):
@@ -281,7 +299,7 @@ def test_decoding_tables_cover_the_registry_and_the_interpreter():
 def test_every_evaluator_is_exercised():
     """Every evaluator meets a record in the cases above (traced here again, on its own, so
     the check does not depend on which tests ran before it in this process)."""
-    traced = {rec.name for rec, _, _ in _hand_built_records()}
+    traced = {rec.name for rec, _, _ in _hand_built_records() + _hand_built_gradient_records()}
     for _label, fun, make, _atol in CASES:
         traced.update(capture(fun, make(), {}).primitive_counts())
     for name in REFERENCE_MODELS:

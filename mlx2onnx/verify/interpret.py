@@ -46,8 +46,6 @@ EVALUATORS: dict[str, Evaluator] = {}
 SKIPPED: dict[str, str] = {
     "RandomBits": "MLX 0.32 has no Python op for raw threefry bits (mx.random.bits is not exposed)",
     "CustomKernel": "user Metal/CUDA kernels do not run on this device",
-    "RMSNormVJP": "gradient-only primitive",
-    "LayerNormVJP": "gradient-only primitive",
 }
 
 
@@ -594,6 +592,16 @@ def rms_norm(rec, xs, a):
 def layer_norm(rec, xs, a):
     x, w, b = xs
     return [mx.fast.layer_norm(x, w if w.ndim else None, b if b.ndim else None, a.eps)]
+
+
+@evaluator("RMSNormVJP", "LayerNormVJP")
+def norm_vjp(rec, xs, a):
+    """The gradient of the forward norm with respect to every primal; a primal that was
+    absent (0-d) gets a 0-d zero, as MLX's kernel gives."""
+    *primals, g = xs
+    forward = rms_norm if rec.name == "RMSNormVJP" else layer_norm
+    _, grads = mx.vjp(lambda *p: forward(rec, list(p), a), primals, [g])
+    return [d if p.ndim else mx.zeros_like(p) for d, p in zip(grads, primals)]
 
 
 @evaluator("RoPE")

@@ -173,7 +173,14 @@ class Exporter:
 
     def export(self, fun: Any, /, *args: Any, **kwargs: Any) -> onnx.ModelProto:
         """Trace ``fun(*args, **kwargs)`` and return the ONNX model (also saved to ``path``)."""
-        model = self.to_ir(fun, *args, **kwargs)
+        return self._finish(self.to_ir(fun, *args, **kwargs))
+
+    def export_trace(self, trace: Trace) -> onnx.ModelProto:
+        """The ONNX model of an already captured (static) ``trace``, as :meth:`export` gives it."""
+        self.validate()
+        return self._finish(self.trace_to_ir(trace))
+
+    def _finish(self, model: ir.Model) -> onnx.ModelProto:
         stream_strided(model)  # folded transposes are copied tile by tile, once
         external = self.external_data if self.external_data is not None else needs_external_data(model)
         if self.path is not None:  # weights stream to the file(s); no message holds them while writing

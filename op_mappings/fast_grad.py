@@ -23,6 +23,12 @@ def _row_mean(ctx, v):
     return ctx.reduce("ReduceMean", v, [-1], keepdims=True)
 
 
+def _inverse_rms(ctx, v, eps: float):
+    """``n = rsqrt(mean(v**2, -1) + eps)`` and ``n**3``, in float32."""
+    n = ctx.op.Reciprocal(ctx.op.Sqrt(ctx.op.Add(_row_mean(ctx, ctx.op.Mul(v, v)), ctx.scalar(eps, F32))))
+    return n, ctx.op.Mul(ctx.op.Mul(n, n), n)
+
+
 def _over_rows(ctx, v, rank: int, spec, dtype: mx.Dtype):
     """The gradient of a per-channel parameter: ``v`` summed over every axis but the last,
     or a 0-d zero when the parameter was absent (``spec`` 0-d)."""
@@ -42,9 +48,8 @@ def rms_norm_vjp(ctx, rec):
     (eps,) = rec.args
     x, w, g = (ctx.cast(v, F32) for v in ctx.inputs(rec))
     rank = rec.inputs[0].rank
-    n = ctx.op.Reciprocal(ctx.op.Sqrt(ctx.op.Add(_row_mean(ctx, ctx.op.Mul(x, x)), ctx.scalar(eps, F32))))
+    n, n3 = _inverse_rms(ctx, x, eps)
     gw = ctx.op.Mul(g, w)
-    n3 = ctx.op.Mul(ctx.op.Mul(n, n), n)
     along = ctx.op.Mul(ctx.op.Mul(x, _row_mean(ctx, ctx.op.Mul(gw, x))), n3)
     dx = ctx.op.Sub(ctx.op.Mul(gw, n), along)
     dw = _over_rows(ctx, ctx.op.Mul(g, ctx.op.Mul(x, n)), rank, rec.inputs[1], rec.outputs[1].dtype)
@@ -62,8 +67,7 @@ def layer_norm_vjp(ctx, rec):
     x, w, _, g = (ctx.cast(v, F32) for v in ctx.inputs(rec))
     rank = rec.inputs[0].rank
     xc = ctx.op.Sub(x, _row_mean(ctx, x))
-    n = ctx.op.Reciprocal(ctx.op.Sqrt(ctx.op.Add(_row_mean(ctx, ctx.op.Mul(xc, xc)), ctx.scalar(eps, F32))))
-    n3 = ctx.op.Mul(ctx.op.Mul(n, n), n)
+    n, n3 = _inverse_rms(ctx, xc, eps)
     wg = ctx.op.Mul(w, g)
     centred = ctx.op.Mul(ctx.op.Sub(wg, _row_mean(ctx, wg)), n)
     dx = ctx.op.Sub(centred, ctx.op.Mul(ctx.op.Mul(xc, _row_mean(ctx, ctx.op.Mul(wg, xc))), n3))

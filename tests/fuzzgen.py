@@ -536,6 +536,15 @@ def _finite_magnitudes(x: mx.array) -> np.ndarray:
     return a[np.isfinite(a)]
 
 
+def _all_finite(x: mx.array) -> bool:
+    """Whether every element of ``x`` is finite. A constant 4-bit (affine, mxfp4, nvfp4)
+    weight is exported as a sum of blocked nibble products, so a row of activations
+    holding inf gives NaN where MLX's one product gives +-inf (seed 20261211 programs
+    13522 and 14304; README "Quantized weights"): non-finite in, non-finite out, but not
+    the same one, and a later sort moves finite values to other places."""
+    return _finite_magnitudes(x).size == x.size
+
+
 def _slope(op: str, a: np.ndarray) -> np.ndarray:
     """|d op / dx| at |x| = ``a`` (float64), an upper bound where the sign does not matter."""
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -1175,15 +1184,6 @@ def step_rare(b: _Builder) -> bool:
                                    exact=False))
 
 
-def _all_finite(x: mx.array) -> bool:
-    """Whether every element of ``x`` is finite. A constant 4-bit (affine, mxfp4, nvfp4)
-    weight is exported as a sum of blocked nibble products, so a row of activations
-    holding inf gives NaN where MLX's one product gives +-inf (seed 20261211 programs
-    13522 and 14304; README "Quantized weights"): non-finite in, non-finite out, but not
-    the same one, and a later sort moves finite values to other places."""
-    return _finite_magnitudes(x).size == x.size
-
-
 def _half_sum(b: _Builder, added: bool) -> bool:
     """Note a quantized product with a half-precision result: MLX's CPU kernels sum its
     terms in that dtype, one rounding per term (tests/cases/quantized.py), the export in
@@ -1320,11 +1320,7 @@ def check(program: Program, opset: int | None = None, verifier=None, shapeless: 
         return Outcome(program.seed, opset, "export-error", f"capture: {type(exc).__name__}: {exc}")
     prims = frozenset(p.name for p in trace.primitives)
     try:
-        exporter = mlx2onnx.Exporter(opset=opset)
-        if shapeless:
-            model = _export_trace(exporter, trace)
-        else:
-            model = exporter.export(program, *program.inputs)
+        model = mlx2onnx.Exporter(opset=opset).export_trace(trace)  # (the trace above, not a second one)
     except (mlx2onnx.UnsupportedPrimitiveError,) as exc:
         return Outcome(program.seed, opset, "skip", f"unsupported: {exc}", prims)
     except mlx2onnx.ConversionError as exc:  # a handler's deliberate, explained refusal
@@ -1415,15 +1411,3 @@ def _half_precision(program: Program, model, verifier) -> str | None:
            f"the export follows):\n{report}"
 
 
-def _export_trace(exporter, trace):
-    """``Exporter.export`` of an already captured trace: the checked ModelProto."""
-    import onnx
-    import onnx_ir as ir
-
-    from mlx2onnx.io.saving import stream_strided
-
-    model = exporter.trace_to_ir(trace)
-    stream_strided(model)
-    proto = ir.serde.serialize_model(model)
-    onnx.checker.check_model(proto, full_check=True)
-    return proto

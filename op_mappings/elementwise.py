@@ -47,8 +47,6 @@ BINARY = {
     "Subtract": "Sub",
     "Multiply": "Mul",
     "Divide": "Div",
-    "Maximum": "Max",
-    "Minimum": "Min",
 }
 
 # MLX name -> ONNX op producing bool from two inputs of one dtype.
@@ -110,6 +108,26 @@ for _name, _op in COMPARISON.items():
     register(_name, _comparison(_op))
 for _name, _op in LOGICAL.items():
     register(_name, _logical(_op))
+
+
+@handles("Maximum", "Minimum")
+def extremum(ctx, rec):
+    """inputs (a, b) broadcast to one shape; arguments []. MLX takes a where a > b (a < b)
+    or a is NaN, else b: of two equal values it returns b, so maximum(+0.0, -0.0) is -0.0
+    and relu(-0.0) is +0.0. ONNX Max/Min leave that choice open (onnxruntime returns
+    either, by dtype and by which operand broadcasts). Where two float zeros can meet, a
+    leaves the tie first: Max(Where(a == b, -inf, a), b) (+inf for Min), with a in Where's
+    second branch, the one onnxruntime keeps a -0.0 in (it gives a -0.0 selected from the
+    first as +0.0). passes.layout.max_zero_to_relu makes a relu of a value that is never
+    -0.0 one Relu again."""
+    a, b = ctx.inputs(rec)
+    dtype = rec.outputs[0].dtype
+    onnx_op = "Max" if rec.name == "Maximum" else "Min"
+    if not dtypes.is_float(dtype) or not (_may_be_zero(a) and _may_be_zero(b)):
+        return [ctx.run(onnx_op, [a, b], dtype)]
+    tie = ctx.run("Equal", [a, b], dtype, out_dtype=mx.bool_)
+    away = ctx.scalar(-math.inf if onnx_op == "Max" else math.inf, dtype)
+    return [ctx.run(onnx_op, [ctx.run("Where", [tie, away, a], dtype, fixed=(0,)), b], dtype)]
 
 
 @handles("Negative")
@@ -301,6 +319,11 @@ def _constant(value):
     while value.const_value is None and value.producer() is not None and value.producer().op_type == "Expand":
         value = value.producer().inputs[0]
     return value.const_value
+
+
+def _may_be_zero(value) -> bool:
+    tensor = _constant(value)
+    return tensor is None or bool(np.any(np.asarray(tensor.numpy(), dtype=np.float64) == 0))
 
 
 def _may_be_negative_zero(value) -> bool:

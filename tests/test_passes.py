@@ -519,6 +519,20 @@ def test_mobilenet_keeps_nchw_inside():
     assert mlx2onnx.verify(lean, model, x)
 
 
+def test_relu_is_one_relu_only_where_no_negative_zero_reaches_it():
+    """MLX's relu(-0.0) is +0.0, onnxruntime's Relu(-0.0) -0.0: a relu after a bias add
+    (never -0.0) is one Relu, a relu of an input keeps the handler's tie-breaking Where;
+    both give MLX's signed zeros."""
+    x = mx.array([[-0.0, 0.0, -1.5, 2.0, float("nan")]])
+    bias = mx.array([0.5, -0.25, 0.0, 1.0, 2.0])
+    after_bias = _export_checked(lambda v: 1 / nn.relu(v + bias), x)
+    assert ops(after_bias)["Relu"] == 1 and ops(after_bias)["Where"] == 0, ops(after_bias)
+    raw = _export_checked(lambda v: 1 / nn.relu(v), x)
+    assert ops(raw)["Relu"] == 0 and ops(raw)["Where"] == 1 and ops(raw)["Max"] == 1, ops(raw)
+    negative_zero_bias = _export_checked(lambda v: 1 / nn.relu(v + mx.array(-0.0)), x)
+    assert ops(negative_zero_bias)["Relu"] == 0, ops(negative_zero_bias)
+
+
 def test_batchnorm_and_relu_fold_into_the_conv():
     block = randomise(ConvBNReLU(3, 5), 14)
     x = mx.random.normal((2, 6, 6, 3), key=mx.random.key(15))

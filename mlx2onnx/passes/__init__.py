@@ -29,6 +29,9 @@ from . import (
 from .base import Kernel, Pass, PassContractError, run
 
 PIPELINE: list[Pass] = [
+    Pass("untie_extrema", zero_sign.untie_extrema,
+         "a maximum or minimum of two values that can hold no -0.0 is a plain Max/Min (no tie between "
+         "zeros of two signs to settle as MLX does)"),
     Pass("drop_redundant_broadcasts", broadcasts.drop_redundant_broadcasts,
          "no Expand is left whose every consumer broadcasts to the same result by itself (MLX records an "
          "explicit Broadcast before each elementwise op)"),
@@ -76,7 +79,7 @@ PIPELINE: list[Pass] = [
          "the NHWC<->NCHW Transposes around convs and pools are moved until they cancel"),
     Pass("fold_conv_affine", layout.fold_conv_affine,
          "per-channel constant Add/Sub/Mul/Div after a Conv (inference BatchNorm, a bias) are in its weights"),
-    Pass("max_zero_to_relu", layout.max_zero_to_relu, "Max(x, 0) of a float x is Relu(x)"),
+    Pass("max_zero_to_relu", layout.max_zero_to_relu, "Max(x, +0.0) of a float x that can hold no -0.0 (a Conv or bias add before it) is Relu(x)"),
     Pass("cse_and_dce", cleanup.deduplicate_and_prune,
          "initializers folded alike are stored once, no subexpression is computed twice, no node is unused"),
 ]

@@ -35,6 +35,9 @@ from .graph import (
     replace_value,
     static_shape,
 )
+from .zero_sign import never_negative_zero
+
+_RELU_TYPES = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE})
 
 UNARY = frozenset(
     "Abs Acos Acosh Asin Asinh Atan Atanh Cast Ceil Celu Clip Cos Cosh Elu Erf Exp Floor Gelu HardSigmoid "
@@ -664,8 +667,9 @@ def fold_conv_affine(model: ir.Model) -> int:
 
 
 def max_zero_to_relu(model: ir.Model) -> int:
-    """``Max(x, 0)`` (MLX's relu) as ``Relu(x)``, which onnxruntime fuses into the Conv
-    before it. Both propagate NaN."""
+    """``Max(x, +0.0)`` (MLX's relu, once :func:`.zero_sign.untie_extrema` has found that x
+    can hold no -0.0) as ``Relu(x)``, which onnxruntime fuses into the Conv before it. Both
+    propagate NaN, and with no -0.0 about neither has a tie whose sign could differ."""
     graph = model.graph
     changed = 0
     for node in list(graph):
@@ -676,12 +680,15 @@ def max_zero_to_relu(model: ir.Model) -> int:
             c = const_eval(zero)
             if c is None or c.size != 1 or float(c.reshape(())) != 0.0 or c.ndim > (rank(x) or 0):
                 continue
-            if (x.dtype or node.outputs[0].dtype) not in (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE):
+            out = node.outputs[0]
+            if (x.dtype or out.dtype) not in _RELU_TYPES:
+                continue
+            if np.signbit(c.reshape(())) or not never_negative_zero(x):
                 continue
             relu = ir.Node("", "Relu", [x], name=f"{node.name}/relu" if node.name else None)
             graph.insert_before(node, relu)
-            relu.outputs[0].shape, relu.outputs[0].type = node.outputs[0].shape, node.outputs[0].type
-            replace_value(graph, node.outputs[0], relu.outputs[0])
+            relu.outputs[0].shape, relu.outputs[0].type = out.shape, out.type
+            replace_value(graph, out, relu.outputs[0])
             remove_dead(graph, [node])
             changed += 1
             break

@@ -5,6 +5,7 @@ function says what went wrong and where it was fixed."""
 from __future__ import annotations
 
 import mlx.core as mx
+import mlx.nn as nn
 import numpy as np
 
 from harness import Case, rand
@@ -82,6 +83,18 @@ def reciprocal_of_where_negative_zero(c, x, y):
     Select too (``reciprocal(clip(nan_to_num(x)))`` was the fuzzer's find)."""
     clipped = mx.clip(mx.nan_to_num(x, neginf=-1000.0, posinf=1000.0), -128.0, 127.0)
     return 1 / mx.where(c, x, y), mx.reciprocal(clipped), 1 / mx.where(c, 1.5, y)
+
+
+def reciprocal_of_extrema_of_signed_zeros(x, y):
+    """``1 / maximum(x, y)`` where x and y hold zeros of both signs: MLX returns y of two
+    equal values (maximum(+0.0, -0.0) is -0.0, relu(-0.0) is +0.0); onnxruntime's float16
+    Max returned x, its float32 Max the operand that broadcasts, and a Relu keeps -0.0:
+    1 / -0.0 came out +inf for MLX's -inf (fuzz seed 20261213 program 22180). Fixed in
+    op_mappings/elementwise.py (extremum): x leaves a tie before the Max; the passes make a
+    relu of a value that cannot be -0.0 one Relu again (passes/zero_sign.py)."""
+    relu, bias = nn.relu(x), nn.relu(x + 0.25)  # the second is never -0.0: a Relu
+    return (1 / mx.maximum(x, y), 1 / mx.minimum(x, y), 1 / relu, 1 / bias, 1 / mx.maximum(0.0, x),
+            1 / mx.minimum(x, -0.0), 1 / mx.minimum(mx.maximum(x, 0.0), 6.0), 1 / mx.maximum(x, 2.0))
 
 
 def rsqrt_of_log1p_of_negative_zero(x):
@@ -219,6 +232,9 @@ CASES = [
          lambda rng, dt: (rand(rng, (4, 5), mx.bool_), with_signed_zeros(rng, rand(rng, (4, 5), dt)),
                           with_signed_zeros(rng, rand(rng, (4, 5), dt))),
          dtypes=(mx.float32, mx.float16, mx.bfloat16), primitives=("Select", "Divide")),
+    Case("regressions.extrema_of_signed_zeros", reciprocal_of_extrema_of_signed_zeros,
+         lambda rng, dt: (with_signed_zeros(rng, rand(rng, (4, 5), dt)), with_signed_zeros(rng, rand(rng, (4, 5), dt))),
+         dtypes=(mx.float32, mx.float16, mx.bfloat16), primitives=("Maximum", "Minimum")),
     Case("regressions.log1p_of_negative_zero", rsqrt_of_log1p_of_negative_zero,
          lambda rng, dt: with_signed_zeros(rng, rand(rng, (4, 3), dt, -0.5, 2.0)),
          dtypes=(mx.float32, mx.float16), primitives=("Log1p", "Expm1", "Sqrt")),

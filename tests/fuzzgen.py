@@ -530,6 +530,22 @@ def _broadcastable(a, c) -> bool:
 CONDITIONED = ("sin", "cos", "tan", "arcsin", "arccos", "arccosh", "arctanh")
 
 
+# jump or blow up at 0, so the sign of a rounding noise decides their value there
+SINGULAR_AT_ZERO = ("sqrt", "rsqrt", "log", "reciprocal")
+
+
+def _noisy_zeros(v) -> bool:
+    """Whether ``v`` is an inexact value holding exact zeros: a DFT bin that is zero in exact
+    arithmetic is 0.0 in MLX (pocketfft's butterflies cancel exactly) and +-1e-8 rounding
+    noise in onnxruntime's DFT (its Bluestein algorithm for a length that is not a power of
+    two), and sqrt of the noise is NaN where MLX's is 0 (rfft of a length-3 row [a, 0, 0],
+    seed 20261215 program 18022); a matrix product whose every term is +-0.0 is a zero
+    whose sign the GEMM kernel decides (where its accumulator starts, in which order it adds
+    beta * c): ``-0.83 / addmm(c, a, w, alpha=0.5, beta=2.0)`` with a row of a and c -0.0
+    was inf in MLX, -inf in onnxruntime (seed 20261215 program 24293)."""
+    return not v.exact and v.dtype in FLOAT and bool((np.array(v.array.astype(mx.float32)) == 0).any())
+
+
 def _finite_magnitudes(x: mx.array) -> np.ndarray:
     """|x| of the finite elements of ``x``, as float32."""
     a = np.abs(np.array(x.astype(mx.float32)))
@@ -582,6 +598,8 @@ def step_unary(b: _Builder) -> bool:
         op = b.pick(choices)
         if op in CONDITIONED and v.dtype == "float32" and not v.exact and not _keeps_close(op, v.array):
             return False
+        if op in SINGULAR_AT_ZERO and _noisy_zeros(v):
+            return False
         rounds = op == "square" and v.dtype == "bfloat16"
         return b.try_step(op, (x,), exact=v.exact and op in UNARY_EXACT and not rounds)
     if v.dtype == "bool":
@@ -603,6 +621,8 @@ def step_binary(b: _Builder) -> bool:
         y = _partner(b, x, exact_only=op in ("floor_divide", "remainder", "power"))
         if op in ("floor_divide", "remainder") and not isinstance(y, Ref) and y == 0:
             y = 1.5
+        if op in ("divide", "arctan2") and _noisy_zeros(b.values[y.i] if isinstance(y, Ref) else v):
+            return False  # (either operand may end up the divisor: the pair is swapped below)
         exact = op in BINARY_EXACT + ["divide"] and v.exact and (not isinstance(y, Ref) or b.values[y.i].exact)
         # bfloat16 is carried as float32 by default (Exporter(bfloat16="auto")): its arithmetic
         # is not rounded to bfloat16 after each op, so only max/min stay exact

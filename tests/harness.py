@@ -22,7 +22,7 @@ import onnx
 
 import mlx2onnx
 from mlx2onnx import dtypes
-from mlx2onnx.translate.opset import MIN_OPSET, default_opset
+from mlx2onnx.translate.opset import MIN_OPSET, default_opset, target_opset
 
 F32 = (mx.float32,)
 FLOATS = (mx.float32, mx.float16, mx.bfloat16)
@@ -47,7 +47,8 @@ class Case:
     onnx_ops: ONNX op types the export must contain (checked) - documents the mapping.
     tolerances: ``{"float32": (atol, rtol)}`` overrides.
     edges: plant edge values (NaN, inf, -0.0, integer extremes) into float/int inputs.
-    opsets: opsets to export at; ``None`` means the default and the minimum (17).
+    opsets: opsets to export at; ``None`` means the default export's (24, the portable
+        target's), onnxruntime's newest (28) and the minimum (17).
     xfail: a reason when the case is a known, documented failure (strict).
     order_insensitive: compare sorted along the last axis (Partition: MLX's order is
         implementation-defined).
@@ -69,7 +70,7 @@ class Case:
     def resolved_opsets(self) -> list[int]:
         if self.opsets is not None:
             return list(self.opsets)
-        return sorted({default_opset(), MIN_OPSET}, reverse=True)
+        return sorted({default_opset(), target_opset("portable"), MIN_OPSET}, reverse=True)
 
 
 def rng_for(*parts: Any) -> np.random.Generator:

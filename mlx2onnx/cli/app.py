@@ -71,7 +71,6 @@ def _tolerance(text: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     from .._version import __version__
-    from ..targets import DYNAMIC_SPEC_HELP, INPUT_SPEC_HELP
 
     parser = argparse.ArgumentParser(
         prog="mlx2onnx",
@@ -81,6 +80,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"mlx2onnx {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    common, target, checking = _shared_options()
+    _add_export(sub, common, target, checking)
+    _add_check(sub, common, target, checking)
+    _add_inspect(sub, common, target)
+    _add_primitives(sub, common)
+    _add_check_suite(sub, common)
+    return parser
+
+
+def _shared_options() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The option groups subcommands share: display, the target's inputs and seeds, the check."""
+    from ..targets import INPUT_SPEC_HELP
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true", help="no progress display on stderr")
@@ -117,6 +129,13 @@ def build_parser() -> argparse.ArgumentParser:
     checking.add_argument("--example-inputs", action="store_true",
                           help="compare on the example inputs themselves instead of fresh random ones")
 
+    return common, target, checking
+
+
+def _add_export(sub, common, target, checking) -> None:
+    """`mlx2onnx export`: trace, translate, write, optionally check."""
+    from ..targets import DYNAMIC_SPEC_HELP
+
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
         "export", parents=[common, target, checking], formatter_class=fmt,
@@ -128,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("target", metavar="TARGET", help="mlp | encoder | llama | MODULE:CALLABLE | path.py:CALLABLE")
     p.add_argument("-o", "--output", required=True, metavar="FILE.onnx", help="where to write the model")
-    p.add_argument("--opset", type=int, help="target ONNX opset, 17 to 28 (default: the newest onnxruntime runs)")
+    p.add_argument("--opset", type=int, help="target ONNX opset, 17 to 28 (default 24: the portable target's, which every "
+                        "runtime in docs/runtimes.md runs)")
     p.add_argument("--input-names", metavar="NAMES",
                    help="graph input names: a,b in input order, or old=new pairs (default: parameter names)")
     p.add_argument("--output-names", metavar="NAMES", help="graph output names a,b in output order")
@@ -160,6 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="after writing, compare onnxruntime with MLX on random inputs (exit 1 on mismatch)")
     p.set_defaults(run=cmd_export)
 
+
+def _add_check(sub, common, target, checking) -> None:
+    """`mlx2onnx check`: compare an ONNX model with its MLX callable."""
+    fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
         "check", parents=[common, target, checking], formatter_class=fmt,
         help="compare an ONNX model with the MLX function it came from",
@@ -178,6 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "ONNX side's own inputs)")
     p.set_defaults(run=cmd_check)
 
+
+def _add_inspect(sub, common, target) -> None:
+    """`mlx2onnx inspect`: what an export would contain."""
+    fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
         "inspect", parents=[common, target], formatter_class=fmt,
         help="show what an export would contain, without exporting",
@@ -191,6 +219,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print as JSON")
     p.set_defaults(run=cmd_inspect)
 
+
+def _add_primitives(sub, common) -> None:
+    """`mlx2onnx primitives`: the table of supported and refused primitives."""
+    fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
         "primitives", parents=[common], formatter_class=fmt,
         help="the table of MLX primitives mlx2onnx supports or refuses",
@@ -203,6 +235,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only the primitives with this status")
     p.set_defaults(run=cmd_primitives)
 
+
+def _add_check_suite(sub, common) -> None:
+    """`mlx2onnx check-suite`: every target of a suite file, with reports."""
+    fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
         "check-suite", parents=[common], formatter_class=fmt,
         help="export and check every target of a suite file; JSON, JUnit XML and HTML reports",
@@ -216,7 +252,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="check-suite-report", metavar="DIR",
                    help="folder for report.json, junit.xml and report.html (default: check-suite-report)")
     p.set_defaults(run=cmd_check_suite)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

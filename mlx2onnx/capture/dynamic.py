@@ -227,24 +227,7 @@ def merge(traces: list, plan: Plan, space: tuple = ()):
         if made is not None:  # np.arange(L) made in Python: the same numbers from Arange in the graph
             ranges.append(made)
             continue
-        for t, o in enumerate(others[1:], 1):
-            if tuple(o.spec.shape) != tuple(c.spec.shape) or o.spec.dtype != c.spec.dtype or (
-                c.array.size <= 4096 and not _same_values(o.array, c.array)
-            ):
-                what = c.path or (f"a scalar constant ({c.spec.name}), a Python number in the function,"
-                                  if not c.spec.shape else f"constant {c.spec.name} of shape {list(c.spec.shape)}")
-                if tuple(o.spec.shape) != tuple(c.spec.shape):
-                    change = f"shape {list(c.spec.shape)} at {_sizes_text(plan, 0)}, {list(o.spec.shape)} at {_sizes_text(plan, t)}"
-                elif c.array.size <= 4:
-                    change = f"value {c.array.tolist()} at {_sizes_text(plan, 0)}, {o.array.tolist()} at {_sizes_text(plan, t)}"
-                else:
-                    change = f"its values differ at {_sizes_text(plan, t)}"
-                raise _at(t, c.array, DynamicShapeError(
-                    f"{plan.describe(_trace_marker(plan, t))} cannot be dynamic: {what} changes with it "
-                    f"({change}); it was computed in Python "
-                    "(or NumPy) from the size. Compute it inside the function with MLX ops instead "
-                    "(mx.arange, mx.triu, ...), or keep this dimension static"
-                ))
+        _same_constant(c, others, plan)
         constants.append(c)
     primitives = list(ranges)
     for j, rec in enumerate(base.primitives):
@@ -275,6 +258,29 @@ def merge(traces: list, plan: Plan, space: tuple = ()):
         for i, g in enumerate(base.outputs)
     )
     return replace(base, inputs=inputs, outputs=outputs, constants=tuple(constants), primitives=tuple(primitives))
+
+
+def _same_constant(c, others: list, plan: Plan) -> None:
+    """:class:`DynamicShapeError` unless constant ``c`` is the same in every trace (``others``,
+    one per trace): a constant that changes with a size was computed in Python from it."""
+    for t, o in enumerate(others[1:], 1):
+        if tuple(o.spec.shape) != tuple(c.spec.shape) or o.spec.dtype != c.spec.dtype or (
+            c.array.size <= 4096 and not _same_values(o.array, c.array)
+        ):
+            what = c.path or (f"a scalar constant ({c.spec.name}), a Python number in the function,"
+                              if not c.spec.shape else f"constant {c.spec.name} of shape {list(c.spec.shape)}")
+            if tuple(o.spec.shape) != tuple(c.spec.shape):
+                change = f"shape {list(c.spec.shape)} at {_sizes_text(plan, 0)}, {list(o.spec.shape)} at {_sizes_text(plan, t)}"
+            elif c.array.size <= 4:
+                change = f"value {c.array.tolist()} at {_sizes_text(plan, 0)}, {o.array.tolist()} at {_sizes_text(plan, t)}"
+            else:
+                change = f"its values differ at {_sizes_text(plan, t)}"
+            raise _at(t, c.array, DynamicShapeError(
+                f"{plan.describe(_trace_marker(plan, t))} cannot be dynamic: {what} changes with it "
+                f"({change}); it was computed in Python "
+                "(or NumPy) from the size. Compute it inside the function with MLX ops instead "
+                "(mx.arange, mx.triu, ...), or keep this dimension static"
+            ))
 
 
 def _counting(constants: list, plan: Plan):

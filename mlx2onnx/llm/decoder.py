@@ -191,14 +191,8 @@ def export_decoder(
     ``overwrite=True``; a missing ``directory`` is made (in an existing folder), and
     removed again if the export fails. The decode graph refuses (onnxruntime raises) a
     ``position`` outside ``0..max_length-1``."""
-    if not 0 < prompt_length <= max_length:
-        raise ExportOptionError(f"prompt_length={prompt_length} must be in 1..max_length={max_length}")
     directory = Path(directory)
-    made = not directory.exists()
-    for suffix in ("prefill", "decode"):  # a missing directory: its parent must take it
-        check_output_path((directory.parent if made else directory) / f"{name}.{suffix}.onnx", overwrite)
-    if (directory / f"{name}.weights").exists() and not overwrite:
-        raise ExportOptionError(f"{str(directory / f'{name}.weights')!r} already exists; pass overwrite=True to replace it")
+    made = _check_destination(directory, name, prompt_length, max_length, overwrite)
     exporter = exporter or Exporter()
     mx.eval(model.parameters())
     layout = cache_layout(model)
@@ -256,6 +250,19 @@ def export_decoder(
         paths[f"{name}.prefill.onnx"], paths[f"{name}.decode.onnx"], directory / f"{name}.weights",
         max_length, prompt_length, batch, n, bool(dynamic),
     )
+
+
+def _check_destination(directory: Path, name: str, prompt_length: int, max_length: int, overwrite: bool) -> bool:
+    """:class:`ExportOptionError` for sizes or files :func:`export_decoder` cannot take, before
+    anything is written; whether ``directory`` is still to be made."""
+    if not 0 < prompt_length <= max_length:
+        raise ExportOptionError(f"prompt_length={prompt_length} must be in 1..max_length={max_length}")
+    made = not directory.exists()
+    for suffix in ("prefill", "decode"):  # a missing directory: its parent must take it
+        check_output_path((directory.parent if made else directory) / f"{name}.{suffix}.onnx", overwrite)
+    if (directory / f"{name}.weights").exists() and not overwrite:
+        raise ExportOptionError(f"{str(directory / f'{name}.weights')!r} already exists; pass overwrite=True to replace it")
+    return made
 
 
 def guard_position(model: ir.Model, max_length: int) -> None:

@@ -242,25 +242,12 @@ def localize(
     augmented = _with_outputs(proto, [mapping[n] for n in exposed], onnx_specs)
 
     call_args, call_kwargs = _random_inputs(args, kwargs, seed, random_inputs)
-    io = io_metadata(proto)
-    positional = [a for a in call_args if isinstance(a, mx.array)]
-    feeds = {}
-    for entry in io["inputs"]:
-        array = positional[entry["position"]] if entry["keyword"] is None else call_kwargs[entry["keyword"]]
-        feeds[entry["name"]] = dtypes.array_to_numpy(array)
-
     if progress is not None:
         progress.update(f"localizing: running onnxruntime with {len(exposed)} exposed values")
     if base_dir is not None and any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer):
         onnx.load_external_data_for_model(augmented, base_dir)
-    wanted = [mapping[n] for n in exposed]
-    try:
-        session = open_session(augmented.SerializeToString(), graph_optimization_level, config=session_config)
-        got = dict(zip(wanted, run_session(session, wanted, as_declared_types(session, feeds))))
-    except Exception as exc:
-        raise VerificationError(
-            f"onnxruntime could not run the model with its {len(wanted)} intermediate values exposed: {exc}"
-        ) from exc
+    got = _run_exposed(augmented, [mapping[n] for n in exposed], _feeds(proto, call_args, call_kwargs),
+                       graph_optimization_level, session_config)
 
     reference = interpret.bind_inputs(trace, tuple(call_args), call_kwargs)  # the all-MLX chain
     mixed = dict(reference)  # ONNX values where exposed, else MLX evaluated on them
@@ -277,20 +264,7 @@ def localize(
         for spec, value in zip(rec.outputs, ref_out or [None] * len(rec.outputs)):
             if value is not None:
                 reference[spec.name] = value
-        missing = [s.name for s in rec.inputs if s.name in unknown or s.name not in mixed]
-        local_out = None
-        reason = ""
-        if missing:
-            reason = f"input {missing[0]} has no known value (an upstream record was skipped)"
-        elif not interpret.can_evaluate(rec.name):
-            reason = interpret.SKIPPED.get(rec.name, "the interpreter has no MLX evaluator for it")
-        else:
-            try:
-                local_out = interpret.evaluate(rec, [mixed[s.name] for s in rec.inputs])
-                mx.eval(local_out)
-            except Exception as exc:  # a record the interpreter cannot run on these inputs
-                reason = f"the interpreter failed: {type(exc).__name__}: {exc}"
-                local_out = None
+        local_out, reason = _evaluate_on(rec, mixed, unknown)
         if local_out is None:
             report.skipped.append((rec.index, rec.name, reason))
         elif not onnx_values:
@@ -299,38 +273,88 @@ def localize(
             report.skipped.append((rec.index, rec.name, NOT_JUDGED[rec.name]))
         else:
             report.checked += 1
-            for k, onnx_value in onnx_values.items():
-                spec = rec.outputs[k]
-                tol = _tolerance(spec.dtype, tolerances)
-                want = _numpy(local_out[k], rec, k)
-                have = np.sort(onnx_value, axis=rec.arguments[1]) if rec.name in ORDER_INSENSITIVE else onnx_value
-                local = compare(mapping[spec.name], have, want, dtypes.name(spec.dtype), tol)
-                if not local.passed:
-                    chained = None
-                    if ref_out is not None:
-                        chained = compare(mapping[spec.name], have, _numpy(ref_out[k], rec, k),
-                                          dtypes.name(spec.dtype), tol)
-                    check = RecordCheck(
-                        rec.index, rec.name, records.describe(rec.name, rec.arguments),
-                        tuple(_spec_text(s) for s in rec.inputs), mapping[spec.name], local, chained,
-                        tuple(f"{s.name} (from {reconstructed[s.name]})" for s in rec.inputs
-                              if s.name in reconstructed),
-                    )
-                    report.divergent.append(check)
-                    if report.first is None:
-                        report.first = check
-                    break
+            check = _divergence(rec, onnx_values, local_out, ref_out, mapping, tolerances, reconstructed)
+            if check is not None:
+                report.divergent.append(check)
+                report.first = report.first or check
             if len(report.divergent) >= limit:
                 break
-        for k, spec in enumerate(rec.outputs):
-            if k in onnx_values:  # cast back when the float policy carried it in another type
-                mixed[spec.name] = dtypes.numpy_to_array(onnx_values[k]).astype(spec.dtype)
-            elif local_out is not None:
-                mixed[spec.name] = local_out[k]
-                reconstructed[spec.name] = f"{rec.name}:{rec.index}"
-            else:
-                unknown.add(spec.name)
+        _carry(rec, onnx_values, local_out, mixed, unknown, reconstructed)
     return report
+
+
+def _carry(rec: Primitive, onnx_values: dict, local_out: list | None, mixed: dict, unknown: set[str],
+           reconstructed: dict[str, str]) -> None:
+    """What later records read for ``rec``'s outputs: the ONNX value where exposed, else MLX's
+    on the ONNX side's inputs (named in ``reconstructed``), else nothing (``unknown``)."""
+    for k, spec in enumerate(rec.outputs):
+        if k in onnx_values:  # cast back when the float policy carried it in another type
+            mixed[spec.name] = dtypes.numpy_to_array(onnx_values[k]).astype(spec.dtype)
+        elif local_out is not None:
+            mixed[spec.name] = local_out[k]
+            reconstructed[spec.name] = f"{rec.name}:{rec.index}"
+        else:
+            unknown.add(spec.name)
+
+
+def _feeds(proto: onnx.ModelProto, call_args: tuple, call_kwargs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The model's graph inputs by name, from the call's arrays (its metadata binds them)."""
+    positional = [a for a in call_args if isinstance(a, mx.array)]
+    feeds = {}
+    for entry in io_metadata(proto)["inputs"]:
+        array = positional[entry["position"]] if entry["keyword"] is None else call_kwargs[entry["keyword"]]
+        feeds[entry["name"]] = dtypes.array_to_numpy(array)
+    return feeds
+
+
+def _run_exposed(augmented: onnx.ModelProto, wanted: list[str], feeds: dict, graph_optimization_level: str,
+                 session_config: Mapping[str, str] | None) -> dict[str, np.ndarray]:
+    """onnxruntime's values of ``wanted`` (graph outputs of the augmented model) by name."""
+    try:
+        session = open_session(augmented.SerializeToString(), graph_optimization_level, config=session_config)
+        return dict(zip(wanted, run_session(session, wanted, as_declared_types(session, feeds))))
+    except Exception as exc:
+        raise VerificationError(
+            f"onnxruntime could not run the model with its {len(wanted)} intermediate values exposed: {exc}"
+        ) from exc
+
+
+def _evaluate_on(rec: Primitive, mixed: dict, unknown: set[str]) -> tuple[list | None, str]:
+    """MLX's outputs of ``rec`` on the values known so far (the ONNX side's where exposed), or
+    None and why not."""
+    missing = [s.name for s in rec.inputs if s.name in unknown or s.name not in mixed]
+    if missing:
+        return None, f"input {missing[0]} has no known value (an upstream record was skipped)"
+    if not interpret.can_evaluate(rec.name):
+        return None, interpret.SKIPPED.get(rec.name, "the interpreter has no MLX evaluator for it")
+    try:
+        out = interpret.evaluate(rec, [mixed[s.name] for s in rec.inputs])
+        mx.eval(out)
+    except Exception as exc:  # a record the interpreter cannot run on these inputs
+        return None, f"the interpreter failed: {type(exc).__name__}: {exc}"
+    return out, ""
+
+
+def _divergence(rec: Primitive, onnx_values: dict, local_out: list, ref_out: list | None, mapping: dict,
+                tolerances, reconstructed: dict[str, str]) -> RecordCheck | None:
+    """The first output of ``rec`` whose ONNX value differs from MLX on the same inputs, as a
+    :class:`RecordCheck` (with the all-MLX chain's comparison beside it), or None."""
+    for k, onnx_value in onnx_values.items():
+        spec = rec.outputs[k]
+        tol = _tolerance(spec.dtype, tolerances)
+        have = np.sort(onnx_value, axis=rec.arguments[1]) if rec.name in ORDER_INSENSITIVE else onnx_value
+        local = compare(mapping[spec.name], have, _numpy(local_out[k], rec, k), dtypes.name(spec.dtype), tol)
+        if local.passed:
+            continue
+        chained = None
+        if ref_out is not None:
+            chained = compare(mapping[spec.name], have, _numpy(ref_out[k], rec, k), dtypes.name(spec.dtype), tol)
+        return RecordCheck(
+            rec.index, rec.name, records.describe(rec.name, rec.arguments),
+            tuple(_spec_text(s) for s in rec.inputs), mapping[spec.name], local, chained,
+            tuple(f"{s.name} (from {reconstructed[s.name]})" for s in rec.inputs if s.name in reconstructed),
+        )
+    return None
 
 
 def _evaluate(rec: Primitive, inputs: list):

@@ -118,7 +118,7 @@ def extremum(ctx, rec):
     either, by dtype and by which operand broadcasts). Where two float zeros can meet, a
     leaves the tie first: Max(Where(a == b, -inf, a), b) (+inf for Min), with a in Where's
     second branch, the one onnxruntime keeps a -0.0 in (it gives a -0.0 selected from the
-    first as +0.0). passes.layout.max_zero_to_relu makes a relu of a value that is never
+    first as +0.0). passes.conv_fold.max_zero_to_relu makes a relu of a value that is never
     -0.0 one Relu again."""
     a, b = ctx.inputs(rec)
     dtype = rec.outputs[0].dtype

@@ -1381,15 +1381,11 @@ def _overflow_order(program: Program, model, verifier) -> str | None:
                   default=0.0)
     if largest < OVERFLOW_FACTOR:
         return None
-    got, want = _runtime_outputs(program, model)
+    pairs = _float_outputs(program, model, verifier)
+    if pairs is None:
+        return None
     differ = 0
-    for g, w in zip(got, want):
-        if w.dtype not in DTYPES_FLOAT:
-            if not np.array_equal(np.asarray(g), dtypes_numpy(w)):
-                return None
-            continue
-        atol, rtol = verifier.tolerance(dname(w.dtype))
-        g, w = np.asarray(g, np.float64), np.array(w.astype(mx.float32), np.float64)
+    for g, w, atol, rtol in pairs:
         odd = ~np.isfinite(g) | ~np.isfinite(w)
         overflowed = odd & (~np.isfinite(g) | (np.abs(g) > OVERFLOW_SCALE)) & (~np.isfinite(w) | (np.abs(w) > OVERFLOW_SCALE))
         overflowed |= (np.isnan(g) & (w == 0)) | (np.isnan(w) & (g == 0))  # a product: inf * 0 or 0 * huge first
@@ -1416,15 +1412,11 @@ def _exp_underflow(program: Program, model, verifier) -> str | None:
     every non-float output equal; ``None`` otherwise (onnxruntime's
     ``session.set_denormal_as_zero`` does not reach its exp, so it cannot be measured by
     flushing)."""
-    got, want = _runtime_outputs(program, model)
+    pairs = _float_outputs(program, model, verifier)
+    if pairs is None:
+        return None
     differ = 0
-    for g, w in zip(got, want):
-        if w.dtype not in DTYPES_FLOAT:
-            if not np.array_equal(np.asarray(g), dtypes_numpy(w)):
-                return None
-            continue
-        atol, rtol = verifier.tolerance(dname(w.dtype))
-        g, w = np.asarray(g, np.float64), np.array(w.astype(mx.float32), np.float64)
+    for g, w, atol, rtol in pairs:
         flushed = (w == -np.inf) & (g >= SUBNORMAL_LOG - 0.01) & (g <= FLT_MIN_LOG)
         flushed |= (w == 0) & (g != 0) & (np.abs(g) < np.finfo(np.float32).tiny)
         with np.errstate(invalid="ignore"):
@@ -1438,6 +1430,21 @@ def _exp_underflow(program: Program, model, verifier) -> str | None:
     return (f"explained: MLX's exp gives 0 for a float32 subnormal result (onnxruntime keeps it): the outputs "
             f"differ only at {differ} element(s) where MLX is -inf (0) and the export the log of a subnormal "
             "(the subnormal), every other element within tolerance")
+
+
+def _float_outputs(program: Program, model, verifier) -> list | None:
+    """(onnxruntime's, MLX's, atol, rtol) per float output, as float64, or None when a
+    non-float output differs (then nothing is explained)."""
+    got, want = _runtime_outputs(program, model)
+    pairs = []
+    for g, w in zip(got, want):
+        if w.dtype not in DTYPES_FLOAT:
+            if not np.array_equal(np.asarray(g), dtypes_numpy(w)):
+                return None
+            continue
+        atol, rtol = verifier.tolerance(dname(w.dtype))
+        pairs.append((np.asarray(g, np.float64), np.array(w.astype(mx.float32), np.float64), atol, rtol))
+    return pairs
 
 
 def _runtime_outputs(program: Program, model) -> tuple[list, list]:

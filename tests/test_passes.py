@@ -719,7 +719,7 @@ def test_products_with_a_row_and_channel_input_keep_their_transpose():
 def test_reshapes_moved_before_a_transpose_are_exact():
     """Every Reshape of transpose(x, perm) the pass would move (random shapes with size-1
     axes, splits, merges, inserted and dropped size-1 axes) equals the moved form on x."""
-    from mlx2onnx.passes.layout import _reshape_before
+    from mlx2onnx.passes.permutes import reshape_before
 
     rng = rng_for("passes.reshape_before")
     moved = 0
@@ -738,14 +738,14 @@ def test_reshapes_moved_before_a_transpose_are_exact():
                 dims[-1:] = [factors[0], dims[-1] // factors[0]]
             elif step == 3 and 1 in dims:
                 dims.remove(1)
-        found = _reshape_before(y.shape, tuple(dims), perm)
+        found = reshape_before(y.shape, tuple(dims), perm)
         if found is not None:
             shape, after = found
             np.testing.assert_array_equal(np.transpose(x.reshape(shape), after), y.reshape(dims))
             moved += 1
     assert moved > 300  # most random reshapes keep their groups in order
-    assert _reshape_before((2, 4, 4, 6), (2, 4, 8, 3), [0, 2, 3, 1]) is None  # width and channels mixed
-    assert _reshape_before((2, 4, 4, 6), (2, 96), [0, 2, 3, 1]) is None  # NHWC flattening
+    assert reshape_before((2, 4, 4, 6), (2, 4, 8, 3), [0, 2, 3, 1]) is None  # width and channels mixed
+    assert reshape_before((2, 4, 4, 6), (2, 96), [0, 2, 3, 1]) is None  # NHWC flattening
 
 
 def test_a_transpose_read_by_two_ops_is_not_doubled():

@@ -1,5 +1,5 @@
 """Channels-first inside conv nets: layout Transposes sunk and cancelled, per-channel
-affine ops folded into the Conv before them, ``Max(x, 0)`` as ``Relu``.
+with :mod:`.conv_fold` folding what follows a Conv into it.
 
 MLX convolutions are channels-last, ONNX Conv channels-first, so the export wraps every
 Conv (and every fused pool, :mod:`.pooling`) in ``Transpose`` NHWC->NCHW before
@@ -32,12 +32,9 @@ from .graph import (
     producer,
     rank,
     remove_dead,
-    replace_value,
     static_shape,
 )
-from .zero_sign import never_negative_zero
-
-_RELU_TYPES = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE})
+from .permutes import inverse_perm, relaid_shape, reshape_before, reshaped_dims, size1_relaid, transpose_perm
 
 UNARY = frozenset(
     "Abs Acos Acosh Asin Asinh Atan Atanh Cast Ceil Celu Clip Cos Cosh Elu Erf Exp Floor Gelu HardSigmoid "
@@ -52,121 +49,6 @@ REDUCE = frozenset(
     "ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp "
     "ReduceSumSquare".split()
 )
-AFFINE = frozenset({"Add", "Sub", "Mul", "Div"})
-
-
-def _perm(node: ir.Node, r: int | None) -> list[int] | None:
-    attr = node.attributes.get("perm")
-    if attr is not None:
-        return list(attr.as_ints())
-    return list(reversed(range(r))) if r is not None else None
-
-
-def _inverse(perm: list[int]) -> list[int]:
-    inverse = [0] * len(perm)
-    for i, p in enumerate(perm):
-        inverse[p] = i
-    return inverse
-
-
-def _relaid(shape: ir.Shape | None, perm: list[int]) -> ir.Shape | None:
-    """The shape of x when ``shape`` is that of transpose(x, perm)."""
-    if shape is None:
-        return None
-    dims = list(shape)
-    return ir.Shape([dims[i] for i in _inverse(perm)])
-
-
-def _reshape_groups(src: tuple[int, ...], dst: tuple[int, ...]) -> list[tuple[list[int], list[int]]] | None:
-    """Reshape ``src`` -> ``dst`` as consecutive groups (source axes, destination axes) of
-    equal sizes, smallest first: equal dims matched one to one, a size-1 axis inserted
-    (no source axes) or removed (no destination axes), else axes merged or split until
-    the sizes agree. None when the sizes never agree (or a dim is 0)."""
-    if 0 in src or 0 in dst:
-        return None
-    groups, i, j = [], 0, 0
-    while i < len(src) or j < len(dst):
-        if i < len(src) and j < len(dst) and src[i] == dst[j]:
-            groups.append(([i], [j]))
-            i, j = i + 1, j + 1
-        elif j < len(dst) and dst[j] == 1:
-            groups.append(([], [j]))
-            j += 1
-        elif i < len(src) and src[i] == 1:
-            groups.append(([i], []))
-            i += 1
-        elif i < len(src) and j < len(dst):
-            ins, outs, a, b = [i], [j], src[i], dst[j]
-            i, j = i + 1, j + 1
-            while a != b:
-                if a < b and i < len(src):
-                    ins.append(i)
-                    a, i = a * src[i], i + 1
-                elif a > b and j < len(dst):
-                    outs.append(j)
-                    b, j = b * dst[j], j + 1
-                else:
-                    return None
-            groups.append((ins, outs))
-        else:
-            return None
-    return groups
-
-
-def _reshaped(src: tuple[int, ...], target: np.ndarray | None, allowzero: int) -> tuple[int, ...] | None:
-    """The shape ONNX Reshape makes of ``src`` with the constant ``target`` (0 copies the
-    dim unless ``allowzero``, -1 is inferred), or None when it cannot be read."""
-    if target is None or target.ndim != 1 or target.dtype != np.int64:
-        return None
-    dims = [int(d) for d in target]
-    if not allowzero:
-        dims = [src[k] if d == 0 and k < len(src) else d for k, d in enumerate(dims)]
-    if dims.count(-1) == 1:
-        known = int(np.prod([d for d in dims if d != -1]))
-        if known <= 0 or int(np.prod(src)) % known:
-            return None
-        dims[dims.index(-1)] = int(np.prod(src)) // known
-    if any(d < 0 for d in dims) or int(np.prod(dims)) != int(np.prod(src)):
-        return None
-    return tuple(dims)
-
-
-def _reshape_before(src: tuple[int, ...], dst: tuple[int, ...], perm: list[int]):
-    """(target, after): ``reshape(transpose(x, perm), dst)`` is ``transpose(reshape(x,
-    target), after)`` when every group of axes the Reshape merges or splits stays
-    together and in order in x (``src`` being transpose(x, perm)'s shape); else None.
-    An inserted size-1 axis goes with the group after it (the last group when none)."""
-    groups = _reshape_groups(src, dst)
-    if groups is None:
-        return None
-    anchored, pending = [], []  # (position in x, destination axes) of the groups kept
-    for ins, outs in groups:
-        if ins and any(perm[k] != perm[ins[0]] + t for t, k in enumerate(ins)):
-            return None
-        if not ins:
-            pending.extend(outs)
-        elif outs:
-            anchored.append((perm[ins[0]], pending + outs))
-            pending = []
-    if pending:
-        if not anchored:
-            return None
-        anchored[-1] = (anchored[-1][0], anchored[-1][1] + pending)
-    order = [j for _, outs in sorted(anchored) for j in outs]
-    return [dst[j] for j in order], _inverse(order)
-
-
-def _size1_relaid(shape: tuple[int, ...] | None, r: int, perm: list[int]) -> list[int] | None:
-    """The static ``shape`` (broadcast against rank ``r``) re-laid out as transpose's
-    input when the re-layout only moves size-1 axes, so a Reshape makes it (a
-    squeeze-excite gate [N, 1, 1, C] computed by Linear layers, as [N, C, 1, 1]); else None."""
-    if shape is None or len(shape) > r:
-        return None
-    full = (1,) * (r - len(shape)) + tuple(shape)
-    kept = [perm[k] for k in range(r) if full[k] != 1]
-    if kept != sorted(kept):
-        return None
-    return [full[k] for k in _inverse(perm)]
 
 
 def _axes(node: ir.Node) -> tuple[list[int], bool] | None:
@@ -231,7 +113,7 @@ class _Sink:
         self.node = transpose
         self.x = transpose.inputs[0]
         self.y = transpose.outputs[0]
-        self.perm = _perm(transpose, rank(self.x))
+        self.perm = transpose_perm(transpose, rank(self.x))
         self.available: set[int] = set()  # while planning ahead: values that will be in x's layout
 
     def _source(self, v: ir.Value | None) -> bool:
@@ -251,7 +133,7 @@ class _Sink:
                 planned.append(("value", self.x))
                 continue
             t = producer(v, "Transpose")
-            if t is not None and "perm" in t.attributes and _perm(t, r) == self.perm:
+            if t is not None and "perm" in t.attributes and transpose_perm(t, r) == self.perm:
                 planned.append(("value", t.inputs[0]))
                 continue
             vr = rank(v)
@@ -262,7 +144,7 @@ class _Sink:
                 continue
             c = const_eval(v, limit=1 << 20)
             if c is None:
-                shape = _size1_relaid(static_shape(v), r, self.perm)
+                shape = size1_relaid(static_shape(v), r, self.perm)
                 if shape is None:
                     return None
                 planned.append(("reshape", v, shape))
@@ -271,7 +153,7 @@ class _Sink:
                 planned.append(("value", v))
                 continue
             full = c.reshape((1,) * (r - c.ndim) + c.shape)
-            planned.append(("array", np.transpose(full, _inverse(self.perm)), v.name or "constant"))
+            planned.append(("array", np.transpose(full, inverse_perm(self.perm)), v.name or "constant"))
         return planned
 
     def _apply_inputs(self, node: ir.Node, planned: list) -> None:
@@ -302,7 +184,7 @@ class _Sink:
         r, perm = len(self.perm), self.perm
         op = node.op_type
         if op == "Transpose":
-            q = _perm(node, r)
+            q = transpose_perm(node, r)
             if q is None or len(q) != r or node.inputs[0] is not self.y:
                 return None
             composed = [perm[i] for i in q]
@@ -323,7 +205,7 @@ class _Sink:
 
             def unary():
                 node.replace_input_with(0, self.x)
-                _transpose_after(self.graph, node, perm, _relaid(out.shape, perm))
+                _transpose_after(self.graph, node, perm, relaid_shape(out.shape, perm))
             return unary
         if op in BROADCASTING or op == "Concat":
             planned = self._inputs(node)
@@ -338,7 +220,7 @@ class _Sink:
                 self._apply_inputs(node, planned)
                 if op == "Concat":
                     node.attributes["axis"] = ir.AttrInt64("axis", perm[axis])
-                _transpose_after(self.graph, node, perm, _relaid(out.shape, perm))
+                _transpose_after(self.graph, node, perm, relaid_shape(out.shape, perm))
             return broadcasting
         if op == "Reshape":
             return self._plan_reshape(node)
@@ -354,12 +236,12 @@ class _Sink:
             keep = op in REDUCE and int_attr(node, "keepdims", 1) == 1
             new_axes = sorted(perm[a] for a in axes)
             if keep:
-                after, shape = perm, _relaid(out.shape, perm)
+                after, shape = perm, relaid_shape(out.shape, perm)
             else:
                 rest = [perm[i] for i in range(r) if i not in axes]
                 order = sorted(rest)
                 after = [order.index(a) for a in rest]
-                shape = _relaid(out.shape, after)
+                shape = relaid_shape(out.shape, after)
 
             def reduce():
                 node.replace_input_with(0, self.x)
@@ -378,12 +260,12 @@ class _Sink:
         src, dst = static_shape(node.inputs[0]), static_shape(node.outputs[0])
         if src is None or dst is None or len(src) != len(self.perm):
             return None
-        if _reshaped(src, const_eval(node.inputs[1]), int_attr(node, "allowzero", 0)) != dst:
+        if reshaped_dims(src, const_eval(node.inputs[1]), int_attr(node, "allowzero", 0)) != dst:
             return None
-        relaid = [src[i] for i in _inverse(self.perm)]
+        relaid = [src[i] for i in inverse_perm(self.perm)]
         if node.inputs[0] is self.y and static_shape(self.x) != tuple(relaid):
             return None
-        found = _reshape_before(src, dst, self.perm)
+        found = reshape_before(src, dst, self.perm)
         if found is None:
             return None
         shape, after = found
@@ -503,7 +385,7 @@ class _Sink:
         return absorbed
 
     def _cancels(self, node: ir.Node) -> bool:
-        q = _perm(node, len(self.perm)) if node.op_type == "Transpose" and node.domain == "" else None
+        q = transpose_perm(node, len(self.perm)) if node.op_type == "Transpose" and node.domain == "" else None
         return q is not None and len(q) == len(self.perm) and [self.perm[i] for i in q] == list(range(len(q)))
 
     def _effects(self, node: ir.Node, inside: set[int]) -> tuple[int, set[int]]:
@@ -525,7 +407,7 @@ class _Sink:
             gone.update(id(n) for n in leaving)
         for v in node.inputs:
             t = producer(v, "Transpose")
-            if (t is not None and t is not self.node and _perm(t, None) == self.perm
+            if (t is not None and t is not self.node and transpose_perm(t, None) == self.perm
                     and all(id(use.node) in inside for use in v.uses())):
                 gone.add(id(t))
         return added, gone
@@ -589,107 +471,3 @@ def sink_transposes(model: ir.Model) -> int:
                 moves += 1
                 changed = True
     return moves
-
-
-def _per_channel(array: np.ndarray, r: int, channels: int) -> np.ndarray | None:
-    """``array`` as a [channels] vector when it broadcasts against [N, C, *S] along C only."""
-    if array.ndim > r:
-        return None
-    full = array.reshape((1,) * (r - array.ndim) + array.shape)
-    if any(n != 1 for k, n in enumerate(full.shape) if k != 1) or full.shape[1] not in (1, channels):
-        return None
-    return np.broadcast_to(full.reshape(-1), (channels,)).astype(np.float64)
-
-
-def fold_conv_affine(model: ir.Model) -> int:
-    """Fold the per-channel Add/Sub/Mul/Div by constants after a float32 Conv (an
-    inference-mode BatchNorm, a bias) into its weight and bias; returns the ops folded."""
-    graph = model.graph
-    folded = 0
-    for conv in list(graph):
-        if conv.graph is not graph or conv.op_type != "Conv" or conv.domain != "":
-            continue
-        weight = const_eval(conv.inputs[1])
-        bias = const_eval(conv.inputs[2]) if len(conv.inputs) > 2 and conv.inputs[2] is not None else None
-        out = conv.outputs[0]
-        has_bias = len(conv.inputs) > 2 and conv.inputs[2] is not None
-        if weight is None or weight.dtype != np.float32 or (has_bias and bias is None):
-            continue
-        r = weight.ndim  # the output's rank: [N, C_out, *S]
-        channels = weight.shape[0]
-        scale = np.ones(channels)
-        shift = np.zeros(channels) if bias is None else bias.astype(np.float64)
-        count = 0
-        while len(out.uses()) == 1 and not out.is_graph_output():
-            node, slot = out.uses()[0].node, out.uses()[0].idx
-            if node.op_type not in AFFINE or node.domain != "" or len(node.inputs) != 2:
-                break
-            other = node.inputs[1 - slot]
-            if other is out:
-                break
-            c = const_eval(other)
-            vec = _per_channel(c, r, channels) if c is not None and c.dtype == np.float32 else None
-            if vec is None:
-                break
-            if node.op_type == "Add":
-                shift = shift + vec
-            elif node.op_type == "Sub" and slot == 0:
-                shift = shift - vec
-            elif node.op_type == "Sub":
-                scale, shift = -scale, vec - shift
-            elif node.op_type == "Mul":
-                scale, shift = scale * vec, shift * vec
-            elif slot == 0:  # Div(conv, c)
-                scale, shift = scale / vec, shift / vec
-            else:
-                break
-            result = node.outputs[0]
-            result.replace_all_uses_with(out, replace_graph_outputs=False)
-            if result.is_graph_output():
-                replace_value(graph, result, out)
-            graph.remove(node, safe=True)
-            count += 1
-        if not count:
-            continue
-        base = conv.inputs[1].name or "weight"
-        w = (weight.astype(np.float64) * scale.reshape((channels,) + (1,) * (weight.ndim - 1))).astype(np.float32)
-        old = [v for v in conv.inputs[1:] if v is not None]
-        conv.replace_input_with(1, initializer(graph, w, f"{base}_folded"))
-        b = initializer(graph, shift.astype(np.float32), f"{base}_bias")
-        if len(conv.inputs) < 3:
-            conv.resize_inputs(3)
-        conv.replace_input_with(2, b)
-        for v in old:
-            if not v.uses() and v.is_initializer() and not v.is_graph_output():
-                graph.initializers.pop(v.name)
-        folded += count
-    return folded
-
-
-def max_zero_to_relu(model: ir.Model) -> int:
-    """``Max(x, +0.0)`` (MLX's relu, once :func:`.zero_sign.untie_extrema` has found that x
-    can hold no -0.0) as ``Relu(x)``, which onnxruntime fuses into the Conv before it. Both
-    propagate NaN, and with no -0.0 about neither has a tie whose sign could differ."""
-    graph = model.graph
-    changed = 0
-    for node in list(graph):
-        if node.op_type != "Max" or node.domain != "" or len(node.inputs) != 2:
-            continue
-        for slot in (0, 1):
-            x, zero = node.inputs[slot], node.inputs[1 - slot]
-            c = const_eval(zero)
-            if c is None or c.size != 1 or float(c.reshape(())) != 0.0 or c.ndim > (rank(x) or 0):
-                continue
-            out = node.outputs[0]
-            if (x.dtype or out.dtype) not in _RELU_TYPES:
-                continue
-            if np.signbit(c.reshape(())) or not never_negative_zero(x):
-                continue
-            relu = ir.Node("", "Relu", [x], name=f"{node.name}/relu" if node.name else None)
-            graph.insert_before(node, relu)
-            relu.outputs[0].shape, relu.outputs[0].type = out.shape, out.type
-            replace_value(graph, out, relu.outputs[0])
-            remove_dead(graph, [node])
-            changed += 1
-            break
-    return changed

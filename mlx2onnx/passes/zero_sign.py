@@ -90,7 +90,7 @@ def untie_extrema(model: ir.Model) -> int:
     moves a out of a tie so that equal zeros give b's sign, as MLX) as ``Max(a, b)`` where
     neither a nor b can hold a -0.0 (:func:`never_negative_zero`): their ties are then equal
     bit for bit. A relu after a Conv or a bias add is a plain Max again, for
-    :func:`.layout.max_zero_to_relu` and the Clip rule."""
+    :func:`.conv_fold.max_zero_to_relu` and the Clip rule."""
     graph = model.graph
     changed = 0
     for node in list(graph):

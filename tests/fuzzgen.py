@@ -621,7 +621,7 @@ def step_binary(b: _Builder) -> bool:
         y = _partner(b, x, exact_only=op in ("floor_divide", "remainder", "power"))
         if op in ("floor_divide", "remainder") and not isinstance(y, Ref) and y == 0:
             y = 1.5
-        if op in ("divide", "arctan2") and _noisy_zeros(b.values[y.i] if isinstance(y, Ref) else v):
+        if op in ("divide", "arctan2") and (_noisy_zeros(v) or isinstance(y, Ref) and _noisy_zeros(b.values[y.i])):
             return False  # (either operand may end up the divisor: the pair is swapped below)
         exact = op in BINARY_EXACT + ["divide"] and v.exact and (not isinstance(y, Ref) or b.values[y.i].exact)
         # bfloat16 is carried as float32 by default (Exporter(bfloat16="auto")): its arithmetic

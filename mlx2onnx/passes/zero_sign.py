@@ -53,7 +53,6 @@ def _sign_blind(node: ir.Node) -> bool:
     return node.op_type in SIGN_BLIND
 
 
-
 # ops whose output is never -0.0, whatever their inputs
 _NEVER_NEGATIVE_ZERO = frozenset("Abs Exp Sigmoid Softmax".split())
 # ops whose output is -0.0 only where their first input is

@@ -174,13 +174,16 @@ def stage_package(model_type: str, folder: Path) -> dict:
     _stage("check")
     try:
         checked = check_package(package, source, [[5, 6, 7, 8, 9, 10, 11], [20, 21, 22]])
-        result["check"] = {"passed": checked["passed"], "detail": "" if checked["passed"] else json.dumps(checked["rows"])[:300]}
+        result["check"] = {"passed": checked["passed"], "batch": checked["batch"],
+                           "detail": "" if checked["passed"] else json.dumps(checked["rows"])[:300]}
     except BaseException as exc:  # noqa: BLE001
         result["check"] = {"passed": False, "detail": _reason(exc)}
-    _stage("onnxruntime-genai")
-    result["genai"] = _genai(package, want)
-    _stage("transformers.js")
-    result["transformers.js"] = _transformers_js(package, want)
+    notes = json.loads((package / "config.json").read_text()).get("mlx2onnx", {})
+    for column, runtime, run in (("genai", "onnxruntime-genai", _genai), ("transformers.js", "transformers.js",
+                                                                          _transformers_js)):
+        _stage(runtime)
+        # a package whose config says a runtime cannot run it is not run there: the cell gives the reason
+        result[column] = {"passed": False, "cannot": notes[runtime]} if runtime in notes else run(package, want)
     return result
 
 
@@ -272,15 +275,21 @@ def _outcomes(rows: list[dict], columns: list[str], cell) -> list[str]:
             lines += ["", f"{title} ({len(group)}):", ""] + [f"- {r['model_type']}: {r['reason']}" for r in group]
     counts = {s: sum(r["status"] == s for r in rows) for s in ("exported", *dict(STATUSES))}
     passing = {c: sum(1 for r in exported if (r.get(c) or {}).get("passed")) for c in columns}
+    declared = {c: sum(1 for r in exported if (r.get(c) or {}).get("cannot")) for c in columns}
     lines += ["", "Totals: " + ", ".join(f"{v} {k}" for k, v in counts.items() if v) + "; passing: "
-              + ", ".join(f"{c} {n}/{len(exported)}" for c, n in passing.items()) + "."]
+              + ", ".join(f"{c} {n}/{len(exported)}" + (f" ({declared[c]} the export says it cannot run)"
+                                                         if declared[c] else "") for c, n in passing.items()) + "."]
     return lines
 
 
 def package_cell(entry: dict | None) -> str:
     if entry is None:
         return "not run"
-    return "tokens =" if entry["passed"] else f"**no**: {entry['detail'][:160]}"
+    if entry.get("cannot"):
+        return f"the export says it {entry['cannot'][:150]}"
+    if entry["passed"]:
+        return "tokens =" + (" (one prompt at a time)" if entry.get("batch", "").startswith("one prompt") else "")
+    return f"**no**: {entry['detail'][:160]}"
 
 
 def markdown(rows: dict[str, list[dict]], seconds: float) -> str:
@@ -303,7 +312,10 @@ def markdown(rows: dict[str, list[dict]], seconds: float) -> str:
             "then `mlx2onnx check PACKAGE FOLDER` (a left-padded batch in onnxruntime), onnxruntime-genai and",
             "transformers.js (under Node), each generating "
             f"{NEW_TOKENS} greedy tokens after {len(PROMPTS)} prompts with its own tokenizer,",
-            "against mlx-lm's greedy tokens for the same ids.", "",
+            "against mlx-lm's greedy tokens for the same ids. Recurrent layers carry their states as named inputs",
+            "and outputs (`past_conv.<i>`, `past_ssm.<i>`, ...). Where the package's config.json says a runtime",
+            "cannot run it, or that it does not serve left-padded batches (a scan that does not mask padding), the",
+            "cell gives that reason and the check runs one prompt at a time.", "",
         ]
         lines += _outcomes(rows["package"], ["check", "genai", "transformers.js"], package_cell)
     if "4bit" in rows:

@@ -71,10 +71,10 @@ def test_package_layout(packages):
     onnx.checker.check_model(model, full_check=True)
     dims = {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
             for v in list(model.graph.input) + list(model.graph.output)}
-    assert dims["input_ids"] == ["batch", "sequence"] and dims["position_ids"] == ["batch", "sequence"]
-    assert dims["attention_mask"] == ["batch", "total_sequence"]
-    assert dims["past_key_values.0.key"][:3] == ["batch", 2, "past_sequence"]
-    assert dims["logits"][:2] == ["batch", "sequence"] and dims["present.1.value"][0] == "batch"
+    assert dims["input_ids"] == ["batch_size", "sequence"] and dims["position_ids"] == ["batch_size", "sequence"]
+    assert dims["attention_mask"] == ["batch_size", "total_sequence"]
+    assert dims["past_key_values.0.key"][:3] == ["batch_size", 2, "past_sequence"]
+    assert dims["logits"][:2] == ["batch_size", "sequence"] and dims["present.1.value"][0] == "batch_size"
     genai = json.loads((package / "genai_config.json").read_text())["model"]
     assert genai["decoder"]["filename"] == "onnx/model.onnx" and genai["decoder"]["num_hidden_layers"] == 2
 
@@ -110,7 +110,7 @@ def test_transformers_js_generates_mlx_tokens(packages, name):
 def test_left_padded_batch_rows_get_their_own_tokens(packages):
     """Prompts of different lengths in one left-padded batch through the package graph
     (onnxruntime): each row's greedy tokens and first logits equal MLX's for it alone."""
-    from mlx2onnx.llm.package import check_package
+    from mlx2onnx.llm.check import check_package
 
     folder, package = packages("qwen3")
     rng = np.random.default_rng(9)
@@ -124,7 +124,7 @@ def test_sliding_window_and_bfloat16_packages_match_mlx(tmp_path, name):
     """gemma3's sliding-window layers (mlx-lm RotatingKVCache: the window is in the mask)
     and a bfloat16 folder (computed as MLX computes bfloat16, so the tokens and logits
     are MLX's): one left-padded batch in onnxruntime against mlx-lm."""
-    from mlx2onnx.llm.package import check_package
+    from mlx2onnx.llm.check import check_package
 
     arch = name.split()[0]
     folder = zoo.write_model_folder(tmp_path / "folder", arch, dtype=mx.bfloat16 if "bfloat16" in name else None)
@@ -146,14 +146,14 @@ def _no_leftovers(where: Path):
     return [p.name for p in where.iterdir() if p.name.startswith(".")] == []
 
 
-@pytest.mark.parametrize("case", ["no config", "unknown model_type", "no weights", "mamba cache", "existing output"])
+@pytest.mark.parametrize("case", ["no config", "unknown model_type", "no weights", "chunked cache", "existing output"])
 def test_bad_folders_are_refused_before_anything_is_written(tmp_path, case):
     folder = zoo.write_model_folder(tmp_path / "folder", "llama")
     expected = {
         "no config": "has no config.json",
         "unknown model_type": "mlx-lm cannot load",
         "no weights": "has no \\*.safetensors weights",
-        "mamba cache": "model_type .mamba. uses an mlx-lm ArraysCache .layer 0.*only attention KV caches",
+        "chunked cache": "model_type .llama4. uses an mlx-lm ChunkedKVCache .layer 0.*does not support",
         "existing output": "already exists",
     }[case]
     if case == "no config":
@@ -163,13 +163,15 @@ def test_bad_folders_are_refused_before_anything_is_written(tmp_path, case):
         (folder / "config.json").write_text(json.dumps({**settings, "model_type": "no_such_architecture"}))
     elif case == "no weights":
         (folder / "model.safetensors").unlink()
-    elif case == "mamba cache":
+    elif case == "chunked cache":
+        from mlx_lm_configs import config_for
+
         shutil.rmtree(folder)
-        folder = zoo.write_model_folder(tmp_path / "folder", "mamba", config=zoo.MAMBA_CONFIG)
+        folder = zoo.write_model_folder(tmp_path / "folder", "llama4", config=config_for("llama4"))
     elif case == "existing output":
         (tmp_path / "package").mkdir()
     out = cli("export", folder, "-o", tmp_path / "package", cwd=tmp_path)
-    assert out.returncode == (3 if case == "mamba cache" else 2)  # cannot export; a usage error
+    assert out.returncode == (3 if case == "chunked cache" else 2)  # cannot export; a usage error
     import re
 
     assert re.search(expected, out.stderr), out.stderr
@@ -196,7 +198,7 @@ def test_architectures_run_as_packages_in_both_runtimes(tmp_path, arch):
     onnxruntime, onnxruntime-genai and transformers.js give mlx-lm's greedy tokens."""
     from mlx_lm_configs import config_for
 
-    from mlx2onnx.llm.package import check_package
+    from mlx2onnx.llm.check import check_package
 
     folder = zoo.write_model_folder(tmp_path / "folder", arch, config=config_for(arch))
     package = tmp_path / "package"

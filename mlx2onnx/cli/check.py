@@ -84,12 +84,13 @@ def _check_interface(proto, fun, args, kwargs) -> None:
 
 def _check_package(ns, progress: Progress) -> int:
     """``mlx2onnx check PACKAGE/ MODEL_FOLDER``: greedy tokens and logits of the package in
-    onnxruntime (two prompts in one left-padded batch) against mlx-lm's own forward."""
+    onnxruntime (two prompts in one left-padded batch, or one at a time where the package
+    does not serve padded batches) against mlx-lm's own forward."""
     from pathlib import Path
 
     import numpy as np
 
-    from ..llm.package import check_package
+    from ..llm.check import check_package
     from ..targets import UsageError
 
     config = Path(ns.target) / "config.json"
@@ -103,7 +104,7 @@ def _check_package(ns, progress: Progress) -> int:
     if ns.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"{ns.model} vs {ns.target}: 12 greedy tokens of two prompts (one left-padded batch), "
+        print(f"{ns.model} vs {ns.target}: 12 greedy tokens of two prompts ({result['batch']}), "
               "onnxruntime with its default options")
         for trade in result["arithmetic"]:
             print(f"  onnxruntime computes with {trade}: logits compared at that arithmetic's tolerance")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from .common import (
     EXIT_MISMATCH,
     EXIT_OK,
@@ -36,6 +38,10 @@ def _export_package(ns, progress: Progress) -> int:
     out = export_package(ns.target, ns.output, overwrite=ns.overwrite, stage=progress.stage, exporter=exporter)
     files = sorted(str(p.relative_to(out)) for p in Path(out).rglob("*") if p.is_file())
     print(f"wrote package {out}: {', '.join(files)}")
+    notes = json.loads((Path(out) / "config.json").read_text()).get("mlx2onnx", {})
+    for key in ("onnxruntime-genai", "transformers.js", "left_padded_batches"):
+        if key in notes:  # what a runtime cannot do with this package, as config.json records it
+            print(f"  {key.replace('_', ' ')}: {notes[key]}")
     return EXIT_OK
 
 

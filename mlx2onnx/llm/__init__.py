@@ -9,7 +9,8 @@ from .decoder import (
     generate,
     mlx_generate,
 )
-from .package import check_package, export_package
+from .check import check_package, package_generate
+from .package import export_package
 
 __all__ = ["DecoderExport", "GrowingKVCache", "cache_layout", "check_package", "export_decoder", "export_package",
-           "generate", "mlx_generate"]
+           "generate", "mlx_generate", "package_generate"]

@@ -86,24 +86,32 @@ class GrowingKVCache:
         return False
 
 
-class _ShapeProbe:
-    """Records the shapes of keys and values a layer writes (to size the buffers)."""
+class ShapeProbe:
+    """Records the shapes of keys and values a layer writes (to size the buffers); like
+    mlx-lm's caches it holds them as ``keys`` and ``values`` (deepseek_v32's indexer reads
+    and replaces them)."""
 
     def __init__(self):
         self.offset = 0
         self.shapes = None
-        self._written = None
+        self.keys = self.values = None
 
     def update_and_fetch(self, keys, values):
         self.shapes = (tuple(keys.shape), keys.dtype, tuple(values.shape), values.dtype)
-        self._written = (keys, values)
+        self.keys, self.values = keys, values
         return keys, values
 
     def keys_and_values(self):
-        return self._written
+        return None if self.shapes is None else (self.keys, self.values)
 
     def make_mask(self, N, return_array=False, window_size=None, **_):
-        return None if N == 1 else "causal"
+        """None for one token, else a bool [N, N] causal mask (some models compute with
+        it: an array, not the string "causal")."""
+        if N == 1:
+            return None
+        index = mx.arange(N)
+        seen = index[None] <= index[:, None]
+        return seen if window_size is None else seen & (index[None] > index[:, None] - window_size)
 
     def empty(self):
         return True
@@ -120,7 +128,7 @@ def cache_count(model: nn.Module) -> int:
 def cache_layout(model: nn.Module, layers: int | None = None) -> list[tuple]:
     """Per cache: (kv_heads, key_dim, value_dim, dtype), found by running one token."""
     count = layers if layers is not None else cache_count(model)
-    probes = [_ShapeProbe() for _ in range(count)]
+    probes = [ShapeProbe() for _ in range(count)]
     mx.eval(model(mx.zeros((1, 1), dtype=mx.int32), cache=probes))
     layout = []
     for i, probe in enumerate(probes):

@@ -17,8 +17,13 @@ The package folder holds:
   ``generation_config.json`` and tokenizer files, so both runtimes' tokenizers load from
   the package.
 
-Only attention KV caches are exported (mlx-lm's ``KVCache`` and ``RotatingKVCache``,
-whose window the mask applies); a model with another cache type is refused by name.
+Attention caches (mlx-lm's ``KVCache`` and ``RotatingKVCache``, whose window the mask
+applies) are past/present keys and values; recurrent states (``ArraysCache``: convolution
+windows, scan states) are inputs ``past_conv.<i>`` (``past_ssm.<i>``, ...) and outputs
+``present_conv.<i>`` of fixed size, zeros before the first token, and a ``CacheList``
+carries its members' (:mod:`.states`). Another cache type is refused by name. Where a
+runtime cannot carry the package's caches, config.json says so under ``mlx2onnx`` and the
+export reports it (:mod:`.configs`).
 """
 
 from __future__ import annotations
@@ -38,12 +43,14 @@ from ..capture.dynamic import Dim
 from ..errors import ExportOptionError, UnsupportedModelError
 from ..exporter import Exporter
 from ..io.saving import save_model, staging_folder
-from ..targets import UsageError, load_model_folder
-from .decoder import GrowingKVCache, cache_arrays, cache_layout, cache_names
+from ..targets import load_model_folder
+from .check import left_padded
+from .configs import genai_config, json_text, text_settings, transformers_js_config
+from .decoder import GrowingKVCache
+from .states import Group, flat, is_kv, package_layout, package_states_class, slot_names
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                    "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja")
-SUPPORTED_CACHES = ("KVCache", "RotatingKVCache")
 # bfloat16 models computed as MLX computes them (float32 rounded after every op): the
 # package generates MLX's own tokens; plain float32 carriage drifts by bfloat16 steps and
 # greedy decoding can take another token after a near tie
@@ -102,41 +109,54 @@ def _padded(x: mx.array, width: int) -> mx.array:
     return x if extra == 0 else mx.concatenate([x, mx.zeros((*x.shape[:-1], extra), x.dtype)], axis=-1)
 
 
-def stored_layout(layout: list[tuple]) -> list[tuple]:
-    """The package's past/present layout: keys and values of each cache at one width."""
-    return [(heads, max(kdim, vdim), max(kdim, vdim), dtype) for heads, kdim, vdim, dtype in layout]
+def stored_layout(layout: list) -> list:
+    """The package's layout: keys and values of each attention cache at one width."""
+    def stored(entry):
+        if isinstance(entry, Group):
+            return Group(tuple(stored(m) for m in entry.members))
+        if not is_kv(entry):
+            return entry
+        heads, kdim, vdim, dtype = entry
+        return (heads, max(kdim, vdim), max(kdim, vdim), dtype)
+    return [stored(e) for e in layout]
 
 
-def decoder_function(model, layout: list[tuple], mask_rank: int = 4) -> Callable:
-    """``f(input_ids, attention_mask, position_ids, *past) -> (logits, *present)``, one
-    cache per entry of ``layout`` (:func:`cache_layout`)."""
-    layers = len(layout)
+def decoder_function(model, layout: list, mask_rank: int = 4) -> Callable:
+    """``f(input_ids, attention_mask, position_ids, *past) -> (logits, *present)``, the
+    arrays of each cache of ``layout`` (:func:`~.states.package_layout`) in order."""
+    from mlx_lm.models.cache import CacheList
+
+    states = package_states_class()
+    leaves = flat(layout)
+    first_key = next((k for k, name in enumerate(slot_names(layout)) if name[0].endswith(".key")), None)
 
     def forward(self, input_ids, attention_mask, position_ids, *past):
         sequence = input_ids.shape[1]
-        total = past[0].shape[2] + sequence
+        total = past[first_key].shape[2] + sequence if first_key is not None else attention_mask.shape[1]
         key_mask = mx.take(attention_mask, mx.arange(total), axis=1).astype(mx.bool_)
         # each row's first position: its last position minus (sequence - 1), from slices
         # (a Python number would be a constant of the trace)
         last = mx.arange(sequence, dtype=position_ids.dtype)[-1:]
         offset = (position_ids[:, -1:] - last).squeeze(1).astype(mx.int32)
-        caches = [PackageCache(past[2 * i], past[2 * i + 1], offset, key_mask, layout[i][1:3], mask_rank)
-                  for i in range(layers)]
+        members, at = [], 0
+        for _, leaf in leaves:
+            if is_kv(leaf):
+                members.append(PackageCache(past[at], past[at + 1], offset, key_mask, leaf[1:3], mask_rank))
+                at += 2
+            else:
+                members.append(states(list(past[at:at + len(leaf.shapes)]), key_mask))
+                at += len(leaf.shapes)
+        caches, used = [], 0
+        for entry in layout:
+            count = len(entry.members) if isinstance(entry, Group) else 1
+            group = members[used:used + count]
+            caches.append(CacheList(*group) if isinstance(entry, Group) else group[0])
+            used += count
         logits = self(input_ids, cache=caches)
-        return (logits, *[a for c in caches for a in (c.keys, c.values)])
+        present = [a for c in members for a in ((c.keys, c.values) if isinstance(c, PackageCache) else c.cache)]
+        return (logits, *present)
 
     return types.MethodType(forward, model)
-
-
-def refuse_unsupported_caches(model, model_type: str) -> None:
-    if not hasattr(model, "make_cache"):
-        return
-    for i, cache in enumerate(model.make_cache()):
-        kind = type(cache).__name__
-        if kind not in SUPPORTED_CACHES:
-            raise UnsupportedModelError(
-                f"model_type {model_type!r} uses an mlx-lm {kind} (layer {i}), which the package export does not "
-                f"support yet: only attention KV caches ({', '.join(SUPPORTED_CACHES)}) are exported")
 
 
 def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwrite: bool = False,
@@ -156,16 +176,19 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
         target = load_model_folder(str(folder))
         config = json.loads((folder / "config.json").read_text())
         model = target.fun
-        refuse_unsupported_caches(model, config.get("model_type", "?"))
-        layout = cache_layout(model)
+        layout = package_layout(model, config.get("model_type", "?"))
     layers = len(layout)
     arrays = example_inputs(layout, batch=2)
     mask_rank = attention_mask_rank(model, layout)
-    names = ["input_ids", "attention_mask", "position_ids"] + cache_names(layers, "past_key_values")
-    dynamic = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "total_sequence"},
-               "position_ids": {0: "batch", 1: "sequence"},
-               **{f"past_{k}": {0: "batch", 2: Dim("past_sequence")} for k in range(2 * layers)}}
-    outputs = ["logits"] + cache_names(layers, "present")
+    refuse_unlike_fresh_states(model, layout, mask_rank, config.get("model_type", "?"))
+    padding = padding_reason(model, layout, mask_rank)
+    slots = slot_names(layout)
+    names = ["input_ids", "attention_mask", "position_ids"] + [past for past, _ in slots]
+    dynamic = {"input_ids": {0: "batch_size", 1: "sequence"}, "attention_mask": {0: "batch_size", 1: "total_sequence"},
+               "position_ids": {0: "batch_size", 1: "sequence"},
+               **{f"past_{k}": ({0: "batch_size", 2: Dim("past_sequence")} if past.startswith("past_key_values")
+                                else {0: "batch_size"}) for k, (past, _) in enumerate(slots)}}
+    outputs = ["logits"] + [present for _, present in slots]
     exporter = exporter or Exporter(bfloat16=PACKAGE_BFLOAT16)
     exporter = exporter.with_options(input_names=names, output_names=outputs, path=None, dynamic=dynamic)
     with stage(f"tracing the decoder ({layers} layers) at several sizes and translating it"):
@@ -182,24 +205,87 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
                 shutil.copy2(folder / name, package / name)
         external = (package / "onnx" / "model.onnx_data").is_file()
         stored = stored_layout(layout)
-        package_config = transformers_js_config(config, stored, vocab, external)
-        (package / "config.json").write_text(json.dumps(package_config, indent=2))
-        settings = genai_config(text_settings(config), stored, vocab, folder)
-        (package / "genai_config.json").write_text(json.dumps(settings, indent=2))
+        package_config, _ = transformers_js_config(config, stored, vocab, external)
+        settings, genai_reason = genai_config(text_settings(config), stored, vocab, folder)
+        notes = {"onnxruntime-genai": genai_reason and f"cannot run: {genai_reason}",
+                 "left_padded_batches": padding and f"not served: {padding}"}
+        for key, note in notes.items():
+            if note:
+                package_config.setdefault("mlx2onnx", {})[key] = note
+        (package / "config.json").write_text(json_text(package_config))
+        if settings is not None:
+            (package / "genai_config.json").write_text(json_text(settings))
         if out.exists():
             shutil.rmtree(out)
         os.replace(package, out)
     return out
 
 
-def example_inputs(layout: list[tuple], batch: int, sequence: int = 3, past: int = 4) -> list:
+def example_inputs(layout: list, batch: int, sequence: int = 3, past: int = 4) -> list:
     """The package decoder's example inputs: token ids, an all-ones mask, positions after
-    ``past`` cached tokens and a random past (a constant could be folded into the trace)."""
+    ``past`` cached tokens and a random past and states (a constant could be folded into
+    the trace)."""
     rng = np.random.default_rng(0)
     arrays = [mx.array(rng.integers(0, 2, (batch, sequence)).astype(np.int64)),
               mx.ones((batch, past + sequence), dtype=mx.int64),
               mx.array(np.tile(np.arange(past, past + sequence), (batch, 1)).astype(np.int64))]
-    return arrays + cache_arrays(stored_layout(layout), batch, past, rng)
+    return arrays + carried_arrays(layout, batch, past, rng)
+
+
+def carried_arrays(layout: list, batch: int, past: int, rng: np.random.Generator | None) -> list:
+    """The keys, values ([batch, heads, past, width]) and states of ``layout``: standard
+    normal values from ``rng``, or zeros (what the runtimes feed before the first token)."""
+    def make(shape, dtype):
+        if rng is None:
+            return mx.zeros(shape, dtype)
+        return mx.array(rng.standard_normal(shape).astype(np.float32)).astype(dtype)
+
+    arrays = []
+    for _, leaf in flat(stored_layout(layout)):
+        if is_kv(leaf):
+            heads, kdim, vdim, dtype = leaf
+            arrays += [make((batch, heads, past, d), dtype) for d in (kdim, vdim)]
+        else:
+            arrays += [make((batch, *shape), dtype) for shape, dtype in zip(leaf.shapes, leaf.dtypes)]
+    return arrays
+
+
+def refuse_unlike_fresh_states(model, layout: list, mask_rank: int, model_type: str) -> None:
+    """Refuse a model whose state before the first token is not zeros: the package decoder
+    with zero states against the model's forward with mlx-lm's own fresh cache, on a
+    short prompt (the first tokens show it most)."""
+    if all(is_kv(leaf) for _, leaf in flat(layout)):
+        return
+    ids = mx.array(np.random.default_rng(2).integers(0, 2, (1, 3)).astype(np.int64))
+    positions = mx.arange(3, dtype=mx.int64)[None]
+    got = decoder_function(model, layout, mask_rank)(ids, mx.ones_like(ids), positions,
+                                                      *carried_arrays(layout, 1, 0, None))[0][0]
+    want = model(ids, cache=model.make_cache())[0]
+    got, want = (np.array(a.astype(mx.float32)) for a in (got, want))
+    error = np.abs(got - want).max(axis=-1)
+    if (error > 1e-4 * max(1.0, float(np.abs(want).max()))).any():
+        raise UnsupportedModelError(
+            f"model_type {model_type!r}: its recurrent layers start without a state otherwise than from zero states "
+            f"(a branch on an empty cache: recurrent_gemma's RG-LRU does not scale its first input), which the "
+            f"package's zero initial states cannot say: logits {float(error.max()):.3g} off at position "
+            f"{int(error.argmax())} of a 3-token prompt")
+
+
+def padding_reason(model, layout: list, mask_rank: int) -> str | None:
+    """Why the package cannot serve left-padded batches, or None: found by running the
+    package decoder in MLX on a prompt alone and left-padded beside a longer one."""
+    rng = np.random.default_rng(1)
+    prompts = [rng.integers(0, 2, 5).tolist(), rng.integers(0, 2, 3).tolist()]
+    ids, mask, positions = (mx.array(a) for a in left_padded(prompts, pad=0))
+    forward = decoder_function(model, layout, mask_rank)
+    batched = forward(ids, mask, positions, *carried_arrays(layout, 2, 0, None))[0][1, -1]
+    alone = forward(ids[1:, 2:], mask[1:, 2:], positions[1:, 2:], *carried_arrays(layout, 1, 0, None))[0][0, -1]
+    batched, alone = (np.array(a.astype(mx.float32)) for a in (batched, alone))
+    if np.abs(batched - alone).max() <= 1e-4 * max(1.0, float(np.abs(alone).max())):
+        return None
+    return ("its recurrent layers read the padding of a left-padded row (their scan does not mask it), so a "
+            "prompt padded beside a longer one gets other logits than alone: give a batch prompts of one length, "
+            "or one prompt at a time")
 
 
 def attention_mask_rank(model, layout: list[tuple]) -> int:
@@ -222,178 +308,3 @@ def attention_mask_rank(model, layout: list[tuple]) -> int:
     raise UnsupportedModelError(
         "no attention mask of the package fits every layer of this model (it adds one mask to scores of "
         f"different ranks, so a mask with a batch axis cannot line up with all of them): {'; '.join(failures)}")
-
-
-def text_settings(config: dict) -> dict:
-    """The text model's settings of an mlx-lm config: a vision-language folder keeps them
-    in ``text_config`` (its own values win over the top level's)."""
-    return {**config, **config.get("text_config", {})}
-
-
-# transformers.js 4.3's decoder-only model types whose graph takes only
-# past_key_values.<i>.key / .value, one per layer, named after the config's layer count
-TRANSFORMERS_JS_TYPES = {
-    "bloom", "gpt2", "gpt_oss", "jais", "gptj", "gpt_neo", "gpt_neox", "codegen", "llama", "nanochat", "apertus",
-    "llama4_text", "arcee", "afmoe", "smollm3", "exaone", "olmo", "olmo2", "olmo3", "mobilellm", "granite", "cohere",
-    "cohere2", "gemma", "gemma2", "vaultgemma", "gemma3_text", "helium", "glm", "glm_moe_dsa", "openelm", "qwen2",
-    "qwen2_moe", "qwen3", "qwen3_moe", "phi", "phi3", "mpt", "mistral", "mistral4", "ministral", "ministral3",
-    "ernie4_5", "starcoder2", "deepseek_v3", "falcon", "solar_open", "stablelm", "hunyuan_v1_dense", "youtu",
-}
-LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "num_transformer_layers")
-
-
-def transformers_js_config(config: dict, layout: list[tuple], vocab: int, external: bool) -> dict:
-    """The package's config.json: the source's, as transformers.js reads it. transformers.js
-    picks its model class and its cache names from ``model_type``; the package's graph has
-    the same decoder contract whatever the architecture, so a type it does not know (or
-    knows with other inputs, or with another layer count than the graph's caches) is
-    given as ``llama``, its plain decoder, with the graph's cache count and widths, and the
-    source's type kept under ``mlx2onnx.source_model_type``. Tokenizer and generation
-    settings are the source's own files, untouched."""
-    settings = text_settings(config)
-    model_type = config.get("model_type", "llama")
-    layers = next((settings[k] for k in LAYER_COUNT_KEYS if isinstance(settings.get(k), int)), None)
-    out = dict(config)
-    if model_type not in TRANSFORMERS_JS_TYPES or layers != len(layout) or "text_config" in config:
-        out = {k: v for k, v in settings.items() if k != "text_config"}
-        out.update(model_type="llama", num_hidden_layers=len(layout), num_key_value_heads=layout[0][0],
-                   head_dim=layout[0][1], vocab_size=vocab,
-                   mlx2onnx={"source_model_type": model_type,
-                             "why": "transformers.js runs the package's decoder as its plain decoder (llama): it "
-                                    "does not run this model type, or not with this graph's inputs"})
-    if external:
-        out["transformers.js_config"] = {**config.get("transformers.js_config", {}), "use_external_data_format": True}
-    return out
-
-
-GENAI_TYPES = {"llama", "mistral", "qwen2", "qwen3", "phi3", "phi", "gemma", "gemma2", "gemma3_text", "olmo",
-               "granite", "chatglm", "nemotron"}
-
-
-def genai_config(config: dict, layout: list, vocab: int, folder: Path) -> dict:
-    """onnxruntime-genai's genai_config.json for the package's decoder graph (``layout``:
-    its past's heads and widths; ``vocab``: its logits' width)."""
-    heads, kdim = layout[0][0], layout[0][1]
-    generation = {}
-    if (folder / "generation_config.json").is_file():
-        generation = json.loads((folder / "generation_config.json").read_text())
-    eos = generation.get("eos_token_id", config.get("eos_token_id", 0))
-    bos = generation.get("bos_token_id", config.get("bos_token_id", 0))
-    pad = generation.get("pad_token_id", config.get("pad_token_id"))
-    if pad is None:
-        pad = eos[0] if isinstance(eos, list) else eos
-    model_type = config.get("model_type", "llama")
-    return {
-        "model": {
-            "bos_token_id": bos,
-            "context_length": int(config.get("max_position_embeddings", 4096)),
-            "decoder": {
-                "session_options": {"log_id": "onnxruntime-genai", "provider_options": []},
-                "filename": "onnx/model.onnx",
-                "head_size": kdim,
-                "hidden_size": int(config.get("hidden_size", heads * kdim)),
-                "inputs": {
-                    "input_ids": "input_ids", "attention_mask": "attention_mask", "position_ids": "position_ids",
-                    "past_key_names": "past_key_values.%d.key", "past_value_names": "past_key_values.%d.value",
-                },
-                "outputs": {
-                    "logits": "logits", "present_key_names": "present.%d.key", "present_value_names": "present.%d.value",
-                },
-                "num_attention_heads": int(config.get("num_attention_heads", heads)),
-                "num_hidden_layers": len(layout),
-                "num_key_value_heads": heads,
-            },
-            "eos_token_id": eos,
-            "pad_token_id": pad,
-            "type": model_type if model_type in GENAI_TYPES else "llama",
-            "vocab_size": int(vocab),
-        },
-        "search": {
-            "do_sample": False, "early_stopping": True, "max_length": int(config.get("max_position_embeddings", 4096)),
-            "min_length": 0, "num_beams": 1, "num_return_sequences": 1, "past_present_share_buffer": False,
-            "repetition_penalty": 1.0, "temperature": 1.0, "top_k": 1, "top_p": 1.0,
-        },
-    }
-
-
-# -- running and checking a package --------------------------------------------------------
-def left_padded(prompts: list[list[int]], pad: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(input_ids, attention_mask, position_ids) int64 for prompts of different lengths,
-    padded on the left: positions count each row's own tokens from 0 (1 on padding, as
-    Optimum and transformers.js write them)."""
-    width = max(len(p) for p in prompts)
-    ids = np.full((len(prompts), width), pad, np.int64)
-    mask = np.zeros((len(prompts), width), np.int64)
-    for row, prompt in enumerate(prompts):
-        ids[row, width - len(prompt):] = prompt
-        mask[row, width - len(prompt):] = 1
-    positions = np.where(mask == 1, np.cumsum(mask, axis=1) - 1, 1)
-    return ids, mask, positions
-
-
-def package_generate(session, prompts: list[list[int]], new_tokens: int, pad: int = 0):
-    """Greedy tokens [batch, new_tokens] from the package's decoder in ``session`` for a
-    left-padded batch of ``prompts``, and the first step's logits of each row's last token."""
-    ids, mask, positions = left_padded(prompts, pad)
-    past = {}
-    for value in session.get_inputs():
-        if value.name.startswith("past_key_values."):
-            shape = [len(prompts) if i == 0 else 0 if i == 2 else d for i, d in enumerate(value.shape)]
-            past[value.name] = np.zeros(shape, np.float32)
-    tokens, first = [], None
-    for step in range(new_tokens):
-        outputs = session.run(None, {"input_ids": ids, "attention_mask": mask, "position_ids": positions, **past})
-        logits = outputs[0][:, -1, :]
-        first = logits if first is None else first
-        token = logits.argmax(axis=-1).astype(np.int64)
-        tokens.append(token)
-        names = [o.name for o in session.get_outputs()][1:]
-        past = {name.replace("present.", "past_key_values."): value for name, value in zip(names, outputs[1:])}
-        ids = token[:, None]
-        mask = np.concatenate([mask, np.ones((len(prompts), 1), np.int64)], axis=1)
-        positions = positions[:, -1:] + 1
-    return np.stack(tokens, axis=1), first
-
-
-def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts: list[list[int]],
-                  new_tokens: int = 12, atol: float | None = None, rtol: float | None = None) -> dict:
-    """Greedy tokens and first-step logits of the package in onnxruntime (the prompts in
-    one left-padded batch) against mlx-lm's own forward of each prompt alone. The session
-    is a plain one, as onnxruntime-genai and transformers.js open it; where the package
-    asks for int8 activations, or MLX's device computes float32 products in TF32, the
-    result says so and the logits are compared at that arithmetic's tolerance (the tokens
-    must still be MLX's)."""
-    import onnx
-    import onnxruntime as ort
-
-    from ..verify import reference as references
-    from ..verify.parity import Verifier
-    from ..verify.runtimes import arithmetic
-    from .decoder import mlx_generate
-
-    package, folder = Path(package), Path(folder)
-    model_file = package / "onnx" / "model.onnx"
-    if not model_file.is_file():
-        raise UsageError(f"{package} is not a package: it has no onnx/model.onnx (write one with "
-                         "`mlx2onnx export MODEL_FOLDER -o PACKAGE/`)")
-    model = load_model_folder(str(folder)).fun
-    session = ort.InferenceSession(str(model_file), providers=["CPUExecutionProvider"])
-    trades = arithmetic.onnxruntime(onnx.load(str(model_file), load_external_data=False), {}, "all")
-    verifier, reference = Verifier(), references.current()
-    row = verifier.compared_as("float32", None, [*trades, *reference.arithmetic()])
-    default_atol, default_rtol = verifier.tolerance(row)
-    atol = default_atol if atol is None else atol
-    rtol = default_rtol if rtol is None else rtol
-    tokens, logits = package_generate(session, prompts, new_tokens)
-    rows = []
-    for row, prompt in enumerate(prompts):
-        want_tokens = mlx_generate(model, mx.array([prompt]), new_tokens)[0]
-        want_logits = np.array(model(mx.array([prompt]))[0, -1].astype(mx.float32))
-        error = float(np.abs(logits[row] - want_logits).max())
-        bound = atol + rtol * float(np.abs(want_logits).max())
-        rows.append({"prompt": list(map(int, prompt)), "tokens": tokens[row].tolist(), "mlx_tokens": want_tokens.tolist(),
-                     "max_abs_logit_error": error, "tolerance": bound,
-                     "passed": bool(np.array_equal(tokens[row], want_tokens) and error <= bound)})
-    return {"package": str(package), "folder": str(folder), "arithmetic": [str(t) for t in trades],
-            "reference": reference.to_dict(), "rows": rows,
-            "passed": all(r["passed"] for r in rows)}

@@ -1,0 +1,111 @@
+"""Running a package: greedy generation through its decoder graph in onnxruntime, and the
+check of a package against the mlx-lm folder it was exported from (``mlx2onnx check
+PACKAGE/ MODEL_FOLDER``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+
+from ..targets import UsageError, load_model_folder
+
+_NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
+                "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(bool)": np.bool_}
+
+
+def left_padded(prompts: list[list[int]], pad: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(input_ids, attention_mask, position_ids) int64 for prompts of different lengths,
+    padded on the left: positions count each row's own tokens from 0 (1 on padding, as
+    Optimum and transformers.js write them)."""
+    width = max(len(p) for p in prompts)
+    ids = np.full((len(prompts), width), pad, np.int64)
+    mask = np.zeros((len(prompts), width), np.int64)
+    for row, prompt in enumerate(prompts):
+        ids[row, width - len(prompt):] = prompt
+        mask[row, width - len(prompt):] = 1
+    positions = np.where(mask == 1, np.cumsum(mask, axis=1) - 1, 1)
+    return ids, mask, positions
+
+
+def package_generate(session, prompts: list[list[int]], new_tokens: int, pad: int = 0):
+    """Greedy tokens [batch, new_tokens] from the package's decoder in ``session`` for a
+    left-padded batch of ``prompts``, and the first step's logits of each row's last token."""
+    ids, mask, positions = left_padded(prompts, pad)
+    carried = session.get_inputs()[3:]  # keys, values and states, in the order of the outputs after the logits
+    past = {value.name: np.zeros([len(prompts) if i == 0 else d if isinstance(d, int) else 0
+                                  for i, d in enumerate(value.shape)], _NUMPY_TYPES[value.type])
+            for value in carried}
+    tokens, first = [], None
+    for step in range(new_tokens):
+        outputs = session.run(None, {"input_ids": ids, "attention_mask": mask, "position_ids": positions, **past})
+        logits = outputs[0][:, -1, :]
+        first = logits if first is None else first
+        token = logits.argmax(axis=-1).astype(np.int64)
+        tokens.append(token)
+        past = {value.name: array for value, array in zip(carried, outputs[1:])}
+        ids = token[:, None]
+        mask = np.concatenate([mask, np.ones((len(prompts), 1), np.int64)], axis=1)
+        positions = positions[:, -1:] + 1
+    return np.stack(tokens, axis=1), first
+
+
+def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts: list[list[int]],
+                  new_tokens: int = 12, atol: float | None = None, rtol: float | None = None) -> dict:
+    """Greedy tokens and first-step logits of the package in onnxruntime (the prompts in
+    one left-padded batch, or one at a time where the package says it does not serve
+    left-padded batches) against mlx-lm's own forward of each prompt alone. The session
+    is a plain one, as onnxruntime-genai and transformers.js open it; where the package
+    asks for int8 activations, or MLX's device computes float32 products in TF32, the
+    result says so and the logits are compared at that arithmetic's tolerance (the tokens
+    must still be MLX's)."""
+    import onnx
+    import onnxruntime as ort
+
+    from ..verify import reference as references
+    from ..verify.parity import Verifier
+    from ..verify.runtimes import arithmetic
+    from .decoder import mlx_generate
+
+    package, folder = Path(package), Path(folder)
+    model_file = package / "onnx" / "model.onnx"
+    if not model_file.is_file():
+        raise UsageError(f"{package} is not a package: it has no onnx/model.onnx (write one with "
+                         "`mlx2onnx export MODEL_FOLDER -o PACKAGE/`)")
+    model = load_model_folder(str(folder)).fun
+    session = ort.InferenceSession(str(model_file), providers=["CPUExecutionProvider"])
+    trades = arithmetic.onnxruntime(onnx.load(str(model_file), load_external_data=False), {}, "all")
+    verifier, reference = Verifier(), references.current()
+    row = verifier.compared_as("float32", None, [*trades, *reference.arithmetic()])
+    default_atol, default_rtol = verifier.tolerance(row)
+    atol = default_atol if atol is None else atol
+    rtol = default_rtol if rtol is None else rtol
+    padding = _notes(package).get("left_padded_batches")
+    if padding:
+        runs = [package_generate(session, [prompt], new_tokens) for prompt in prompts]
+        tokens, logits = (np.concatenate(parts) for parts in zip(*runs))
+    else:
+        tokens, logits = package_generate(session, prompts, new_tokens)
+    rows = []
+    for row, prompt in enumerate(prompts):
+        want_tokens = mlx_generate(model, mx.array([prompt]), new_tokens)[0]
+        want_logits = np.array(model(mx.array([prompt]))[0, -1].astype(mx.float32))
+        error = float(np.abs(logits[row] - want_logits).max())
+        bound = atol + rtol * float(np.abs(want_logits).max())
+        rows.append({"prompt": list(map(int, prompt)), "tokens": tokens[row].tolist(), "mlx_tokens": want_tokens.tolist(),
+                     "max_abs_logit_error": error, "tolerance": bound,
+                     "passed": bool(np.array_equal(tokens[row], want_tokens) and error <= bound)})
+    return {"package": str(package), "folder": str(folder), "arithmetic": [str(t) for t in trades],
+            "reference": reference.to_dict(), "rows": rows,
+            "batch": f"one prompt at a time: left-padded batches are {padding}" if padding else "one left-padded batch",
+            "passed": all(r["passed"] for r in rows)}
+
+
+def _notes(package: Path) -> dict:
+    """What the package's config.json says under ``mlx2onnx`` (runtimes that cannot run it,
+    batches it does not serve)."""
+    config = package / "config.json"
+    return json.loads(config.read_text()).get("mlx2onnx", {}) if config.is_file() else {}

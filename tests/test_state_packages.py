@@ -30,6 +30,8 @@ ARCHITECTURES = {
     "falcon_h1": ("a CacheList per layer: mamba states and attention keys in one layer", {}),
     "jamba": ("a scan that reads padding: rows of a batch one at a time",
               {"left_padded_batches": "read the padding of a left-padded row"}),
+    "qwen3_next": ("a gated-delta scan whose mask the loop recovery cannot carry: run unmasked, prompts one at a time",
+                   {"left_padded_batches": "could not be exported with its loop"}),
     "mamba": ("no attention at all: transformers.js counts tokens from an attention cache",
               {"transformers.js": "no attention layer", "left_padded_batches": "read the padding"}),
     "rwkv7": ("three states per layer, a count genai does not carry, and no attention",

@@ -112,7 +112,7 @@ def transformers_js_config(config: dict, layout: list, vocab: int, external: boo
         for k in (k for k, v in given.items() if v is None):
             out.pop(k, None)
         out["mlx2onnx"] = {"source_model_type": model_type}
-        if given["model_type"] != model_type:
+        if given["model_type"] != model_type and not reason:
             out["mlx2onnx"]["why"] = (f"transformers.js runs the package's decoder as its {given['model_type']}: it "
                                       "does not run this model type, or not with this graph's inputs")
     if reason:

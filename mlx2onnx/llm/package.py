@@ -40,7 +40,7 @@ import mlx.core as mx
 import numpy as np
 
 from ..capture.dynamic import Dim
-from ..errors import ExportOptionError, UnsupportedModelError
+from ..errors import DynamicShapeError, ExportOptionError, UnsupportedModelError
 from ..exporter import Exporter
 from ..io.saving import save_model, staging_folder
 from ..targets import load_model_folder
@@ -121,9 +121,10 @@ def stored_layout(layout: list) -> list:
     return [stored(e) for e in layout]
 
 
-def decoder_function(model, layout: list, mask_rank: int = 4) -> Callable:
+def decoder_function(model, layout: list, mask_rank: int = 4, state_masks: bool = True) -> Callable:
     """``f(input_ids, attention_mask, position_ids, *past) -> (logits, *present)``, the
-    arrays of each cache of ``layout`` (:func:`~.states.package_layout`) in order."""
+    arrays of each cache of ``layout`` (:func:`~.states.package_layout`) in order;
+    ``state_masks``: recurrent layers are given the padding mask (those that read one)."""
     from mlx_lm.models.cache import CacheList
 
     states = package_states_class()
@@ -144,7 +145,7 @@ def decoder_function(model, layout: list, mask_rank: int = 4) -> Callable:
                 members.append(PackageCache(past[at], past[at + 1], offset, key_mask, leaf[1:3], mask_rank))
                 at += 2
             else:
-                members.append(states(list(past[at:at + len(leaf.shapes)]), key_mask))
+                members.append(states(list(past[at:at + len(leaf.shapes)]), key_mask if state_masks else None))
                 at += len(leaf.shapes)
         caches, used = [], 0
         for entry in layout:
@@ -180,8 +181,6 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
     layers = len(layout)
     arrays = example_inputs(layout, batch=2)
     mask_rank = attention_mask_rank(model, layout)
-    refuse_unlike_fresh_states(model, layout, mask_rank, config.get("model_type", "?"))
-    padding = padding_reason(model, layout, mask_rank)
     slots = slot_names(layout)
     names = ["input_ids", "attention_mask", "position_ids"] + [past for past, _ in slots]
     dynamic = {"input_ids": {0: "batch_size", 1: "sequence"}, "attention_mask": {0: "batch_size", 1: "total_sequence"},
@@ -192,7 +191,9 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
     exporter = exporter or Exporter(bfloat16=PACKAGE_BFLOAT16)
     exporter = exporter.with_options(input_names=names, output_names=outputs, path=None, dynamic=dynamic)
     with stage(f"tracing the decoder ({layers} layers) at several sizes and translating it"):
-        graph = exporter.to_ir(decoder_function(model, layout, mask_rank), *arrays)
+        graph, forward, masked = _traced(exporter, model, layout, mask_rank, arrays)
+    refuse_unlike_fresh_states(forward, model, layout, config.get("model_type", "?"))
+    padding = padding_reason(forward, layout, masked)
     vocab = graph.graph.outputs[0].shape[-1]  # the logits' width: the vocabulary the graph scores
     out.parent.mkdir(parents=True, exist_ok=True)
     with staging_folder(out.parent, f".{out.name}.") as staging, stage(f"checking and writing {out}"):
@@ -250,7 +251,23 @@ def carried_arrays(layout: list, batch: int, past: int, rng: np.random.Generator
     return arrays
 
 
-def refuse_unlike_fresh_states(model, layout: list, mask_rank: int, model_type: str) -> None:
+def _traced(exporter: Exporter, model, layout: list, mask_rank: int, arrays: list):
+    """The package graph and the decoder function it was traced from. Where the padding
+    mask given to recurrent layers keeps the traces from being one program (qwen3_next's
+    scan applies it in every step but its last, which the loop recovery cannot carry), the
+    layers run without it: the package then does not serve left-padded batches, which
+    :func:`padding_reason` finds and the package records."""
+    try:
+        forward = decoder_function(model, layout, mask_rank)
+        return exporter.to_ir(forward, *arrays), forward, True
+    except DynamicShapeError:
+        if all(is_kv(leaf) for _, leaf in flat(layout)):
+            raise
+    forward = decoder_function(model, layout, mask_rank, state_masks=False)
+    return exporter.to_ir(forward, *arrays), forward, False
+
+
+def refuse_unlike_fresh_states(forward: Callable, model, layout: list, model_type: str) -> None:
     """Refuse a model whose state before the first token is not zeros: the package decoder
     with zero states against the model's forward with mlx-lm's own fresh cache, on a
     short prompt (the first tokens show it most)."""
@@ -258,8 +275,7 @@ def refuse_unlike_fresh_states(model, layout: list, mask_rank: int, model_type: 
         return
     ids = mx.array(np.random.default_rng(2).integers(0, 2, (1, 3)).astype(np.int64))
     positions = mx.arange(3, dtype=mx.int64)[None]
-    got = decoder_function(model, layout, mask_rank)(ids, mx.ones_like(ids), positions,
-                                                      *carried_arrays(layout, 1, 0, None))[0][0]
+    got = forward(ids, mx.ones_like(ids), positions, *carried_arrays(layout, 1, 0, None))[0][0]
     want = model(ids, cache=model.make_cache())[0]
     got, want = (np.array(a.astype(mx.float32)) for a in (got, want))
     error = np.abs(got - want).max(axis=-1)
@@ -271,21 +287,21 @@ def refuse_unlike_fresh_states(model, layout: list, mask_rank: int, model_type: 
             f"{int(error.argmax())} of a 3-token prompt")
 
 
-def padding_reason(model, layout: list, mask_rank: int) -> str | None:
+def padding_reason(forward: Callable, layout: list, masked: bool = True) -> str | None:
     """Why the package cannot serve left-padded batches, or None: found by running the
     package decoder in MLX on a prompt alone and left-padded beside a longer one."""
     rng = np.random.default_rng(1)
     prompts = [rng.integers(0, 2, 5).tolist(), rng.integers(0, 2, 3).tolist()]
     ids, mask, positions = (mx.array(a) for a in left_padded(prompts, pad=0))
-    forward = decoder_function(model, layout, mask_rank)
     batched = forward(ids, mask, positions, *carried_arrays(layout, 2, 0, None))[0][1, -1]
     alone = forward(ids[1:, 2:], mask[1:, 2:], positions[1:, 2:], *carried_arrays(layout, 1, 0, None))[0][0, -1]
     batched, alone = (np.array(a.astype(mx.float32)) for a in (batched, alone))
     if np.abs(batched - alone).max() <= 1e-4 * max(1.0, float(np.abs(alone).max())):
         return None
-    return ("its recurrent layers read the padding of a left-padded row (their scan does not mask it), so a "
-            "prompt padded beside a longer one gets other logits than alone: give a batch prompts of one length, "
-            "or one prompt at a time")
+    why = ("their scan does not mask it" if masked else
+           "the mask their scan reads could not be exported with its loop, so the package runs it unmasked")
+    return (f"its recurrent layers read the padding of a left-padded row ({why}), so a prompt padded beside a "
+            "longer one gets other logits than alone: give a batch prompts of one length, or one prompt at a time")
 
 
 def attention_mask_rank(model, layout: list[tuple]) -> int:

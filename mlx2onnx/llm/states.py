@@ -143,7 +143,8 @@ def package_states_class():
 
     class PackageStates(ArraysCache):
         """An ``ArraysCache`` whose states come from the graph's inputs; its mask is the
-        step's slice of ``attention_mask`` (padding), for the layers that read one."""
+        step's slice of ``attention_mask`` (padding), for the layers that read one (None:
+        no mask)."""
 
         def __init__(self, arrays: list, step_mask: mx.array):
             super().__init__(len(arrays))
@@ -151,7 +152,7 @@ def package_states_class():
             self.step_mask = step_mask
 
         def make_mask(self, N: int, **_: Any):
-            return self.step_mask[:, -N:]
+            return None if self.step_mask is None else self.step_mask[:, -N:]
 
         def advance(self, N):
             pass

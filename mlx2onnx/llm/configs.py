@@ -138,6 +138,11 @@ def genai_hybrid(layout: list) -> tuple[dict | None, str | None]:
                 "inputs": {"past_conv_names": "past_conv.%d"}, "outputs": {"present_conv_names": "present_conv.%d"}}, None
     leaves = [leaf for entry in layout for leaf in (entry.members if isinstance(entry, Group) else (entry,))]
     states = {(leaf.shapes, leaf.dtypes) for leaf in leaves if not is_kv(leaf)}
+    windowed = any(len(shapes[0]) == 3 or len(shapes[1]) == 4 for shapes, _ in states if len(shapes) == 2)
+    if windowed:  # a rank-4 convolution or rank-5 recurrent state is genai's window of per-token states
+        return None, (f"onnxruntime-genai 0.18 reads a rank-4 first state as a window of convolution states (its "
+                      f"state_window layout); this model's caches carry {_described(layout)} of ranks "
+                      f"{sorted({tuple(1 + len(x) for x in shapes) for shapes, _ in states})} with the batch axis")
     if all(is_kv(leaf) or len(leaf.shapes) == 2 for leaf in leaves) and len(states) == 1:
         return {"inputs": {"past_conv_names": "past_conv.%d", "past_recurrent_names": "past_ssm.%d"},
                 "outputs": {"present_conv_names": "present_conv.%d", "present_recurrent_names": "present_ssm.%d"}}, None

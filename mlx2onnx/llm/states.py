@@ -79,16 +79,19 @@ def _layout_of(probe, where: str):
 
 def package_layout(model, model_type: str) -> list:
     """Per cache of ``model.make_cache()``: a KV tuple (kv_heads, key_dim, value_dim,
-    dtype), :class:`States` or a :class:`Group`, found by running a token, and then three
+    dtype), :class:`States` or a :class:`Group`, found by calling the model on a token (MLX
+    is lazy: nothing is computed), and where it has states on three
     (a state whose size follows the tokens seen, like longcat_flash_ngram's window of
     token ids, is no fixed-size state); a cache the package cannot carry is refused by name."""
     def probed(tokens: int) -> list:
         caches = model.make_cache() if hasattr(model, "make_cache") else [None] * len(model.layers)
         probes = [ShapeProbe() if c is None else _probe(c, f"layer {i}", model_type) for i, c in enumerate(caches)]
-        mx.eval(model(mx.zeros((1, tokens), dtype=mx.int32), cache=probes))
+        model(mx.zeros((1, tokens), dtype=mx.int32), cache=probes)  # shapes and dtypes only: nothing is evaluated
         return [_layout_of(p, f"layer {i}") for i, p in enumerate(probes)]
 
     layout = probed(1)
+    if all(is_kv(leaf) for _, leaf in flat(layout)):
+        return layout
     for i, (one, three) in enumerate(zip(flat(layout), flat(probed(3)))):
         if not is_kv(one[1]) and one[1].shapes != three[1].shapes:
             raise UnsupportedModelError(

@@ -38,6 +38,9 @@ mxfp8 and other quantized products unpack in the graph (:mod:`op_mappings.quanti
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import ml_dtypes
 import mlx.core as mx
 import numpy as np
@@ -67,6 +70,58 @@ def codes_of(words: np.ndarray, bits: int, rows_at_once: int = 1024) -> np.ndarr
     return out
 
 
+class Nibbles:
+    """4-bit codes [N, K] held as MatMulNBits stores them: bytes [N, K / 2], two codes to a
+    byte, low nibble first. MLX packs 4-bit codes the same way (LSB-first in little-endian
+    uint32 words), so a 4-bit weight's bytes are used as they are (:meth:`of_words`: a view,
+    nothing unpacked or copied; an 8B model's weights in seconds, not minutes)."""
+
+    def __init__(self, packed: np.ndarray):
+        self.packed = packed
+        self.shape = (packed.shape[0], 2 * packed.shape[1])
+
+    @classmethod
+    def of_words(cls, words: np.ndarray) -> "Nibbles":
+        """MLX's 4-bit words [N, K / 8] (uint32)."""
+        return cls(np.ascontiguousarray(words.astype("<u4", copy=False)).view(np.uint8))
+
+    @classmethod
+    def of_codes(cls, codes: np.ndarray) -> "Nibbles":
+        """Codes [N, K] (uint8, each below 16)."""
+        return cls(_two_per_byte(codes))
+
+    def codes(self) -> np.ndarray:
+        out = np.empty(self.shape, np.uint8)
+        out[:, 0::2], out[:, 1::2] = self.packed & 15, self.packed >> 4
+        return out
+
+    def middles(self, group_size: int, rows_at_once: int = 1024) -> np.ndarray:
+        """The zero point of each block of ``group_size`` codes: the middle of its values
+        (uint8 [N, K / group_size])."""
+        n, blocks = self.shape[0], self.shape[1] // group_size
+        out = np.empty((n, blocks), np.uint8)
+
+        def rows(start: int) -> None:
+            part = self.packed[start:start + rows_at_once].reshape(-1, blocks, group_size // 2)
+            low, high = part & np.uint8(15), part >> 4
+            least = _halving(np.minimum(low, high), np.minimum).astype(np.uint16)
+            most = _halving(np.maximum(low, high), np.maximum)
+            out[start:start + rows_at_once] = (least + most + 1) // 2
+
+        with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # NumPy's ufuncs let go of the GIL
+            list(pool.map(rows, range(0, n, rows_at_once)))
+        return out
+
+
+def _halving(values: np.ndarray, op) -> np.ndarray:
+    """``op`` over the last axis (a power of two long) by halves: whole-array operations,
+    twice as fast as NumPy's reduction along a short axis."""
+    while values.shape[-1] > 1:
+        half = values.shape[-1] // 2
+        values = op(values[..., :half], values[..., half:])
+    return values[..., 0]
+
+
 def fits(ctx, rec, operands, group_size: int, transpose: bool) -> bool:
     """Whether this QuantizedMatmul's weight (constant words and scales, constant biases
     when affine) can stay in 4-bit blocks."""
@@ -88,11 +143,16 @@ def _contrib(ctx) -> bool:
 FLOAT32_ACCURACY, INT8_ACCURACY = 0, 4  # MatMulNBits accuracy_level: float32 compute, int8 activations
 
 
-def affine_terms(codes: np.ndarray, scale: np.ndarray, bits: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``q * scale`` as 4-bit terms ``(n_j, 16^j * scale)``: q = sum_j 16^j n_j."""
-    if bits <= NIBBLE:
-        return [(codes, scale)]
-    return [((codes >> (NIBBLE * j)) & np.uint8(15), scale * np.float32(16**j)) for j in range(-(-bits // NIBBLE))]
+def affine_terms(words: np.ndarray, scale: np.ndarray, bits: int) -> list[tuple[Nibbles, np.ndarray]]:
+    """``q * scale`` as 4-bit terms ``(n_j, 16^j * scale)``: q = sum_j 16^j n_j, from MLX's
+    packed words (4-bit ones as they are)."""
+    if bits == NIBBLE:
+        return [(Nibbles.of_words(words), scale)]
+    codes = codes_of(words, bits)
+    if bits < NIBBLE:
+        return [(Nibbles.of_codes(codes), scale)]
+    return [(Nibbles.of_codes((codes >> (NIBBLE * j)) & np.uint8(15)), scale * np.float32(16**j))
+            for j in range(-(-bits // NIBBLE))]
 
 
 FP4_DOUBLED = np.array([0, 1, 2, 3, 4, 6, 8, 12], np.int16)  # 2 * |E2M1 value| by magnitude code
@@ -106,7 +166,7 @@ def fp4_terms(codes: np.ndarray, scale: np.ndarray) -> tuple[list, np.ndarray]:
     low = np.minimum(doubled, 15).astype(np.uint8)
     high = (doubled - low).astype(np.uint8)
     half = scale * np.float32(0.5)
-    return [(low, half), (high, half)], scale * np.float32(-6)
+    return [(Nibbles.of_codes(low), half), (Nibbles.of_codes(high), half)], scale * np.float32(-6)
 
 
 def blocked_matmul(ctx, rec, x, terms, bias: np.ndarray, group_size: int):
@@ -119,36 +179,29 @@ def blocked_matmul(ctx, rec, x, terms, bias: np.ndarray, group_size: int):
     total = None
     centre = bias.astype(np.float64)
     for nibble, step in terms:
-        zero = middles(nibble, group_size)
+        zero = nibble.middles(group_size)
         term = product(ctx, x, nibble, step.astype(np.float32), zero, group_size)
         total = term if total is None else ctx.op.Add(total, term)
         centre = centre + zero * step.astype(np.float64)
     return ctx.op.Add(total, _bias_term(ctx, rec, x, centre.astype(np.float32), group_size, k))
 
 
-def middles(nibble: np.ndarray, group_size: int) -> np.ndarray:
-    """The zero point of each block of 4-bit codes [N, K]: the middle of its values
-    (uint8 [N, K / group_size])."""
-    blocks = nibble.reshape(nibble.shape[0], -1, group_size)
-    return ((blocks.min(-1).astype(np.uint16) + blocks.max(-1) + 1) // 2).astype(np.uint8)
-
-
-def _dequantize_matmul(ctx, x, nibble: np.ndarray, scale: np.ndarray, zero: np.ndarray, group_size: int):
+def _dequantize_matmul(ctx, x, nibble: Nibbles, scale: np.ndarray, zero: np.ndarray, group_size: int):
     """x @ ((nibble - zero) * scale).T as DequantizeLinear(uint4 [K, N] blocked along K,
     with zero points) + MatMul."""
-    codes = ctx.const(np.ascontiguousarray(nibble.T).astype(ml_dtypes.uint4))
+    codes = ctx.const(np.ascontiguousarray(nibble.codes().T).astype(ml_dtypes.uint4))
     steps = ctx.const(np.ascontiguousarray(scale.T))
     zeros = ctx.const(np.ascontiguousarray(zero.T).astype(ml_dtypes.uint4))
     weight = ctx.op.DequantizeLinear(codes, steps, zeros, axis=0, block_size=group_size)
     return ctx.op.MatMul(x, weight)
 
 
-def _matmul_nbits(ctx, x, nibble: np.ndarray, scale: np.ndarray, zero: np.ndarray, group_size: int):
+def _matmul_nbits(ctx, x, nibble: Nibbles, scale: np.ndarray, zero: np.ndarray, group_size: int):
     """x @ ((nibble - zero) * scale).T as com.microsoft.MatMulNBits (zero points per
     block, two to a byte, low nibble first), float32 compute unless the export asks for
     int8 activations."""
     n, k = nibble.shape
-    packed = _two_per_byte(nibble.reshape(n, k // group_size, group_size))
+    packed = nibble.packed.reshape(n, k // group_size, group_size // 2)
     return ctx.op.MatMulNBits(
         x, ctx.const(packed), ctx.const(scale.reshape(-1)), ctx.const(_two_per_byte(zero).reshape(-1)),
         _domain="com.microsoft", K=k, N=n, bits=NIBBLE, block_size=group_size,

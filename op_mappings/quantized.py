@@ -280,10 +280,10 @@ def _blocked(ctx, rec, x, operands, group_size, bits, mode, transpose, dtype):
     if not lowbit.fits(ctx, rec, operands, group_size, transpose):
         return None
     words, scales, biases = (None if v is None else v.const_value.numpy() for v in operands)
-    codes = lowbit.codes_of(words, bits)
     if mode == AFFINE:
-        terms, bias = lowbit.affine_terms(codes, scales.astype(np.float32), bits), biases
+        terms, bias = lowbit.affine_terms(words, scales.astype(np.float32), bits), biases
     else:
+        codes = lowbit.codes_of(words, bits)
         decoded = scale_table(mode, dtype)[scales.astype(np.int64)]
         if not np.all(np.isfinite(decoded)):  # a scale the activation dtype cannot hold
             return None

@@ -1,9 +1,9 @@
 """Decoder LLMs: export with a KV cache, generate tokens with the export, and packages for
 onnxruntime-genai and transformers.js."""
 
+from .caches import GrowingKVCache
 from .decoder import (
     DecoderExport,
-    GrowingKVCache,
     cache_layout,
     export_decoder,
     generate,

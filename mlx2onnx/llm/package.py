@@ -46,7 +46,7 @@ from ..io.saving import save_model, staging_folder
 from ..targets import load_model_folder
 from .check import left_padded
 from .configs import genai_config, json_text, text_settings, transformers_js_config
-from .decoder import GrowingKVCache
+from .caches import GrowingKVCache
 from .states import Group, flat, is_kv, package_layout, package_states_class, slot_names
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",

@@ -24,7 +24,7 @@ from typing import Any
 import mlx.core as mx
 
 from ..errors import UnsupportedModelError
-from .decoder import ShapeProbe
+from .caches import ShapeProbe
 
 KV_CACHES = ("KVCache", "RotatingKVCache")
 

@@ -47,9 +47,8 @@ NOTES = {
                    "top keys of a row whose masked keys are all -inf, so which masked keys it picks, and its "
                    "logits, follow that order. Found by walking the graph back from the first differing value.",
     "plamo3": "mlx-lm's plamo3 masks its sliding-window layers with window_size + 1 keys but keeps window_size "
-              "of them in its RotatingKVCache, so once a prompt passes the window its decode steps attend to one "
-              "key fewer than its prompt did; the package masks window_size + 1 throughout (the prompt's rule). "
-              "The tiny config's window is 4 tokens; a real one (2048) meets this past 2048 tokens.",
+              "of them in its RotatingKVCache, so its prompt sees one key more than its one-token steps do; the "
+              "package follows both (a one-token step sees at most the keys mlx-lm's cache keeps).",
     "phi3small": "MLX 0.32.4 itself stops with a segmentation fault running this tiny model on the CPU.",
 }
 

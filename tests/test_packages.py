@@ -189,6 +189,7 @@ ARCHITECTURES = {
     "gemma3n": "layers that share another layer's cache: one cache per make_cache() entry",
     "mixtral": "a model type transformers.js does not know: its plain decoder (llama) runs the package",
     "exaone": "greedy decoding that meets the end-of-sequence token: the runtimes stop there",
+    "plamo3": "a sliding window asked one wider than its cache keeps: one-token steps see what mlx-lm keeps",
 }
 
 

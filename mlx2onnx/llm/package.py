@@ -47,7 +47,7 @@ from ..targets import load_model_folder
 from .check import left_padded
 from .configs import genai_config, json_text, text_settings, transformers_js_config
 from .caches import GrowingKVCache
-from .states import Group, flat, is_kv, package_layout, package_states_class, slot_names
+from .states import Group, flat, is_kv, package_layout, package_states_class, rotating_sizes, slot_names
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                    "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja")
@@ -70,9 +70,9 @@ class PackageCache(GrowingKVCache):
     real queries' scores and weights (0 * NaN is NaN)."""
 
     def __init__(self, keys: mx.array, values: mx.array, offset: mx.array, key_mask: mx.array,
-                 dims: tuple[int, int], mask_rank: int = 4):
+                 dims: tuple[int, int], mask_rank: int = 4, kept: int | None = None):
         super().__init__(keys, values, offset)
-        self.key_mask, self.dims, self.mask_rank = key_mask, dims, mask_rank
+        self.key_mask, self.dims, self.mask_rank, self.kept = key_mask, dims, mask_rank, kept
 
     def update_and_fetch(self, keys: mx.array, values: mx.array):
         real = self.key_mask[:, -keys.shape[2]:][:, None, :, None]
@@ -91,13 +91,20 @@ class PackageCache(GrowingKVCache):
         """Bool [batch, 1, N, past + N]: query i (index past + i) sees key j <= its index
         that attention_mask keeps; each query also sees itself, so a padded query has one
         key and no row is all -inf (a NaN there would reach the real rows through runtimes
-        that add masks as a bias)."""
+        that add masks as a bias). A one-token step of a layer whose mlx-lm cache keeps
+        ``kept`` keys (a RotatingKVCache) sees at most those, as in mlx-lm, whatever window
+        it asks for (plamo3 asks for window + 1 and keeps window)."""
         past = self.keys.shape[2]
         query = mx.arange(past, past + N, dtype=mx.int32)[:, None]
         key = mx.arange(past + N, dtype=mx.int32)[None]
         seen = key <= query
         if window_size is not None:
-            seen = seen & (key > query - window_size)
+            window = window_size
+            if self.kept is not None and self.kept < window_size:
+                # N == 1 read from a value of the graph (a Python test of N would fix the size)
+                one = mx.arange(N, dtype=mx.int32)[-1:] == 0
+                window = mx.where(one, self.kept, window_size)
+            seen = seen & (key > query - window)
         mask = (seen[None, None] & self.key_mask[:, None, None, :]) | (key == query)[None, None]
         # models that group query heads under their key heads score [batch, kv, group, N, total]
         return mask[:, None] if self.mask_rank == 5 else mask
@@ -129,6 +136,7 @@ def decoder_function(model, layout: list, mask_rank: int = 4, state_masks: bool 
 
     states = package_states_class()
     leaves = flat(layout)
+    kept = rotating_sizes(model, len(leaves))
     first_key = next((k for k, name in enumerate(slot_names(layout)) if name[0].endswith(".key")), None)
 
     def forward(self, input_ids, attention_mask, position_ids, *past):
@@ -140,9 +148,9 @@ def decoder_function(model, layout: list, mask_rank: int = 4, state_masks: bool 
         last = mx.arange(sequence, dtype=position_ids.dtype)[-1:]
         offset = (position_ids[:, -1:] - last).squeeze(1).astype(mx.int32)
         members, at = [], 0
-        for _, leaf in leaves:
+        for (_, leaf), size in zip(leaves, kept):
             if is_kv(leaf):
-                members.append(PackageCache(past[at], past[at + 1], offset, key_mask, leaf[1:3], mask_rank))
+                members.append(PackageCache(past[at], past[at + 1], offset, key_mask, leaf[1:3], mask_rank, size))
                 at += 2
             else:
                 members.append(states(list(past[at:at + len(leaf.shapes)]), key_mask if state_masks else None))

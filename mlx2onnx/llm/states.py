@@ -110,6 +110,18 @@ def flat(layout: list) -> list[tuple[int, Any]]:
     return out
 
 
+def rotating_sizes(model, leaves: int) -> list[int | None]:
+    """Per leaf of :func:`flat`: the keys a RotatingKVCache of ``model.make_cache()`` keeps
+    (its ``max_size``), else None."""
+    if not hasattr(model, "make_cache"):
+        return [None] * leaves
+    sizes = []
+    for cache in model.make_cache():
+        for member in (cache.caches if type(cache).__name__ == "CacheList" else (cache,)):
+            sizes.append(member.max_size if type(member).__name__ == "RotatingKVCache" else None)
+    return sizes
+
+
 # names of an ArraysCache's arrays by count, as transformers.js names them for its hybrid
 # model types (lfm2: one convolution state; granitemoehybrid, nemotron_h, falcon_h1: a
 # convolution and an SSM state; olmo_hybrid: three convolutions and a recurrent state)

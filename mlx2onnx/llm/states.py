@@ -46,6 +46,16 @@ def is_kv(entry) -> bool:
     return isinstance(entry, tuple)
 
 
+# why a cache type cannot be carried, where it is known
+WHY_NOT = {
+    "ChunkedKVCache": " (llama4 builds its chunked mask from the cache's start and offset as Python numbers, "
+                      "mx.arange(start, end), one for the whole batch, where each row of a package has its own "
+                      "positions, and trims the cache in Python)",
+    "LayerCache": " (deepseek_v41's own cache of a sliding window and compressed key groups, which closes a group "
+                  "when a Python count of tokens reaches its size)",
+}
+
+
 def _probe(cache, where: str, model_type: str):
     from mlx_lm.models.cache import ArraysCache, CacheList
 
@@ -56,9 +66,11 @@ def _probe(cache, where: str, model_type: str):
         return ArraysCache(len(cache.cache))
     if type(cache) is CacheList:
         return CacheList(*[_probe(c, f"{where}, member {j}", model_type) for j, c in enumerate(cache.caches)])
+    why = WHY_NOT.get(kind, "")
     raise UnsupportedModelError(
-        f"model_type {model_type!r} uses an mlx-lm {kind} ({where}), which the package export does not support: it "
-        f"exports attention KV caches ({', '.join(KV_CACHES)}), recurrent states (ArraysCache) and CacheLists of them")
+        f"model_type {model_type!r} uses an mlx-lm {kind} ({where}), which the package export does not support{why}: "
+        f"it exports attention KV caches ({', '.join(KV_CACHES)}), recurrent states (ArraysCache) and CacheLists of "
+        "them")
 
 
 def _layout_of(probe, where: str):

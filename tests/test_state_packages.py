@@ -146,3 +146,26 @@ def test_a_model_that_starts_otherwise_than_from_zero_states_is_refused(tmp_path
     assert out.returncode == 3, out.stderr
     assert re.search(r"start without a state otherwise than from zero states.*logits \S+ off", out.stderr), out.stderr
     assert not (tmp_path / "package").exists()
+
+
+@pytest.mark.parametrize("arch", ["mamba", "lfm2"])
+def test_llm_generate_drives_any_package(tmp_path, arch):
+    """mlx2onnx.llm.generate on a package folder: mlx-lm's greedy tokens for prompts of
+    different lengths (one padded batch for lfm2, one at a time for mamba, as each package
+    records), and a clear error for a folder that is no package."""
+    from mlx_lm_configs import config_for
+
+    import mlx2onnx.llm as llm
+    from mlx2onnx.errors import ExportOptionError
+
+    folder = zoo.write_model_folder(tmp_path / "folder", arch, config=config_for(arch))
+    package = tmp_path / "package"
+    cli("export", folder, "-o", package, cwd=tmp_path, check_rc=0)
+    model = load_model_folder(str(folder)).fun
+    rng = np.random.default_rng()
+    prompts = [rng.integers(3, 200, 6).tolist(), rng.integers(3, 200, 2).tolist()]
+    got = llm.generate(package, prompts, 5)
+    for row, prompt in zip(got, prompts):
+        np.testing.assert_array_equal(row, llm.mlx_generate(model, mx.array([prompt]), 5)[0])
+    with pytest.raises(ExportOptionError, match="neither a DecoderExport nor a package folder"):
+        llm.generate(folder, prompts, 2)

@@ -83,7 +83,7 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
     default_atol, default_rtol = verifier.tolerance(row)
     atol = default_atol if atol is None else atol
     rtol = default_rtol if rtol is None else rtol
-    padding = _notes(package).get("left_padded_batches")
+    padding = package_notes(package).get("left_padded_batches")
     if padding:
         runs = [package_generate(session, [prompt], new_tokens) for prompt in prompts]
         tokens, logits = (np.concatenate(parts) for parts in zip(*runs))
@@ -104,7 +104,7 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
             "passed": all(r["passed"] for r in rows)}
 
 
-def _notes(package: Path) -> dict:
+def package_notes(package: Path) -> dict:
     """What the package's config.json says under ``mlx2onnx`` (runtimes that cannot run it,
     batches it does not serve)."""
     config = package / "config.json"

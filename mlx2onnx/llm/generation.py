@@ -1,0 +1,42 @@
+"""``mlx2onnx.llm.generate``: greedy tokens from any export of a decoder LLM in onnxruntime.
+
+An export is either a :class:`~.decoder.DecoderExport` (the prefill and decode graphs of
+``export_decoder``) or a package folder (``mlx2onnx export MODEL_FOLDER -o PACKAGE/``),
+whatever its caches carry: attention keys and values, recurrent states, both.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ExportOptionError
+from .check import package_generate, package_notes
+from .decoder import DecoderExport
+from .decoder import generate as generate_with_graphs
+
+
+def generate(export: DecoderExport | str | os.PathLike, prompt, max_new_tokens: int, sessions=None) -> np.ndarray:
+    """Greedy decoding: ``prompt`` (token ids [batch, length]; for a package also a list of
+    prompts of different lengths) -> the ``max_new_tokens`` generated ids [batch,
+    max_new_tokens]. A package's prompts of different lengths run as one left-padded batch,
+    or one at a time where the package records that it does not serve padded batches."""
+    if isinstance(export, DecoderExport):
+        return generate_with_graphs(export, prompt, max_new_tokens, sessions)
+    package = Path(export)
+    model_file = package / "onnx" / "model.onnx"
+    if not model_file.is_file():
+        raise ExportOptionError(f"{str(package)!r} is neither a DecoderExport nor a package folder (it has no "
+                                "onnx/model.onnx): pass what export_decoder returned or a package's folder")
+    prompts = [list(map(int, row)) for row in prompt]
+    if not prompts or not all(prompts):
+        raise ExportOptionError("give at least one prompt of at least one token")
+    if sessions is None:
+        import onnxruntime as ort
+
+        sessions = ort.InferenceSession(str(model_file), providers=["CPUExecutionProvider"])
+    if len({len(p) for p in prompts}) > 1 and "left_padded_batches" in package_notes(package):
+        return np.concatenate([package_generate(sessions, [p], max_new_tokens)[0] for p in prompts])
+    return package_generate(sessions, prompts, max_new_tokens)[0]

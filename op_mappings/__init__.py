@@ -8,6 +8,7 @@ from . import (
     conv,
     creation,
     elementwise,
+    exp_log,
     fast,
     fast_grad,
     fft,
@@ -18,6 +19,7 @@ from . import (
     refusals,
     shape,
     sort,
+    special,
 )
 
-FAMILIES = (elementwise, bitwise, shape, creation, indexing, matmul, reduce, sort, conv, fast, fast_grad, quantized, fft, refusals)
+FAMILIES = (elementwise, exp_log, special, bitwise, shape, creation, indexing, matmul, reduce, sort, conv, fast, fast_grad, quantized, fft, refusals)

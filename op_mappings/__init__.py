@@ -18,8 +18,9 @@ from . import (
     reduce,
     refusals,
     shape,
+    slicing,
     sort,
     special,
 )
 
-FAMILIES = (elementwise, exp_log, special, bitwise, shape, creation, indexing, matmul, reduce, sort, conv, fast, fast_grad, quantized, fft, refusals)
+FAMILIES = (elementwise, exp_log, special, bitwise, shape, creation, indexing, slicing, matmul, reduce, sort, conv, fast, fast_grad, quantized, fft, refusals)

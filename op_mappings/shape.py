@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from mlx2onnx.translate.registry import handles
 
-from .indexing import empty
 
 
 @handles("Broadcast", "BroadcastAxes")
@@ -19,7 +18,7 @@ def broadcast(ctx, rec):
     if tuple(rec.inputs[0].shape) == tuple(out.shape):
         return [ctx.op.Identity(x)]
     if isinstance(out.size, int) and out.size == 0 and isinstance(rec.inputs[0].size, int):
-        return [empty(ctx, x, rec.inputs[0], out.shape)]
+        return [ctx.empty(x, rec.inputs[0].size, out.shape)]
     return [ctx.run("Expand", [x, ctx.ints(out.shape)], out.dtype)]
 
 

@@ -144,6 +144,10 @@ class OpsetHelpers:
         outs = self.op.Split(x, self.ints(list(sizes)), axis=axis, _outputs=len(sizes))
         return outs if isinstance(outs, tuple) else (outs,)
 
+    def empty(self, x: ir.Value, size, shape: Sequence) -> ir.Value:
+        """A zero-size tensor of ``x``'s type with ``shape`` (``size``: x's element count)."""
+        return self.reshape(self.slice(self.reshape(x, [size]), [0], [0]), shape)
+
     def slice(self, x, starts, ends, axes=None, steps=None) -> ir.Value:
         args = [x, self.ints(list(starts)), self.ints(list(ends))]
         if axes is not None or steps is not None:

@@ -21,7 +21,7 @@ def cummax_of_two_split_by_onnxscript(x):
 def reversed_slice_starting_before_the_beginning(x):
     """``x[3:0:-1][-4::-1]``: the second slice starts before the first element, so it is
     empty; MLX records start -1, which ONNX Slice read as the last element (3 elements, and
-    a shape-inference error). Fixed in op_mappings/indexing.py: empty axes slice 0:0."""
+    a shape-inference error). Fixed in op_mappings/slicing.py: empty axes slice 0:0."""
     return x[3:0:-1][-4::-1] + 1, x[:, -5::-1] * 2
 
 

@@ -26,7 +26,7 @@ blocks and replaces it with one :data:`~.steps.LOOP` record whose body is one bl
   ``mx.stack`` of the steps): these become the loop's scan output.
 
 The check of the blocks is the proof: the loop record computes what the unrolled records
-computed, at every traced size, and :func:`~mlx2onnx.capture.dynamic.merge` then merges
+computed, at every traced size, and :func:`~mlx2onnx.capture.merge.merge` then merges
 the folded traces like any others (the trip count becomes a size, ``seq-1``).
 """
 

@@ -31,7 +31,7 @@ from ..io.metadata import float_policy
 from ..io.metadata import io as io_metadata
 from . import interpret
 from .compare import DEFAULT_TOLERANCES, EXACT, OutputReport, compare
-from .parity import random_like
+from .inputs import random_like
 from .session import as_declared_types, open_session, run_session
 
 # Records whose output order is implementation-defined: compare values sorted on the axis.

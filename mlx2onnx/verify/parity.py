@@ -10,22 +10,19 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import ml_dtypes
 import mlx.core as mx
 import numpy as np
 import onnx
 import onnx_ir as ir
-from mlx.utils import tree_flatten
 
 from .. import dtypes
 from ..capture.inputs import (
     flatten_outputs,
     normalize_inputs,
-    owned_modules,
     resolve_callable,
 )
 from ..errors import CheckOptionError, UserFunctionError, VerificationError
@@ -43,106 +40,13 @@ from .compare import (
 from .runtimes import RUNTIMES, declared_feeds, open_runtime
 from .runtimes.arithmetic import Arithmetic
 from .runtimes.registry import unknown as unknown_runtime
+from .inputs import random_like
+from .report import VerifyReport
 from .session import LEVELS
+from .weights import weight_problems
 
 __all__ = ["DEFAULT_TOLERANCES", "EXACT", "OutputReport", "VerifyReport", "Verifier", "compare", "verify"]
 
-
-
-@dataclass(frozen=True)
-class VerifyReport:
-    outputs: tuple[OutputReport, ...]
-    device: str
-    runtime_version: str
-    mlx_version: str
-    seed: int | None
-    inputs: Mapping[str, tuple[tuple[int, ...], str]] = field(default_factory=dict)
-    problems: tuple[str, ...] = ()  # what fails the check beyond the outputs (weights, interface)
-    runtime: str = "onnxruntime"
-    runtime_options: Mapping[str, str] = field(default_factory=dict)  # the user's (none: the runtime's defaults)
-    arithmetic: tuple[str, ...] = ()  # where the runtime computed with less precision than MLX, and why
-    reference: Mapping[str, Any] = field(default_factory=dict)  # MLX's device and arithmetic (references.Reference)
-
-    @property
-    def passed(self) -> bool:
-        return not self.problems and bool(self.outputs) and all(o.passed for o in self.outputs)
-
-    def __bool__(self) -> bool:  # so `assert mlx2onnx.verify(...)` reads naturally
-        return self.passed
-
-    @property
-    def onnxruntime_version(self) -> str:
-        """The runtime's version (kept for callers of the onnxruntime-only report)."""
-        return self.runtime_version
-
-    def __str__(self) -> str:
-        head = (
-            f"parity {'PASSED' if self.passed else 'FAILED'}: {self.runtime} {self.runtime_version} vs "
-            f"MLX {self.mlx_version} on {self.device}"
-            + (f", random inputs seed {self.seed}" if self.seed is not None else ", caller's inputs")
-        )
-        width = max((len(o.at) + 3 for o in self.outputs if o.at), default=0)
-        options = ", ".join(f"{k}={v}" for k, v in self.runtime_options.items()) or "none: its defaults"
-        lines = [head, f"  {self.runtime} options: {options}"]
-        lines += [f"  {self.runtime} computes with {a}: float outputs compared at that arithmetic's tolerance"
-                  for a in self.arithmetic]
-        if self.reference.get("tf32"):
-            lines.append(f"  MLX reference: {self.reference['why']}: float outputs compared at TF32's tolerance")
-        elif self.reference.get("moved"):
-            lines.append(f"  MLX reference: {self.reference['why']}")
-        lines += [f"  problem: {p}" for p in self.problems]
-        return "\n".join(lines + ["  " + o.line(width) for o in self.outputs])
-
-    def to_dict(self) -> dict:
-        return {
-            "passed": self.passed,
-            "device": self.device,
-            "runtime": self.runtime,
-            "runtime_version": self.runtime_version,
-            **({"onnxruntime_version": self.runtime_version} if self.runtime == "onnxruntime" else {}),
-            "runtime_options": dict(self.runtime_options),
-            "arithmetic": list(self.arithmetic),
-            "reference": dict(self.reference),
-            "mlx_version": self.mlx_version,
-            "seed": self.seed,
-            "problems": list(self.problems),
-            "inputs": {k: {"shape": list(s), "dtype": d} for k, (s, d) in self.inputs.items()},
-            "outputs": [o.to_dict() for o in self.outputs],
-        }
-
-
-def random_like(example: mx.array, rng: np.random.Generator, shape: tuple[int, ...] | None = None) -> mx.array:
-    """A random array with the shape (or ``shape``) and dtype of ``example``.
-
-    Floats are standard normal; bools are fair coin flips; integers are uniform over the
-    example's own value range, so token ids stay below the vocabulary size. An integer
-    example whose values are all equal (a cache position ``[3]``, one token ``[[2]]``)
-    says nothing about its valid range: its value is kept, since any other could index
-    out of bounds in MLX (which does not check).
-    """
-    dtype = example.dtype
-    shape = tuple(example.shape) if shape is None else tuple(shape)
-    count = int(np.prod(shape, dtype=np.int64))
-    if count > metadata.MAX_CHECK_ELEMENTS:
-        raise VerificationError(
-            f"an input of shape {list(shape)} has {count} elements, more than the check draws "
-            f"({metadata.MAX_CHECK_ELEMENTS}); check at smaller sizes"
-        )
-    if dtype == mx.bool_:
-        return mx.array(rng.random(shape) < 0.5)
-    if dtypes.is_integer(dtype):
-        np_dtype = dtypes.to_numpy(dtype)
-        values = dtypes.array_to_numpy(example)
-        if not values.size:
-            return mx.array(rng.integers(0, 1, size=shape, endpoint=True, dtype=np_dtype))
-        lo, hi = values.min(), values.max()
-        if lo == hi:
-            return mx.array(np.full(shape, lo, dtype=np_dtype))
-        return mx.array(rng.integers(lo, hi, size=shape, endpoint=True, dtype=np_dtype))
-    if dtype in (mx.complex64,):
-        raise VerificationError("complex inputs cannot be fed to onnxruntime; pass real and imaginary parts")
-    sample = rng.standard_normal(shape).astype(np.float32)
-    return mx.array(sample).astype(dtype)
 
 
 @dataclass(frozen=True)
@@ -384,45 +288,6 @@ class Verifier:
                              order_free_axis=io["outputs"][k].get("order_free_axis"), expected_dtype=expected)
             reports.append(replace(report, at=at) if at else report)
         return reports, feeds
-
-
-def weight_problems(proto: onnx.ModelProto, base_dir: str | None, call, module) -> list[str]:
-    """Initializers named after a parameter path whose values are not the callable's
-    parameters (compared as multisets, so weights the passes transposed still match)."""
-    initializers = {t.name: t for t in proto.graph.initializer}
-    differ, compared = [], 0
-    for prefix, owner in owned_modules(call, module):
-        for path, array in tree_flatten(owner.parameters()):
-            tensor = initializers.get(prefix + path)
-            if tensor is None or not isinstance(array, mx.array) or array.size != int(np.prod(tensor.dims, dtype=np.int64)):
-                continue
-            if tensor.data_location == onnx.TensorProto.EXTERNAL and base_dir is None:
-                continue
-            stored = onnx.numpy_helper.to_array(tensor, base_dir or "")
-            compared += 1
-            if not _same_values(dtypes.array_to_numpy(array), stored):
-                differ.append(prefix + path)
-    if not differ:
-        return []
-    listed = ", ".join(differ[:5]) + (f" and {len(differ) - 5} more" if len(differ) > 5 else "")
-    return [f"the model's weights differ from the callable's: {listed} ({len(differ)} of {compared} parameters). "
-            "The callable made other weights than the ones exported (a factory that initialises a new random "
-            "model on each call): load the weights, or seed the factory (CLI: --model-seed as at export)"]
-
-
-def _same_values(mine: np.ndarray, stored: np.ndarray) -> bool:
-    """The same values up to order and the export's dtype conversion: count, sum and sum
-    of squares (in float64) agree."""
-    if mine.dtype.kind not in "fiub" and mine.dtype != ml_dtypes.bfloat16:
-        return True
-    a = mine.astype(np.float64).ravel()
-    b = stored.astype(np.float32).astype(np.float64).ravel() if stored.dtype == ml_dtypes.bfloat16 else stored.astype(np.float64).ravel()
-    if np.isnan(a).any() or np.isnan(b).any() or np.isinf(a).any() or np.isinf(b).any():
-        return bool(np.isnan(a).sum() == np.isnan(b).sum())
-    half = {np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)}
-    rtol = 1e-2 if (mine.dtype in half or stored.dtype in half) else 1e-6
-    scale = np.abs(a).sum() + 1e-30
-    return bool(abs(a.sum() - b.sum()) <= rtol * scale and abs((a * a).sum() - (b * b).sum()) <= rtol * (a * a).sum() + 1e-30)
 
 
 def _untraced_size(example: int, step: int, low: int, high: int | None) -> int:

@@ -241,7 +241,7 @@ def gather_packed_rows(ctx, a, index, rec):
     portable target: the table is stored as its bytes (shared with the quantized matmul
     that reads the same weights, a tied lm_head) and the gathered rows are joined back
     into words: OpenVINO misreads uint32 constants at or above 2^31."""
-    from .quantized import as_bytes, words_from_bytes
+    from .quant_codes import as_bytes, words_from_bytes
 
     src, out = rec.inputs[0], rec.outputs[0]
     data = as_bytes(ctx, a, a.const_value.numpy())

@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _shared_options() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argparse.ArgumentParser]:
     """The option groups subcommands share: display, the target's inputs and seeds, the check."""
-    from ..targets import INPUT_SPEC_HELP
+    from ..specs import INPUT_SPEC_HELP
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true", help="no progress display on stderr")
@@ -134,7 +134,7 @@ def _shared_options() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser,
 
 def _add_export(sub, common, target, checking) -> None:
     """`mlx2onnx export`: trace, translate, write, optionally check."""
-    from ..targets import DYNAMIC_SPEC_HELP
+    from ..specs import DYNAMIC_SPEC_HELP
 
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(

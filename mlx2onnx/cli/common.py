@@ -61,7 +61,8 @@ def run_user(fn: Callable, where: str):
 
 # -- shared option handling --------------------------------------------------------------
 def target_and_inputs(ns) -> tuple[Any, tuple, dict, str]:
-    from ..targets import UsageError, bind_inputs, load_target, parse_input_spec
+    from ..specs import bind_inputs, parse_input_spec
+    from ..targets import UsageError, load_target
 
     specs = [parse_input_spec(s) for s in ns.input or []]
     target = load_target(ns.target, seed=ns.model_seed)
@@ -142,7 +143,7 @@ def runtime_options(ns) -> dict[str, str]:
 
 
 def verify_against(model, fun, args, kwargs, ns, progress: Progress):
-    from ..targets import parse_sizes
+    from ..specs import parse_sizes
     from ..verify.parity import Verifier
 
     verifier = Verifier(seed=ns.seed, random_inputs=not ns.example_inputs, tolerances=tolerances(ns),

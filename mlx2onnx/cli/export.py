@@ -48,7 +48,7 @@ def _export_package(ns, progress: Progress) -> int:
 def cmd_export(ns, progress: Progress) -> int:
     from ..exporter import Exporter
     from ..io.saving import initializer_bytes, save_model
-    from ..targets import parse_dynamic_specs
+    from ..specs import parse_dynamic_specs
 
     if _is_package_export(ns):
         return _export_package(ns, progress)

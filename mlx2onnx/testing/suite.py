@@ -100,7 +100,7 @@ def _check_keys(table: dict, allowed: dict | set, where: str) -> None:
 
 def load_suite(path: str | os.PathLike) -> list[SuiteTarget]:
     """The suite's targets with the defaults applied; UsageError naming what is wrong."""
-    from ..targets import parse_dynamic_specs, parse_input_spec, parse_sizes
+    from ..specs import parse_dynamic_specs, parse_input_spec, parse_sizes
     from .check import RUNTIMES
 
     path = Path(path)
@@ -153,13 +153,8 @@ def _in_folder(folder: Path):
 def run_target(item: SuiteTarget) -> list[Row]:
     """Load, export and check one target in each of its runtimes; failures become rows."""
     from ..exporter import Exporter
-    from ..targets import (
-        bind_inputs,
-        load_target,
-        parse_dynamic_specs,
-        parse_input_spec,
-        parse_sizes,
-    )
+    from ..specs import bind_inputs, parse_dynamic_specs, parse_input_spec, parse_sizes
+    from ..targets import load_target
     from ..verify.compare import uniform_tolerances
     from ..verify.parity import Verifier
     from .check import Check

@@ -18,7 +18,8 @@ from fractions import Fraction
 import numpy as np
 import onnx_ir as ir
 
-from ..capture.symbolic import Plan, Poly
+from ..capture.poly import Poly
+from ..capture.symbolic import Plan
 from .graph import const_eval
 
 

@@ -18,7 +18,7 @@ import math
 import numpy as np
 import onnx_ir as ir
 
-from ..capture.symbolic import Poly
+from ..capture.poly import Poly
 from .graph import const_eval, int_attr, producer, rank, static_shape
 from .sizes import Sizes
 

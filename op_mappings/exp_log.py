@@ -63,18 +63,22 @@ def expm1_value(ctx, x, work):
     return ctx.op.Where(ctx.op.IsInf(u), u, result)
 
 
+def _through(ctx, rec, onnx_op: str, value):
+    """The one input through ``value(ctx, x, work)`` in ``onnx_op``'s working dtype."""
+    (x,) = ctx.inputs(rec)
+    return [ctx.via(onnx_op, rec.outputs[0].dtype, lambda v, work: value(ctx, v, work), x)]
+
+
 @handles("Log1p")
 def log1p(ctx, rec):
     """inputs (x,); arguments []: log(1 + x), accurate for tiny x (ONNX has no Log1p)."""
-    (x,) = ctx.inputs(rec)
-    return [ctx.via("Log", rec.outputs[0].dtype, lambda v, work: log1p_value(ctx, v, work), x)]
+    return _through(ctx, rec, "Log", log1p_value)
 
 
 @handles("Expm1")
 def expm1(ctx, rec):
     """inputs (x,); arguments []: exp(x) - 1, accurate for tiny x (ONNX has no Expm1)."""
-    (x,) = ctx.inputs(rec)
-    return [ctx.via("Exp", rec.outputs[0].dtype, lambda v, work: expm1_value(ctx, v, work), x)]
+    return _through(ctx, rec, "Exp", expm1_value)
 
 
 @handles("LogAddExp")
@@ -106,8 +110,7 @@ def mlx_exp_value(ctx, x, work):
 @handles("Exp")
 def exp(ctx, rec):
     """inputs (x,); arguments []: Exp, +inf above 88 and 0 below -88 as MLX's CPU exp."""
-    (x,) = ctx.inputs(rec)
-    return [ctx.via("Exp", rec.outputs[0].dtype, lambda v, work: mlx_exp_value(ctx, v, work), x)]
+    return _through(ctx, rec, "Exp", mlx_exp_value)
 
 
 @handles("Sigmoid")

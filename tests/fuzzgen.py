@@ -26,6 +26,8 @@ from typing import Any, Callable
 import mlx.core as mx
 import numpy as np
 
+from harness import ort_session
+
 DTYPES = {
     "float32": mx.float32,
     "float16": mx.float16,
@@ -1449,14 +1451,13 @@ def _float_outputs(program: Program, model, verifier) -> list | None:
 
 def _runtime_outputs(program: Program, model) -> tuple[list, list]:
     """onnxruntime's outputs for the program's inputs (default session), and MLX's."""
-    import onnxruntime as ort
 
     from mlx2onnx.io import metadata
     from mlx2onnx.verify.session import as_declared_types, run_session
 
     io = metadata.io(model)
     feeds = {e["name"]: dtypes_numpy(program.inputs[e["position"]]) for e in io["inputs"]}
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = ort_session(model)
     got = run_session(session, [e["name"] for e in io["outputs"]], as_declared_types(session, feeds))
     values = program._values(program.inputs, in_float32=False)
     return got, [values[r] for r in program.returns]

@@ -19,6 +19,7 @@ import numpy as np
 from fuzzgen import Outcome
 
 from mlx2onnx import dtypes
+from harness import ort_session
 
 KINDS = ("RMSNorm", "LayerNorm", "RoPE", "ScaledDotProductAttention", "Copy", "StopGradient")
 FLOATS = (mx.float32, mx.float16, mx.bfloat16)
@@ -152,7 +153,6 @@ def check(record: Record) -> Outcome:
     """Translate ``record``, run it in onnxruntime and compare with the expected outputs."""
     import onnx
     import onnx_ir as ir
-    import onnxruntime as ort
     from test_fast_records import one_record_trace
 
     import mlx2onnx
@@ -172,7 +172,7 @@ def check(record: Record) -> Outcome:
     except Exception as exc:  # noqa: BLE001 - every other failure is a finding
         return Outcome(record.seed, record.opset, "export-error", f"{type(exc).__name__}: {exc}", prims)
     try:
-        session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+        session = ort_session(proto)
         got = run_session(session, [o.name for o in session.get_outputs()], as_declared_types(session, feeds))
     except Exception as exc:  # noqa: BLE001
         return Outcome(record.seed, record.opset, "mismatch", f"onnxruntime: {type(exc).__name__}: {exc}", prims)

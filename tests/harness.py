@@ -216,10 +216,21 @@ def case_params(cases: Sequence[Case]):
     return params
 
 
-def run_onnx(model: onnx.ModelProto, *args: mx.array) -> np.ndarray:
-    """The first output of ``model`` in onnxruntime's CPU provider, fed ``args`` in order."""
+def ort_session(model, options=None):
+    """The tests' one onnxruntime session opener: ``model`` a ModelProto, a path or bytes, in
+    the CPU provider, with ``options`` (an ``ort.SessionOptions``) or a plain session as
+    users open one."""
     import onnxruntime as ort
 
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    if isinstance(model, onnx.ModelProto):
+        model = model.SerializeToString()
+    elif isinstance(model, os.PathLike):
+        model = str(model)
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def run_onnx(model: onnx.ModelProto, *args: mx.array) -> np.ndarray:
+    """The first output of ``model`` in onnxruntime's CPU provider, fed ``args`` in order."""
+    session = ort_session(model)
     feeds = {i.name: np.array(a) for i, a in zip(session.get_inputs(), args)}
     return session.run(None, feeds)[0]

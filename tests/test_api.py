@@ -8,7 +8,6 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 
 import mlx2onnx
@@ -17,7 +16,7 @@ from mlx2onnx.translate import registry
 from mlx2onnx.io import saving as save_module
 from mlx2onnx.translate.opset import MIN_OPSET, default_opset, ir_version_for, target_opset
 
-from harness import rand, rng_for
+from harness import ort_session, rand, rng_for
 
 
 def arrays(*shapes, seed="api"):
@@ -26,7 +25,7 @@ def arrays(*shapes, seed="api"):
 
 
 def session(model):
-    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return ort_session(model)
 
 
 def test_keyword_inputs_are_named_by_keyword_and_accepted_in_any_order():

@@ -21,6 +21,7 @@ from mlx2onnx.verify.compare import DEFAULT_TOLERANCES
 from mlx2onnx.verify.runtimes import arithmetic, openvino_cpu
 
 import zoo
+from harness import ort_session
 
 RUNTIMES = ("onnxruntime", "onnxruntime-web", "onnxruntime-node", "openvino", "tract")
 FLOAT32 = DEFAULT_TOLERANCES["float32"]
@@ -186,7 +187,7 @@ def test_static_prediction_of_fusion_matches_onnxruntimes_optimized_graph(export
         options = ort.SessionOptions()
         options.graph_optimization_level = enum
         options.optimized_model_filepath = str(tmp_path / f"{level}.onnx")
-        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        ort_session(str(path), options)
         optimized = onnx.load(str(tmp_path / f"{level}.onnx"))
         levels = arithmetic.matmul_nbits_levels(optimized)
         predicted = arithmetic.onnxruntime(onnx.load(str(path)), {}, level)

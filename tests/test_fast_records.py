@@ -16,7 +16,6 @@ import mlx.core as mx
 import numpy as np
 import onnx
 import onnx_ir as ir
-import onnxruntime as ort
 import pytest
 
 import mlx2onnx
@@ -26,7 +25,7 @@ from mlx2onnx.capture.trace import Constant, GraphInput, GraphOutput, Primitive,
 from mlx2onnx.verify.compare import DEFAULT_TOLERANCES, compare
 from mlx2onnx.verify.session import as_declared_types, run_session
 
-from harness import randn, rng_for, with_edges
+from harness import ort_session, randn, rng_for, with_edges
 
 OPSETS = (28, 23, 17)
 
@@ -80,7 +79,7 @@ def export_and_run(trace: Trace, feeds: dict, exporter: mlx2onnx.Exporter) -> tu
     model = exporter.trace_to_ir(trace)
     proto = ir.serde.serialize_model(model)
     onnx.checker.check_model(proto, full_check=True)
-    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = ort_session(proto)
     feeds = as_declared_types(session, feeds)  # the float policy may carry bfloat16 as float32
     return proto, run_session(session, [o.name for o in session.get_outputs()], feeds)
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import fuzzgen
 from mlx2onnx.translate.opset import MIN_OPSET, default_opset
+from harness import ort_session
 
 
 @settings(max_examples=40, derandomize=True, deadline=None, database=None,
@@ -176,7 +177,6 @@ def test_reduction_over_an_empty_axis_is_the_identity():
     the input is a broadcast like mx.zeros, so the parity check cannot judge them; the
     export must still give the identity element."""
     import numpy as np
-    import onnxruntime as ort
 
     import mlx2onnx
 
@@ -189,7 +189,7 @@ def test_reduction_over_an_empty_axis_is_the_identity():
 
     for opset in (MIN_OPSET, default_opset()):
         model = mlx2onnx.Exporter(opset=opset).export(fn, mx.array(x))
-        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        session = ort_session(model)
         got = session.run(None, {session.get_inputs()[0].name: x})
         want = [np.zeros((3, 5)), np.ones((3, 5)), np.ones((5, 3, 2), bool), np.zeros((3, 2, 5), bool),
                 np.float32(1), np.int32(1)]  # (MLX 0.32 says 0 for both products)
@@ -218,7 +218,6 @@ def test_block_masked_mm_with_a_broadcast_operand():
     only multiplies equal batches; the export follows the definition (masks expanded to
     their blocks, then a matmul), which MLX itself gives once b is batched."""
     import numpy as np
-    import onnxruntime as ort
 
     import mlx2onnx
 
@@ -238,7 +237,7 @@ def test_block_masked_mm_with_a_broadcast_operand():
     assert np.allclose(np.array(batched), want, atol=1e-4)
     assert not np.allclose(np.array(fn(mx.array(a), mx.array(b))), want, atol=1e-4)  # (MLX's bug)
     model = mlx2onnx.Exporter().export(fn, mx.array(a), mx.array(b))
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = ort_session(model)
     got = session.run(None, {i.name: v for i, v in zip(session.get_inputs(), (a, b))})[0]
     assert np.allclose(got, want, atol=1e-4)
 

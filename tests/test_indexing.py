@@ -9,19 +9,19 @@ import dataclasses
 import mlx.core as mx
 import numpy as np
 import onnx_ir as ir
-import onnxruntime as ort
 import pytest
 
 import mlx2onnx
 from mlx2onnx.capture.trace import GraphOutput, Primitive, TensorSpec
 from mlx2onnx.errors import ConversionError
+from harness import ort_session
 
 RNG = np.random.default_rng(1234)
 
 
 def run_onnx(model, *arrays):
     proto = model if not isinstance(model, ir.Model) else ir.serde.serialize_model(model)
-    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = ort_session(proto)
     feeds = {i.name: np.array(a) for i, a in zip(session.get_inputs(), arrays)}
     return session.run(None, feeds)
 

@@ -13,6 +13,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from mlx2onnx.translate import kernels
+from harness import ort_session
 
 
 def kernels_run(node, inputs: dict[str, np.ndarray], opset: int, folder) -> collections.Counter | None:
@@ -26,7 +27,7 @@ def kernels_run(node, inputs: dict[str, np.ndarray], opset: int, folder) -> coll
     options.enable_profiling = True
     options.profile_file_prefix = str(folder / "profile")  # not the working directory
     try:
-        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        session = ort_session(model, options)
     except Exception as exc:  # NOT_IMPLEMENTED: no kernel and no function body
         assert "NOT_IMPLEMENTED" in str(exc), exc
         return None

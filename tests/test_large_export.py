@@ -12,11 +12,11 @@ import mlx.nn as nn
 import numpy as np
 import onnx
 import onnx_ir as ir
-import onnxruntime as ort
 import pytest
 
 import mlx2onnx
 from mlx2onnx.io import saving
+from harness import ort_session
 
 
 class Stack(nn.Module):
@@ -78,7 +78,7 @@ def test_external_data_streams_without_copies(tmp_path, monkeypatch):
     data = tmp_path / "stack.onnx.data"
     assert data.exists() and data.stat().st_size >= weight_bytes
     assert proto.ByteSize() < 2**20  # the returned model refers to the data file
-    got = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": np.array(x)})[0]
+    got = ort_session(str(path)).run(None, {"x": np.array(x)})[0]
     np.testing.assert_allclose(got, np.array(model(x)), rtol=1e-5, atol=1e-5)
 
 
@@ -170,7 +170,7 @@ def test_single_file_streams_weights_and_matches_in_memory_export(tmp_path, dtyp
     ]
     assert _tensors(saved) == _tensors(in_memory) == _tensors(onnx.load(str(path)))
     feeds = {"t": np.array(ids)}
-    run = lambda m: ort.InferenceSession(m, providers=["CPUExecutionProvider"]).run(None, feeds)[0]  # noqa: E731
+    run = lambda m: ort_session(m).run(None, feeds)[0]  # noqa: E731
     np.testing.assert_array_equal(run(str(path)), run(in_memory.SerializeToString()))
 
 

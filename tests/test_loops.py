@@ -10,6 +10,7 @@ import onnx
 import pytest
 
 from mlx2onnx import Dim, DynamicShapeError, Exporter, Verifier
+from harness import ort_session
 
 DYNAMIC = {"x": {0: "batch", 1: "seq"}}
 SIZES = {"batch": [1, 3], "seq": [1, 2, 5, 40]}
@@ -186,11 +187,10 @@ def test_loop_needing_more_unrolled_steps_than_the_smallest_size_names_the_bound
 def test_loop_values_match_numpy_recurrence():
     """The exported loop computes the recurrence itself, checked against NumPy (not only
     against MLX) at a length no trace used."""
-    import onnxruntime as ort
 
     proto = export(rnn, mx.random.normal((2, 8, 16)))
     x = np.random.default_rng(0).standard_normal((3, 23, 16)).astype(np.float32)
-    (out,) = ort.InferenceSession(proto.SerializeToString()).run(None, {"x": x})
+    (out,) = ort_session(proto).run(None, {"x": x})
     h = np.zeros((3, 16), np.float32)
     w, u = np.array(W), np.array(U)
     for t in range(23):

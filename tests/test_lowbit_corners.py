@@ -14,11 +14,10 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 
 import mlx2onnx
-from harness import randn, rng_for
+from harness import ort_session, randn, rng_for
 
 MODES = [("affine", 32, 4), ("affine", 64, 8), ("mxfp4", 32, 4), ("nvfp4", 16, 4)]
 
@@ -38,7 +37,7 @@ def test_non_finite_rows_stay_non_finite(mode, group_size, bits):
     model = mlx2onnx.Exporter().export(linear, x)
     onnx.checker.check_model(model, full_check=True)
     assert "MatMulNBits" in {n.op_type for n in model.graph.node}  # the blocked path, not unpacked bytes
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = ort_session(model)
     got = session.run(None, {session.get_inputs()[0].name: np.array(x)})[0]
     want = np.array(linear(x))
     np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-4)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 
 import mlx2onnx
@@ -17,7 +16,7 @@ from mlx2onnx.translate.opset import MIN_OPSET, default_opset
 from mlx2onnx.verify.compare import compare
 from mlx2onnx.verify.session import run_session
 
-from harness import rand, rng_for
+from harness import ort_session, rand, rng_for
 
 FUNCTIONS = [
     ("mean_ax1", lambda x: mx.mean(x, axis=1), (3, 5)),
@@ -44,7 +43,7 @@ def test_number_of_elements(name, fn, shape, dtype, opset):
     model = onnx.ModelProto.FromString(
         __import__("onnx_ir").serde.serialize_model(mlx2onnx.Exporter(opset=opset).trace_to_ir(trace)).SerializeToString())
     onnx.checker.check_model(model, full_check=True)
-    session = ort.InferenceSession(model.SerializeToString())
+    session = ort_session(model)
     feed = dtypes.array_to_numpy(x)
     (got,) = run_session(session, [session.get_outputs()[0].name], {session.get_inputs()[0].name: feed})
     want = fn(x)

@@ -12,7 +12,6 @@ import mlx.nn as nn
 import numpy as np
 import onnx
 import onnx_ir as ir
-import onnxruntime as ort
 import pytest
 
 import mlx2onnx
@@ -20,7 +19,7 @@ from mlx2onnx.capture.trace import GraphInput, GraphOutput, Primitive, TensorSpe
 from mlx2onnx.errors import ConversionError
 from mlx2onnx.translate.opset import MIN_OPSET, default_opset
 
-from harness import rng_for
+from harness import ort_session, rng_for
 
 OPSETS = sorted({default_opset(), MIN_OPSET})
 TINY_LM = dict(vocab_size=512, hidden_size=256, layers=2, heads=4, kv_heads=2, intermediate_size=512)
@@ -137,7 +136,7 @@ def run(trace, opset, feeds):
     model = mlx2onnx.Exporter(opset=opset, bfloat16="keep").trace_to_ir(trace)
     proto = ir.serde.serialize_model(model)
     onnx.checker.check_model(proto, full_check=True)
-    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = ort_session(proto)
     names = [i.name for i in session.get_inputs()]
     return session.run(None, dict(zip(names, feeds)))
 

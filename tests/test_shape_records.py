@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import onnx_ir as ir
-import onnxruntime as ort
 import pytest
 
 import mlx.core as mx
 import mlx2onnx
 from mlx2onnx.capture.trace import GraphInput, GraphOutput, Primitive, TensorSpec, Trace
 from mlx2onnx.translate.opset import MIN_OPSET, default_opset
+from harness import ort_session
 
 OPSETS = sorted({default_opset(), MIN_OPSET})
 
@@ -20,7 +20,7 @@ OPSETS = sorted({default_opset(), MIN_OPSET})
 def run(trace: Trace, opset: int, feeds: list[np.ndarray]) -> list[np.ndarray]:
     model = mlx2onnx.Exporter(opset=opset).trace_to_ir(trace)
     proto = ir.serde.serialize_model(model)
-    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = ort_session(proto)
     names = [i.name for i in session.get_inputs()]
     return session.run(None, dict(zip(names, feeds)))
 

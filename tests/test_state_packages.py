@@ -20,6 +20,7 @@ import pytest
 
 import zoo
 from mlx2onnx.targets import load_model_folder
+from harness import ort_session
 from test_cli import cli
 from test_packages import NEW_TOKENS, PROMPTS, _node_available, mlx_tokens, source_ids
 
@@ -75,7 +76,6 @@ def test_a_scan_that_reads_padding_is_found_and_the_package_says_so(tmp_path):
     """mamba's scan does not mask padding: in a left-padded batch the short row's logits
     are not its logits alone (measured in onnxruntime, as the note claims), while lfm2's
     masked convolution gives the same logits either way (no note)."""
-    import onnxruntime as ort
 
     from mlx_lm_configs import config_for
 
@@ -87,7 +87,7 @@ def test_a_scan_that_reads_padding_is_found_and_the_package_says_so(tmp_path):
         cli("export", folder, "-o", package, cwd=tmp_path, check_rc=0)
         notes = json.loads((package / "config.json").read_text()).get("mlx2onnx", {})
         assert ("left_padded_batches" in notes) == noted
-        session = ort.InferenceSession(str(package / "onnx" / "model.onnx"), providers=["CPUExecutionProvider"])
+        session = ort_session(str(package / "onnx" / "model.onnx"))
         rng = np.random.default_rng()
         long, short = rng.integers(3, 200, 7).tolist(), rng.integers(3, 200, 3).tolist()
         _, padded = package_generate(session, [long, short], 1)

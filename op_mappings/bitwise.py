@@ -31,6 +31,7 @@ import numpy as np
 
 from mlx2onnx import dtypes
 from mlx2onnx.capture.records import BitwiseOp
+from mlx2onnx.translate.opset import FEATURES
 from mlx2onnx.translate.registry import handles
 
 # BitwiseBinary::Op
@@ -100,7 +101,7 @@ def bitwise_via_planes(ctx, a, b, op: int, dtype):
 
 def shift(ctx, x, amount, dtype, direction: str):
     """x << amount or x >> amount (arithmetic for signed types), ONNX-28 out-of-range rule."""
-    if dtypes.is_unsigned(dtype) or ctx.opset >= 28:
+    if dtypes.is_unsigned(dtype) or ctx.has("signed BitShift"):
         return ctx.op.BitShift(x, amount, direction=direction)
     udtype = UNSIGNED_OF[dtype]
     amount = ctx.cast(amount, udtype)  # a negative amount becomes >= bits: shifted out
@@ -130,13 +131,12 @@ def bitwise_binary(ctx, rec):
         raise ctx.fail(f"BitwiseBinary on {dtypes.name(dtype)}: only integer and bool inputs exist in MLX")
     if op in SHIFTS:
         return [shift(ctx, a, b, dtype, SHIFTS[op])]
-    if ctx.opset >= 18:
+    if ctx.has("bitwise ops"):
         return [ctx.op.__getattr__(BITWISE[op])(a, b)]
     return [bitwise_via_planes(ctx, a, b, op, dtype)]
 
 
 # -- View: bit reinterpretation --------------------------------------------------------
-BITCAST_OPSET = 26
 
 
 def own_onnx_type(dtype: mx.Dtype):
@@ -179,11 +179,11 @@ def view(ctx, rec):
     if mx.complex64 in (source, target):
         raise ctx.fail(f"argument dtype={dtypes.name(target)}: views of complex64 cannot be expressed on real ONNX tensors")
     floats = [dtypes.name(d) for d in (source, target) if dtypes.is_float(d)]
-    if floats and ctx.opset < BITCAST_OPSET:
+    if floats and not ctx.has("BitCast"):
         raise ctx.fail(
             f"argument dtype={dtypes.name(target)}: viewing {dtypes.name(source)} as {dtypes.name(target)} "
-            f"reinterprets {floats[0]} bits, which needs ONNX BitCast (opset {BITCAST_OPSET}); "
-            f"this export targets opset {ctx.opset}: use opset >= {BITCAST_OPSET}"
+            f"reinterprets {floats[0]} bits, which needs ONNX BitCast (opset {FEATURES['BitCast']}); "
+            f"this export targets opset {ctx.opset}: use opset >= {FEATURES['BitCast']}"
         )
     src_u = UNSIGNED_OF_FLOAT.get(source) or UNSIGNED_OF[source]
     dst_u = UNSIGNED_OF_FLOAT.get(target) or UNSIGNED_OF[target]

@@ -72,7 +72,7 @@ _PARITY = 0x1BD11BDA
 
 
 def _xor(ctx, a, b):
-    if ctx.opset >= 18:
+    if ctx.has("bitwise ops"):
         return ctx.op.BitwiseXor(a, b)
     return bitwise_via_planes(ctx, a, b, BitwiseOp.Xor, mx.uint32)  # no Bitwise ops before opset 18
 

@@ -189,7 +189,7 @@ def scaled_dot_product_attention(ctx, rec):
         raise ctx.fail(f"query heads {q_heads} are not a multiple of key/value heads {kv_heads}")
     bool_mask = mask_spec is not None and mask_spec.dtype == mx.bool_
     fused = (
-        ctx.opset >= 23
+        ctx.has("Attention")
         and kernels.has_kernel("Attention", F32, ctx.opset, "T1")
         and not has_sinks
         and not logsumexp

@@ -64,7 +64,7 @@ def dft(ctx, x, axis: int, inverse: bool, rank: int, onesided: bool = False):
     reads DFT-20 as if its axis input were always 1, so a portable export moves the signal
     to axis 1 first (Unsqueeze or Transpose: data movement, exact) and back after."""
     attrs = dict(inverse=int(inverse), onesided=int(onesided))
-    if ctx.opset < 20:
+    if not ctx.has("DFT axis as input"):
         return ctx.op.DFT(x, axis=axis, **attrs)
     if axis == 1 or not ctx.portable:
         return ctx.op.DFT(x, None, ctx.const(np.array(axis, np.int64)), **attrs)

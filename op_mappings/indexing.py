@@ -32,6 +32,7 @@ import numpy as np
 from mlx2onnx import dtypes
 from mlx2onnx.capture.records import ScatterAxisReduce, ScatterReduce
 from mlx2onnx.capture.symbolic import any_dynamic, is_dynamic
+from mlx2onnx.translate.opset import FEATURES
 from mlx2onnx.translate.registry import handles
 
 # Scatter / SliceUpdate reduce codes -> ONNX reduction names.
@@ -96,7 +97,7 @@ def last_writer(ctx, keys, count, space=None):
     a buffer of that size and read back, which every runtime of the portable target runs
     (tract has no 3- or 4-output Unique); otherwise Unique over the reversed keys."""
     flat = ctx.reshape(keys, [count])
-    if space is not None and not is_dynamic(space) and ctx.opset >= 18 and 0 < space <= MAX_KEY_SPACE:
+    if space is not None and not is_dynamic(space) and ctx.has("scatter max/min") and 0 < space <= MAX_KEY_SPACE:
         zero = ctx.scalar(0, mx.int64)
         # a static count as a plain number: tract types a Size as a symbolic dim it cannot scatter
         limit = ctx.op.Size(flat) if is_dynamic(count) else ctx.scalar(count, mx.int64)
@@ -282,13 +283,13 @@ def scatter(ctx, rec):
     axes = [int(ax) for ax in axes]
     src, upd = rec.inputs[0], rec.inputs[-1]
     n = src.rank
-    emulate = reduction in ("max", "min") and ctx.opset < 18
+    emulate = reduction in ("max", "min") and not ctx.has("scatter max/min")
     if emulate and (dtypes.is_float(src.dtype) or src.dtype == mx.uint64):
         raise ctx.fail(
             f"reduce={int(reduce_code)} ({'Max' if reduction == 'max' else 'Min'}) on "
             f"{dtypes.name(src.dtype)} needs ScatterND reduction='{reduction}', which ONNX has from "
             f"opset 18 (MLX's result with NaN depends on the write order); this export targets "
-            f"opset {ctx.opset}: export with opset >= 18"
+            f"opset {ctx.opset}: export with opset >= {FEATURES['scatter max/min']}"
         )
     if upd.size == 0 or src.size == 0:
         return [ctx.op.Identity(a)]

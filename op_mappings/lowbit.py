@@ -47,7 +47,6 @@ import numpy as np
 
 from mlx2onnx.translate import kernels
 
-BLOCKED_OPSET = 21  # DequantizeLinear with block_size and 4-bit types
 NIBBLE = 4
 
 
@@ -132,7 +131,7 @@ def fits(ctx, rec, operands, group_size: int, transpose: bool) -> bool:
     if _contrib(ctx):
         return True
     # onnxruntime 1.32 runs DequantizeLinear up to version 25, not the opset 28 one
-    return ctx.opset >= BLOCKED_OPSET and kernels.serves("DequantizeLinear", ctx.opset)
+    return ctx.has("blocked DequantizeLinear") and kernels.serves("DequantizeLinear", ctx.opset)
 
 
 def _contrib(ctx) -> bool:

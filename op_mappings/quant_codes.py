@@ -49,7 +49,7 @@ def scale_table(mode: int, dtype: mx.Dtype) -> np.ndarray:
 
 # -- unpacking ------------------------------------------------------------------------
 def _mask(ctx, x, bits: int, np_dtype):
-    if ctx.opset >= 18:
+    if ctx.has("bitwise ops"):
         return ctx.op.BitwiseAnd(x, ctx.const(np.asarray((1 << bits) - 1, np_dtype)))
     return ctx.op.Mod(x, ctx.const(np.asarray(1 << bits, np_dtype)))
 

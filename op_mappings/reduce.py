@@ -47,7 +47,7 @@ def any_nan(ctx, x, axes, dtype):
 def flip_sign_bit(ctx, x):
     """int64 <-> uint64 bits with the top bit flipped: maps uint64 order onto int64 order
     (an involution on the int64 view)."""
-    if ctx.opset >= 18:
+    if ctx.has("bitwise ops"):
         return ctx.op.BitwiseXor(x, ctx.const(np.array(-SIGN_BIT, np.int64)))
     return ctx.op.Add(x, ctx.const(np.array(-SIGN_BIT, np.int64)))  # wraps: same bits as the xor
 
@@ -293,7 +293,7 @@ def scan(ctx, rec):
     if rec.inputs[0].size == 0:  # (ORT's Scan loop crashes on empty input)
         return [ctx.op.Identity(x)]
     native = {ScanType.Sum: "CumSum", ScanType.Prod: "CumProd"}.get(kind)
-    if native == "CumProd" and ctx.opset < 26:
+    if native == "CumProd" and not ctx.has("CumProd"):
         native = None
     if native is not None and (dtype in (mx.float32, mx.float64) or not dtypes.is_float(dtype)):
         # float32/float64 CumSum/CumProd are sequential like MLX's loop (bit-exact); integer

@@ -18,6 +18,7 @@ from onnxscript import optimizer, rewriter
 from onnxscript.rewriter.rules import common as onnxscript_rules
 
 from ..translate.markers import KEEP_PACKED
+from ..translate.opset import has
 from .exact_rules import exact_rules
 from .graph import const_eval, initializer, named_shape, replace_value, slice_bounds
 
@@ -111,7 +112,7 @@ def fold_and_rewrite(model: ir.Model, opset: int, parameters: frozenset[int] = f
         common_passes.NameFixPass(),
     )(model)
     register_dangling_constants(model)
-    if opset < 18:
+    if not has(opset, "axes as input"):
         split_sizes_as_input(model)
     return before - len(model.graph)
 

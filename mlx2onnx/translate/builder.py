@@ -15,6 +15,7 @@ import onnx_ir as ir
 
 from ..capture.symbolic import NeedsStatic, is_dynamic, onnx_dim
 from . import kernels
+from .opset import has
 
 _BOOL_OUT = frozenset(
     "Equal Less Greater LessOrEqual GreaterOrEqual And Or Xor Not IsNaN IsInf".split()
@@ -73,6 +74,11 @@ class OpsetHelpers:
     opset: int
     portable: bool = True  # compute only in (op, dtype) pairs every portable runtime runs
 
+    def has(self, feature: str) -> bool:
+        """Whether the target opset has ``feature`` (:data:`~.opset.FEATURES`: the one place
+        opset choices are named)."""
+        return has(self.opset, feature)
+
     def carried(self, dtype: mx.Dtype) -> mx.Dtype:  # pragma: no cover
         raise NotImplementedError
 
@@ -101,7 +107,7 @@ class OpsetHelpers:
         """
         keep = int(bool(keepdims))
         axes = list(axes)
-        if op_type == "ReduceSum" or self.opset >= 18:
+        if op_type == "ReduceSum" or self.has("axes as input"):
             return self.op.__getattr__(op_type)(x, self.ints(axes), keepdims=keep)
         return self.op.__getattr__(op_type)(x, axes=axes, keepdims=keep)
 

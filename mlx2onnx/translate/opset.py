@@ -22,6 +22,26 @@ MIN_OPSET = 17
 PORTABLE_OPSET = 24
 TARGETS = ("portable", "onnxruntime")
 
+# Every ONNX feature a handler or pass chooses its spelling by, named once: the opset it
+# first exists at (ctx.has(feature); below it the export spells the same arithmetic
+# another way, or refuses).
+FEATURES = {
+    "bitwise ops": 18,        # BitwiseAnd / Or / Xor / Not
+    "scatter max/min": 18,    # ScatterND and ScatterElements reduction="max" / "min"
+    "axes as input": 18,      # Reduce* (ReduceSum from 13) and Split take axes / sizes as an input
+    "DFT axis as input": 20,  # DFT's axis an input, and its real input of any rank
+    "blocked DequantizeLinear": 21,  # block_size and 4-bit types
+    "Attention": 23,          # the fused Attention op
+    "CumProd": 26,
+    "BitCast": 26,
+    "signed BitShift": 28,    # BitShift of signed types (arithmetic right shift)
+}
+
+
+def has(opset: int, feature: str) -> bool:
+    """Whether ONNX opset ``opset`` has ``feature`` (a key of :data:`FEATURES`)."""
+    return opset >= FEATURES[feature]
+
 
 def target_opset(target: str) -> int:
     """The default opset of export target ``target`` (one of :data:`TARGETS`)."""

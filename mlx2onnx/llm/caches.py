@@ -4,9 +4,19 @@ attention cache) and :class:`ShapeProbe` (what a layer writes, to size the graph
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import mlx.core as mx
+
+
+class KV(NamedTuple):
+    """One attention cache's layout: key/value heads, key and value widths, dtype, and the
+    keys an mlx-lm ``RotatingKVCache`` keeps (its ``max_size``; None: every key)."""
+    heads: int
+    kdim: int
+    vdim: int
+    dtype: Any
+    kept: int | None = None
 
 
 class GrowingKVCache:
@@ -61,18 +71,19 @@ class ShapeProbe:
     mlx-lm's caches it holds them as ``keys`` and ``values`` (deepseek_v32's indexer reads
     and replaces them)."""
 
-    def __init__(self):
+    def __init__(self, kept: int | None = None):
         self.offset = 0
-        self.shapes = None
+        self.kept = kept
+        self.layout: KV | None = None  # what the layer wrote: None until it writes
         self.keys = self.values = None
 
     def update_and_fetch(self, keys, values):
-        self.shapes = (tuple(keys.shape), keys.dtype, tuple(values.shape), values.dtype)
+        self.layout = KV(keys.shape[1], keys.shape[3], values.shape[3], keys.dtype, self.kept)
         self.keys, self.values = keys, values
         return keys, values
 
     def keys_and_values(self):
-        return None if self.shapes is None else (self.keys, self.values)
+        return None if self.layout is None else (self.keys, self.values)
 
     def make_mask(self, N, return_array=False, window_size=None, **_):
         """None for one token, else a bool [N, N] causal mask (some models compute with

@@ -12,10 +12,7 @@ import mlx.core as mx
 import numpy as np
 
 from ..targets import UsageError, load_model_folder
-
-_NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
-                "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(bool)": np.bool_}
-
+from ..verify.session import NUMPY_TYPES, open_session
 
 def left_padded(prompts: list[list[int]], pad: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(input_ids, attention_mask, position_ids) int64 for prompts of different lengths,
@@ -37,7 +34,7 @@ def package_generate(session, prompts: list[list[int]], new_tokens: int, pad: in
     ids, mask, positions = left_padded(prompts, pad)
     carried = session.get_inputs()[3:]  # keys, values and states, in the order of the outputs after the logits
     past = {value.name: np.zeros([len(prompts) if i == 0 else d if isinstance(d, int) else 0
-                                  for i, d in enumerate(value.shape)], _NUMPY_TYPES[value.type])
+                                  for i, d in enumerate(value.shape)], NUMPY_TYPES[value.type])
             for value in carried}
     tokens, first = [], None
     for step in range(new_tokens):
@@ -53,6 +50,18 @@ def package_generate(session, prompts: list[list[int]], new_tokens: int, pad: in
     return np.stack(tokens, axis=1), first
 
 
+def package_tokens(session, package: Path, prompts: list[list[int]], new_tokens: int):
+    """:func:`package_generate` on ``prompts`` as the package serves them: one left-padded
+    batch, or one prompt at a time where its config.json records that it does not serve
+    padded batches; (tokens, first logits, that record or None)."""
+    padding = package_notes(package).get("left_padded_batches") if len({len(p) for p in prompts}) > 1 else None
+    if not padding:
+        return (*package_generate(session, prompts, new_tokens), None)
+    runs = [package_generate(session, [prompt], new_tokens) for prompt in prompts]
+    tokens, logits = (np.concatenate(parts) for parts in zip(*runs))
+    return tokens, logits, padding
+
+
 def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts: list[list[int]],
                   new_tokens: int = 12, atol: float | None = None, rtol: float | None = None) -> dict:
     """Greedy tokens and first-step logits of the package in onnxruntime (the prompts in
@@ -63,7 +72,6 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
     result says so and the logits are compared at that arithmetic's tolerance (the tokens
     must still be MLX's)."""
     import onnx
-    import onnxruntime as ort
 
     from ..verify import reference as references
     from ..verify.parity import Verifier
@@ -76,19 +84,14 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
         raise UsageError(f"{package} is not a package: it has no onnx/model.onnx (write one with "
                          "`mlx2onnx export MODEL_FOLDER -o PACKAGE/`)")
     model = load_model_folder(str(folder)).fun
-    session = ort.InferenceSession(str(model_file), providers=["CPUExecutionProvider"])
+    session = open_session(str(model_file))  # a plain session, as the runtimes open one
     trades = arithmetic.onnxruntime(onnx.load(str(model_file), load_external_data=False), {}, "all")
     verifier, reference = Verifier(), references.current()
     row = verifier.compared_as("float32", None, [*trades, *reference.arithmetic()])
     default_atol, default_rtol = verifier.tolerance(row)
     atol = default_atol if atol is None else atol
     rtol = default_rtol if rtol is None else rtol
-    padding = package_notes(package).get("left_padded_batches")
-    if padding:
-        runs = [package_generate(session, [prompt], new_tokens) for prompt in prompts]
-        tokens, logits = (np.concatenate(parts) for parts in zip(*runs))
-    else:
-        tokens, logits = package_generate(session, prompts, new_tokens)
+    tokens, logits, padding = package_tokens(session, package, prompts, new_tokens)
     rows = []
     for row, prompt in enumerate(prompts):
         want_tokens = mlx_generate(model, mx.array([prompt]), new_tokens)[0]

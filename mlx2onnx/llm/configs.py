@@ -17,7 +17,7 @@ import math
 import sys
 from pathlib import Path
 
-from .states import Group, is_kv
+from .states import Group, flat, is_kv
 
 
 def text_settings(config: dict) -> dict:
@@ -62,11 +62,7 @@ def _described(layout: list) -> str:
 
 
 def _first_kv(layout: list):
-    for entry in layout:
-        for leaf in (entry.members if isinstance(entry, Group) else (entry,)):
-            if is_kv(leaf):
-                return leaf
-    return None
+    return next((leaf for _, leaf in flat(layout) if is_kv(leaf)), None)
 
 
 def transformers_js_hybrid(layout: list) -> tuple[dict | None, str | None]:
@@ -91,7 +87,7 @@ def transformers_js_hybrid(layout: list) -> tuple[dict | None, str | None]:
 
 def transformers_js_config(config: dict, layout: list, vocab: int, external: bool) -> tuple[dict, str | None]:
     """The package's config.json (see module), and why transformers.js cannot run the
-    package (None when it can)."""
+    package (None when it can; the export records it under ``mlx2onnx``)."""
     settings = text_settings(config)
     model_type = config.get("model_type", "llama")
     layers = next((settings[k] for k in LAYER_COUNT_KEYS if isinstance(settings.get(k), int)), None)
@@ -107,7 +103,7 @@ def transformers_js_config(config: dict, layout: list, vocab: int, external: boo
         out = {k: v for k, v in settings.items() if k != "text_config"}
         out.update(num_hidden_layers=len(layout), vocab_size=vocab)
         if kv is not None:
-            out.update(num_key_value_heads=kv[0], head_dim=kv[1])
+            out.update(num_key_value_heads=kv.heads, head_dim=kv.kdim)
         out.update({k: v for k, v in given.items() if v is not None})
         for k in (k for k, v in given.items() if v is None):
             out.pop(k, None)
@@ -115,8 +111,6 @@ def transformers_js_config(config: dict, layout: list, vocab: int, external: boo
         if given["model_type"] != model_type and not reason:
             out["mlx2onnx"]["why"] = (f"transformers.js runs the package's decoder as its {given['model_type']}: it "
                                       "does not run this model type, or not with this graph's inputs")
-    if reason:
-        out.setdefault("mlx2onnx", {"source_model_type": model_type})["transformers.js"] = f"cannot run: {reason}"
     if external:
         out["transformers.js_config"] = {**config.get("transformers.js_config", {}), "use_external_data_format": True}
     return out, reason
@@ -136,7 +130,7 @@ def genai_hybrid(layout: list) -> tuple[dict | None, str | None]:
     if all(k in ("kv", 1) for k in kinds):
         return {"type": "lfm2", "layer_types": ["full_attention" if k == "kv" else "conv" for k in kinds],
                 "inputs": {"past_conv_names": "past_conv.%d"}, "outputs": {"present_conv_names": "present_conv.%d"}}, None
-    leaves = [leaf for entry in layout for leaf in (entry.members if isinstance(entry, Group) else (entry,))]
+    leaves = [leaf for _, leaf in flat(layout)]
     states = {(leaf.shapes, leaf.dtypes) for leaf in leaves if not is_kv(leaf)}
     windowed = any(len(shapes[0]) == 3 or len(shapes[1]) == 4 for shapes, _ in states if len(shapes) == 2)
     if windowed:  # a rank-4 convolution or rank-5 recurrent state is genai's window of per-token states
@@ -161,7 +155,7 @@ def genai_config(config: dict, layout: list, vocab: int, folder: Path) -> tuple[
         if hybrid is None:
             return None, reason
     kv = _first_kv(layout)
-    heads, kdim = (kv[0], kv[1]) if kv is not None else (1, 1)
+    heads, kdim = (kv.heads, kv.kdim) if kv is not None else (1, 1)
     generation = {}
     if (folder / "generation_config.json").is_file():
         generation = json.loads((folder / "generation_config.json").read_text())

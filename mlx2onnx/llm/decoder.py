@@ -37,7 +37,7 @@ from ..capture.dynamic import Dim
 from ..errors import ExportOptionError
 from ..exporter import Exporter
 from ..io.saving import check_output_path, staging_folder
-from .caches import GrowingKVCache, ShapeProbe
+from .caches import KV, GrowingKVCache, ShapeProbe
 
 
 def cache_count(model: nn.Module) -> int:
@@ -48,18 +48,16 @@ def cache_count(model: nn.Module) -> int:
     return len(model.layers)
 
 
-def cache_layout(model: nn.Module, layers: int | None = None) -> list[tuple]:
-    """Per cache: (kv_heads, key_dim, value_dim, dtype), found by running one token."""
+def cache_layout(model: nn.Module, layers: int | None = None) -> list[KV]:
+    """Per cache: its :class:`~.caches.KV` layout, found by calling the model on one token
+    (MLX is lazy: the shapes are known without computing anything)."""
     count = layers if layers is not None else cache_count(model)
     probes = [ShapeProbe() for _ in range(count)]
-    mx.eval(model(mx.zeros((1, 1), dtype=mx.int32), cache=probes))
-    layout = []
+    model(mx.zeros((1, 1), dtype=mx.int32), cache=probes)
     for i, probe in enumerate(probes):
-        if probe.shapes is None:
+        if probe.layout is None:
             raise ExportOptionError(f"layer {i} never wrote to its cache; only attention layers are supported")
-        (_, heads, _, kdim), kdt, (_, _, _, vdim), _ = probe.shapes
-        layout.append((heads, kdim, vdim, kdt))
-    return layout
+    return [probe.layout for probe in probes]
 
 
 @dataclass(frozen=True)
@@ -87,7 +85,7 @@ def cache_names(layers: int, prefix: str) -> list[str]:
     return [f"{prefix}.{i}.{kind}" for i in range(layers) for kind in ("key", "value")]
 
 
-def cache_arrays(layout: list[tuple], rows: int, length: int, rng: np.random.Generator | None = None) -> list:
+def cache_arrays(layout: list[KV], rows: int, length: int, rng: np.random.Generator | None = None) -> list:
     """Per layer of ``layout`` (:func:`cache_layout`) a key and a value cache
     [rows, kv_heads, length, dim]: zeros, or standard normal values from ``rng`` (an
     example past for tracing must not be a constant the trace could fold)."""
@@ -97,7 +95,7 @@ def cache_arrays(layout: list[tuple], rows: int, length: int, rng: np.random.Gen
         return mx.array(rng.standard_normal(shape).astype(np.float32)).astype(dtype)
 
     out = []
-    for heads, kdim, vdim, dtype in layout:
+    for heads, kdim, vdim, dtype, _ in layout:
         out += [make((rows, heads, length, kdim), dtype), make((rows, heads, length, vdim), dtype)]
     return out
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ExportOptionError
-from .check import package_generate, package_notes
+from ..verify.session import open_session
+from .check import package_tokens
 from .decoder import DecoderExport
 from .decoder import generate as generate_with_graphs
 
@@ -33,10 +34,4 @@ def generate(export: DecoderExport | str | os.PathLike, prompt, max_new_tokens: 
     prompts = [list(map(int, row)) for row in prompt]
     if not prompts or not all(prompts):
         raise ExportOptionError("give at least one prompt of at least one token")
-    if sessions is None:
-        import onnxruntime as ort
-
-        sessions = ort.InferenceSession(str(model_file), providers=["CPUExecutionProvider"])
-    if len({len(p) for p in prompts}) > 1 and "left_padded_batches" in package_notes(package):
-        return np.concatenate([package_generate(sessions, [p], max_new_tokens)[0] for p in prompts])
-    return package_generate(sessions, prompts, max_new_tokens)[0]
+    return package_tokens(sessions or open_session(str(model_file)), package, prompts, max_new_tokens)[0]

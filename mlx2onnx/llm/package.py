@@ -29,6 +29,7 @@ export reports it (:mod:`.configs`).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -47,7 +48,7 @@ from ..targets import load_model_folder
 from .check import left_padded
 from .configs import genai_config, json_text, text_settings, transformers_js_config
 from .caches import GrowingKVCache
-from .states import Group, flat, is_kv, package_layout, package_states_class, rotating_sizes, slot_names
+from .states import Group, flat, has_states, is_kv, package_layout, package_states_class, slot_names
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                    "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja")
@@ -123,8 +124,8 @@ def stored_layout(layout: list) -> list:
             return Group(tuple(stored(m) for m in entry.members))
         if not is_kv(entry):
             return entry
-        heads, kdim, vdim, dtype = entry
-        return (heads, max(kdim, vdim), max(kdim, vdim), dtype)
+        width = max(entry.kdim, entry.vdim)
+        return entry._replace(kdim=width, vdim=width)
     return [stored(e) for e in layout]
 
 
@@ -136,8 +137,8 @@ def decoder_function(model, layout: list, mask_rank: int = 4, state_masks: bool 
 
     states = package_states_class()
     leaves = flat(layout)
-    kept = rotating_sizes(model, len(leaves))
-    first_key = next((k for k, name in enumerate(slot_names(layout)) if name[0].endswith(".key")), None)
+    starts = list(itertools.accumulate((2 if is_kv(leaf) else len(leaf.shapes) for _, leaf in leaves), initial=0))
+    first_key = next((at for at, (_, leaf) in zip(starts, leaves) if is_kv(leaf)), None)  # its past: the past length
 
     def forward(self, input_ids, attention_mask, position_ids, *past):
         sequence = input_ids.shape[1]
@@ -147,14 +148,13 @@ def decoder_function(model, layout: list, mask_rank: int = 4, state_masks: bool 
         # (a Python number would be a constant of the trace)
         last = mx.arange(sequence, dtype=position_ids.dtype)[-1:]
         offset = (position_ids[:, -1:] - last).squeeze(1).astype(mx.int32)
-        members, at = [], 0
-        for (_, leaf), size in zip(leaves, kept):
+        members = []
+        for (_, leaf), at in zip(leaves, starts):
             if is_kv(leaf):
-                members.append(PackageCache(past[at], past[at + 1], offset, key_mask, leaf[1:3], mask_rank, size))
-                at += 2
+                members.append(PackageCache(past[at], past[at + 1], offset, key_mask, (leaf.kdim, leaf.vdim),
+                                            mask_rank, leaf.kept))
             else:
                 members.append(states(list(past[at:at + len(leaf.shapes)]), key_mask if state_masks else None))
-                at += len(leaf.shapes)
         caches, used = [], 0
         for entry in layout:
             count = len(entry.members) if isinstance(entry, Group) else 1
@@ -201,7 +201,7 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
     with stage(f"tracing the decoder ({layers} layers) at several sizes and translating it"):
         graph, forward, masked = _traced(exporter, model, layout, mask_rank, arrays)
     padding = None
-    if not all(is_kv(leaf) for _, leaf in flat(layout)):  # attention caches mask padding by construction
+    if has_states(layout):  # attention caches mask padding by construction
         with stage("running the decoder in MLX (float32) on a fresh and a left-padded prompt"), float32(model):
             refuse_unlike_fresh_states(forward, model, layout, config.get("model_type", "?"))
             padding = padding_reason(forward, layout, masked)
@@ -217,9 +217,10 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
                 shutil.copy2(folder / name, package / name)
         external = (package / "onnx" / "model.onnx_data").is_file()
         stored = stored_layout(layout)
-        package_config, _ = transformers_js_config(config, stored, vocab, external)
+        package_config, js_reason = transformers_js_config(config, stored, vocab, external)
         settings, genai_reason = genai_config(text_settings(config), stored, vocab, folder)
-        notes = {"onnxruntime-genai": genai_reason and f"cannot run: {genai_reason}",
+        notes = {"transformers.js": js_reason and f"cannot run: {js_reason}",
+                 "onnxruntime-genai": genai_reason and f"cannot run: {genai_reason}",
                  "left_padded_batches": padding and f"not served: {padding}"}
         for key, note in notes.items():
             if note:
@@ -255,8 +256,7 @@ def carried_arrays(layout: list, batch: int, past: int, rng: np.random.Generator
     arrays = []
     for _, leaf in flat(stored_layout(layout)):
         if is_kv(leaf):
-            heads, kdim, vdim, dtype = leaf
-            arrays += [make((batch, heads, past, d), dtype) for d in (kdim, vdim)]
+            arrays += [make((batch, leaf.heads, past, d), leaf.dtype) for d in (leaf.kdim, leaf.vdim)]
         else:
             arrays += [make((batch, *shape), dtype) for shape, dtype in zip(leaf.shapes, leaf.dtypes)]
     return arrays
@@ -285,7 +285,7 @@ def _traced(exporter: Exporter, model, layout: list, mask_rank: int, arrays: lis
         forward = decoder_function(model, layout, mask_rank)
         return exporter.to_ir(forward, *arrays), forward, True
     except DynamicShapeError:
-        if all(is_kv(leaf) for _, leaf in flat(layout)):
+        if not has_states(layout):
             raise
     forward = decoder_function(model, layout, mask_rank, state_masks=False)
     return exporter.to_ir(forward, *arrays), forward, False
@@ -295,8 +295,6 @@ def refuse_unlike_fresh_states(forward: Callable, model, layout: list, model_typ
     """Refuse a model whose state before the first token is not zeros: the package decoder
     with zero states against the model's forward with mlx-lm's own fresh cache, on a
     short prompt (the first tokens show it most)."""
-    if all(is_kv(leaf) for _, leaf in flat(layout)):
-        return
     ids = mx.array(np.random.default_rng(2).integers(0, 2, (1, 3)).astype(np.int64))
     positions = mx.arange(3, dtype=mx.int64)[None]
     got = forward(ids, mx.ones_like(ids), positions, *carried_arrays(layout, 1, 0, None))[0][0]
@@ -328,7 +326,7 @@ def padding_reason(forward: Callable, layout: list, masked: bool = True) -> str 
             "longer one gets other logits than alone: give a batch prompts of one length, or one prompt at a time")
 
 
-def attention_mask_rank(model, layout: list[tuple]) -> int:
+def attention_mask_rank(model, layout: list) -> int:
     """4 when the model adds the mask to [batch, heads, N, total] scores, 5 when it scores
     [batch, kv_heads, group, N, total] (gemma2, phi3small): found by running the package
     decoder in MLX on a batch of 3, which no head count of 1 or 3 lines up by chance."""

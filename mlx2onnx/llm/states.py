@@ -3,14 +3,14 @@
 ``model.make_cache()`` gives one cache per layer (or per shared group of layers):
 
 - ``KVCache`` / ``RotatingKVCache``: attention keys and values that grow by the tokens of
-  each step (:class:`~.package.PackageCache`), a :data:`KV` entry of the layout;
+  each step (:class:`~.package.PackageCache`), a :class:`~.caches.KV` entry of the layout;
 - ``ArraysCache(n)``: n fixed-size states a recurrent layer replaces at each step (the
   convolution window and the scan state of mamba, lfm2, qwen3_next, rwkv7, ...), a
   :class:`States` entry (:class:`PackageStates` in the graph);
 - ``CacheList``: several of these for one layer (falcon_h1's mamba and attention), a
   :class:`Group` entry.
 
-The layout is found by running the model on one token with probes of each kind. Each
+The layout is found by calling the model on one token with probes of each kind. Each
 array the package carries is one graph input and one output, named in the conventions the
 runtimes read (:func:`slot_names`).
 """
@@ -24,7 +24,7 @@ from typing import Any
 import mlx.core as mx
 
 from ..errors import UnsupportedModelError
-from .caches import ShapeProbe
+from .caches import KV, ShapeProbe
 
 KV_CACHES = ("KVCache", "RotatingKVCache")
 
@@ -43,7 +43,12 @@ class Group:
 
 
 def is_kv(entry) -> bool:
-    return isinstance(entry, tuple)
+    return isinstance(entry, KV)
+
+
+def has_states(layout: list) -> bool:
+    """Whether any cache of ``layout`` carries recurrent states (not only keys and values)."""
+    return not all(is_kv(leaf) for _, leaf in flat(layout))
 
 
 # why a cache type cannot be carried, where it is known
@@ -61,7 +66,7 @@ def _probe(cache, where: str, model_type: str):
 
     kind = type(cache).__name__
     if kind in KV_CACHES:
-        return ShapeProbe()
+        return ShapeProbe(getattr(cache, "max_size", None) if kind == "RotatingKVCache" else None)
     if type(cache) is ArraysCache:
         return ArraysCache(len(cache.cache))
     if type(cache) is CacheList:
@@ -77,10 +82,9 @@ def _layout_of(probe, where: str):
     from mlx_lm.models.cache import ArraysCache, CacheList
 
     if isinstance(probe, ShapeProbe):
-        if probe.shapes is None:
+        if probe.layout is None:
             raise UnsupportedModelError(f"{where} never wrote to its cache; the package cannot say what it carries")
-        (_, heads, _, kdim), kdt, (_, _, _, vdim), _ = probe.shapes
-        return (heads, kdim, vdim, kdt)
+        return probe.layout
     if isinstance(probe, ArraysCache):
         if any(a is None for a in probe.cache):
             raise UnsupportedModelError(f"{where} left a state of its ArraysCache unwritten after one token")
@@ -90,8 +94,8 @@ def _layout_of(probe, where: str):
 
 
 def package_layout(model, model_type: str) -> list:
-    """Per cache of ``model.make_cache()``: a KV tuple (kv_heads, key_dim, value_dim,
-    dtype), :class:`States` or a :class:`Group`, found by calling the model on a token (MLX
+    """Per cache of ``model.make_cache()``: a :class:`~.caches.KV`, :class:`States` or a
+    :class:`Group`, found by calling the model on a token (MLX
     is lazy: nothing is computed), and where it has states on three
     (a state whose size follows the tokens seen, like longcat_flash_ngram's window of
     token ids, is no fixed-size state); a cache the package cannot carry is refused by name."""
@@ -102,9 +106,9 @@ def package_layout(model, model_type: str) -> list:
         return [_layout_of(p, f"layer {i}") for i, p in enumerate(probes)]
 
     layout = probed(1)
-    if all(is_kv(leaf) for _, leaf in flat(layout)):
+    if not has_states(layout):
         return layout
-    for i, (one, three) in enumerate(zip(flat(layout), flat(probed(3)))):
+    for one, three in zip(flat(layout), flat(probed(3))):
         if not is_kv(one[1]) and one[1].shapes != three[1].shapes:
             raise UnsupportedModelError(
                 f"model_type {model_type!r}: layer {one[0]}'s ArraysCache holds arrays whose size follows the tokens "
@@ -120,18 +124,6 @@ def flat(layout: list) -> list[tuple[int, Any]]:
         for leaf in (entry.members if isinstance(entry, Group) else (entry,)):
             out.append((i, leaf))
     return out
-
-
-def rotating_sizes(model, leaves: int) -> list[int | None]:
-    """Per leaf of :func:`flat`: the keys a RotatingKVCache of ``model.make_cache()`` keeps
-    (its ``max_size``), else None."""
-    if not hasattr(model, "make_cache"):
-        return [None] * leaves
-    sizes = []
-    for cache in model.make_cache():
-        for member in (cache.caches if type(cache).__name__ == "CacheList" else (cache,)):
-            sizes.append(member.max_size if type(member).__name__ == "RotatingKVCache" else None)
-    return sizes
 
 
 # names of an ArraysCache's arrays by count, as transformers.js names them for its hybrid

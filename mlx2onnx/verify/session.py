@@ -47,6 +47,8 @@ _ORT_TYPES = {
     "tensor(double)": np.float64,
     "tensor(bfloat16)": ml_dtypes.bfloat16,
 }
+# the NumPy type of every input a graph of ours declares (feeds made from its metadata)
+NUMPY_TYPES = {**_ORT_TYPES, "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(bool)": np.bool_}
 
 
 def cast_to(feeds: Mapping[str, np.ndarray], declared: Mapping[str, object]) -> dict[str, np.ndarray]:

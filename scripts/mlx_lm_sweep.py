@@ -142,6 +142,7 @@ def stage_package(model_type: str, folder: Path) -> dict:
 
     import mlx2onnx
     from mlx2onnx.llm import check_package, export_package, mlx_generate
+    from mlx2onnx.llm.check import package_notes
     from mlx2onnx.targets import UsageError, load_model_folder
     from mlx_lm_configs import UNBUILDABLE, config_for
 
@@ -177,7 +178,7 @@ def stage_package(model_type: str, folder: Path) -> dict:
                            "detail": "" if checked["passed"] else json.dumps(checked["rows"])[:300]}
     except BaseException as exc:  # noqa: BLE001
         result["check"] = {"passed": False, "detail": _reason(exc)}
-    notes = json.loads((package / "config.json").read_text()).get("mlx2onnx", {})
+    notes = package_notes(package)
     for column, runtime, run in (("genai", "onnxruntime-genai", _genai), ("transformers.js", "transformers.js",
                                                                           _transformers_js)):
         _stage(runtime)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from .common import (
     EXIT_MISMATCH,
     EXIT_OK,
@@ -30,6 +28,7 @@ def _export_package(ns, progress: Progress) -> int:
     from pathlib import Path
 
     from ..exporter import Exporter
+    from ..llm.check import package_notes
     from ..llm.package import PACKAGE_BFLOAT16, export_package
 
     exporter = Exporter(bfloat16=PACKAGE_BFLOAT16 if ns.bfloat16 == "auto" else ns.bfloat16, float16=ns.float16,
@@ -38,7 +37,7 @@ def _export_package(ns, progress: Progress) -> int:
     out = export_package(ns.target, ns.output, overwrite=ns.overwrite, stage=progress.stage, exporter=exporter)
     files = sorted(str(p.relative_to(out)) for p in Path(out).rglob("*") if p.is_file())
     print(f"wrote package {out}: {', '.join(files)}")
-    notes = json.loads((Path(out) / "config.json").read_text()).get("mlx2onnx", {})
+    notes = package_notes(Path(out))
     for key in ("onnxruntime-genai", "transformers.js", "left_padded_batches"):
         if key in notes:  # what a runtime cannot do with this package, as config.json records it
             print(f"  {key.replace('_', ' ')}: {notes[key]}")

@@ -21,7 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import current_rss_mb, fmt, peak_rss_mb, reset_peak_rss, run_worker  # noqa: E402
+from common import current_rss_mb, fmt, peak_rss_mb, reset_peak_rss, run_worker, sync_write  # noqa: E402
 
 CONFIGS = {
     # name: (builder, kwargs, bfloat16 policy, external_data)
@@ -32,16 +32,6 @@ CONFIGS = {
     "1b-bf16-inline": ("make_llama_1b", {"dtype": "bfloat16"}, "keep", None),  # one 1.9 GiB protobuf
     "1b-f32": ("make_llama_1b", {"dtype": "float32"}, "auto", None),  # 3.8 GiB: external data by default
 }
-
-
-def _sync_write(arrays, path: str) -> float:
-    start = time.perf_counter()
-    with open(path, "wb") as f:
-        for a in arrays:
-            a.tofile(f)
-        f.flush()
-        os.fsync(f.fileno())
-    return time.perf_counter() - start
 
 
 def worker(name: str, folder: str) -> None:
@@ -59,7 +49,7 @@ def worker(name: str, folder: str) -> None:
     weights = [array_to_numpy(v) for _, v in tree_flatten(model.parameters())]
     weight_bytes = sum(w.nbytes for w in weights)
     numpy_dir = tempfile.mkdtemp(dir=folder)
-    numpy_s = _sync_write(weights, os.path.join(numpy_dir, "weights.bin"))
+    numpy_s = sync_write(weights, os.path.join(numpy_dir, "weights.bin"))
     shutil.rmtree(numpy_dir)
     del weights
     out_dir = tempfile.mkdtemp(dir=folder)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import time
@@ -35,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))  # zoo.train_tokenizer: a tokenizer trained here, nothing downloaded
 
-from common import answered, current_rss_mb, fmt, measured, peak_rss_mb, reset_peak_rss  # noqa: E402
+from common import answered, current_rss_mb, fmt, measured, peak_rss_mb, reset_peak_rss, sync_write  # noqa: E402
 
 CONFIG = dict(model_type="llama", hidden_size=4096, num_hidden_layers=32, intermediate_size=14336,
               num_attention_heads=32, num_key_value_heads=8, rms_norm_eps=1e-5, vocab_size=128256,
@@ -84,16 +83,8 @@ def numpy_write(folder: Path, nbytes: int) -> dict:
 
     path = folder / "numpy.bin"
     chunk = np.random.default_rng(0).integers(0, 255, 256 * 2**20, dtype=np.uint8)
-    start = time.perf_counter()
-    with open(path, "wb") as f:
-        left = nbytes
-        while left > 0:
-            part = chunk[:min(left, chunk.size)]
-            part.tofile(f)
-            left -= part.size
-        f.flush()
-        os.fsync(f.fileno())
-    seconds = time.perf_counter() - start
+    parts = [chunk[:min(chunk.size, nbytes - start)] for start in range(0, nbytes, chunk.size)]
+    seconds = sync_write(parts, str(path))
     path.unlink()
     return {"numpy_s": seconds}
 

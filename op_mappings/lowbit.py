@@ -114,7 +114,8 @@ class Nibbles:
 
 def _halving(values: np.ndarray, op) -> np.ndarray:
     """``op`` over the last axis (a power of two long) by halves: whole-array operations,
-    twice as fast as NumPy's reduction along a short axis."""
+    ~1.7x faster than NumPy's reduction along a short axis (0.089 s against 0.154 s for a
+    14336 x 4096 weight here)."""
     while values.shape[-1] > 1:
         half = values.shape[-1] // 2
         values = op(values[..., :half], values[..., half:])

@@ -94,7 +94,8 @@ def load_model_folder(folder: str, seed: int = 0) -> Target:
     config = path / "config.json"
     if not config.is_file():
         raise UsageError(f"{folder} is a folder but not a model folder: it has no config.json "
-                         "(an mlx-lm model folder holds config.json and *.safetensors)")
+                         "(an mlx-lm or mlx-embeddings model folder holds config.json and *.safetensors, an mlx-image "
+                         "folder one weights file)")
     try:
         settings = json.loads(config.read_text())
     except ValueError as exc:

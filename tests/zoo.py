@@ -16,6 +16,7 @@ import importlib.util
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -515,13 +516,115 @@ def genai_tokens(model, ids: list[int], new_tokens: int) -> list[int]:
 def transformers_js_tokens(package, new_tokens: int, texts) -> list[dict]:
     """transformers.js (under Node) on ``package``: per text ``{"ids", "tokens"}``, its
     tokenizer's ids and its greedy tokens (tests/js/transformers_generate.mjs)."""
+    lines = _node("transformers_generate.mjs", str(package), str(new_tokens), *texts)
+    return [json.loads(line) for line in lines if line.startswith("{")]
+
+
+def transformers_js_pipeline(task: str, package, options: dict, inputs) -> Any:
+    """transformers.js's ``pipeline(task, package)(inputs, options)`` under Node
+    (tests/js/transformers_pipeline.mjs); a Tensor result comes as ``{"dims", "data"}``."""
+    lines = _node("transformers_pipeline.mjs", task, str(package), json.dumps(options), *map(str, inputs))
+    return json.loads(lines[-1])
+
+
+def _node(script: str, *args: str) -> list[str]:
     import subprocess
 
-    script = Path(__file__).resolve().parent / "js" / "transformers_generate.mjs"
-    done = subprocess.run(["node", str(script), str(package), str(new_tokens), *texts], capture_output=True,
-                          text=True, timeout=300, cwd=script.parents[2])
+    path = Path(__file__).resolve().parent / "js" / script
+    done = subprocess.run(["node", str(path), *args], capture_output=True, text=True, timeout=300, cwd=path.parents[2])
     if done.returncode:
         errors = [line for line in done.stderr.splitlines() if "Error" in line] or done.stderr.splitlines() or ["?"]
         raise RuntimeError(f"transformers.js failed: {errors[0].strip()}")
-    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return done.stdout.splitlines()
 
+
+
+# -- task folders: mlx-embeddings and mlx-image, as those packages write them ----------------
+EMBEDDING_TEXTS = ["the quick brown fox jumps over the lazy dog", "hello world from mlx to onnx",
+                   "a small tokenizer for tests", "sentence embeddings pooled in javascript"]
+_EMBEDDING_SPECIALS = {  # the special tokens, and the template around a text, of each family's tokenizer
+    "bert": (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], "[CLS]", "[SEP]", "BertTokenizer"),
+    "modernbert": (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], "[CLS]", "[SEP]", "PreTrainedTokenizerFast"),
+    "xlm_roberta": (["<s>", "<pad>", "</s>", "<unk>", "<mask>"], "<s>", "</s>", "XLMRobertaTokenizer"),
+}
+
+
+def train_encoder_tokenizer(folder, name: str) -> dict:
+    """A WordPiece (BERT, ModernBERT) or Unigram (XLM-RoBERTa) tokenizer trained on
+    EMBEDDING_TEXTS with its family's special tokens and template, saved in ``folder``;
+    returns the config fields that name its ids."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    specials, first, last, kind = _EMBEDDING_SPECIALS[name]
+    if name == "xlm_roberta":
+        tokenizer = Tokenizer(models.Unigram())
+        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+        tokenizer.decoder = decoders.Metaspace()
+        trainer = trainers.UnigramTrainer(vocab_size=100, special_tokens=specials, unk_token="<unk>")
+    else:
+        tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+        tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tokenizer.decoder = decoders.WordPiece()
+        trainer = trainers.WordPieceTrainer(vocab_size=120, special_tokens=specials)
+    tokenizer.train_from_iterator(EMBEDDING_TEXTS * 20, trainer)
+    ids = {token: tokenizer.token_to_id(token) for token in specials}
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{first} $A {last}", pair=f"{first} $A {last} $B:1 {last}:1",
+        special_tokens=[(first, ids[first]), (last, ids[last])])
+    tokenizer.save(str(Path(folder) / "tokenizer.json"))
+    pad, unk, mask = specials[0 if name != "xlm_roberta" else 1], specials[1 if name != "xlm_roberta" else 3], specials[4]
+    (Path(folder) / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": kind, "cls_token": first, "sep_token": last, "pad_token": pad, "unk_token": unk,
+        "mask_token": mask, "bos_token": first, "eos_token": last, "model_max_length": 512, "do_lower_case": True}))
+    return {"vocab_size": tokenizer.get_vocab_size(), "pad_token_id": ids[pad], "bos_token_id": ids[first],
+            "eos_token_id": ids[last], "cls_token_id": ids[first], "sep_token_id": ids[last]}
+
+
+def write_embedding_folder(folder, name: str, bits: int | None = None, dtype=None):
+    """An mlx-embeddings model folder (config.json, model.safetensors through
+    mlx-embeddings' own save functions, a trained tokenizer); ``bits``: quantized as its
+    converter does (group size 32, weights whose size is a multiple of 64)."""
+    import mlx_embeddings.utils as saving
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = dict(EMBEDDING_CONFIGS[name], **train_encoder_tokenizer(folder, name))
+    if name == "modernbert":
+        settings["architectures"] = ["ModernBertModel"]
+    module = embedding_models(name)
+    mx.random.seed(0)
+    model = module.Model(module.ModelArgs.from_dict(settings))
+    if dtype is not None:
+        model.set_dtype(dtype)
+        settings["torch_dtype"] = str(dtype).rsplit(".", 1)[-1]
+    if bits:
+        nn.quantize(model, group_size=32, bits=bits,
+                    class_predicate=lambda p, m: hasattr(m, "to_quantized") and m.weight.size % 64 == 0)
+        settings["quantization"] = {"group_size": 32, "bits": bits}
+    mx.eval(model.parameters())
+    saving.save_weights(folder, dict(tree_flatten(model.parameters())))
+    saving.save_config(settings, folder / "config.json")
+    return folder
+
+
+def write_image_folder(folder, name: str, dtype=None):
+    """An mlx-image weights folder as mlx-vision publishes one: model.safetensors only
+    (10 classes), written by mlx-image's own save_weights."""
+    from mlxim.model._utils import save_weights
+
+    folder = Path(folder)
+    model = mlxim_classifier(name)
+    if dtype is not None:
+        model.set_dtype(dtype)
+    save_weights(dict(tree_flatten(model.parameters())), str(folder / "model.safetensors"))
+    return folder
+
+
+def generated_image(size: int, seed: int = 0) -> np.ndarray:
+    """An RGB uint8 image [size, size, 3]: colour gradients with noise, so every channel
+    and position matters."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:size, 0:size] * (255.0 / size)
+    image = np.stack([x, y, (x + y) / 2], axis=-1) + rng.normal(0, 30, (size, size, 3))
+    return np.clip(image, 0, 255).astype(np.uint8)

@@ -93,6 +93,10 @@ def _check_package(ns, progress: Progress) -> int:
     from ..llm.check import check_package
     from ..targets import UsageError
 
+    from ..tasks import package_task
+
+    if package_task(ns.model) != "text-generation":
+        return _check_task_package(ns, progress)
     config = Path(ns.target) / "config.json"
     if not config.is_file():
         raise UsageError(f"{ns.model} is a package: give the mlx-lm model folder it was exported from as TARGET")
@@ -115,6 +119,26 @@ def _check_package(ns, progress: Progress) -> int:
             print(f"  prompt of {len(row['prompt'])}: tokens {row['tokens']} (MLX {row['mlx_tokens']}), "
                   f"first logits abs {row['max_abs_logit_error']:.3g} (tolerance {row['tolerance']:.3g})  {state}")
         print(f"package parity {'PASSED' if result['passed'] else 'FAILED'}")
+    return EXIT_OK if result["passed"] else EXIT_MISMATCH
+
+
+def _check_task_package(ns, progress: Progress) -> int:
+    """``mlx2onnx check PACKAGE/ FOLDER`` for an embeddings or image-classification package."""
+    from ..tasks import check_folder_package
+
+    with progress.stage("running the package in onnxruntime and the folder in MLX"):
+        result = check_folder_package(ns.model, ns.target)
+    if ns.json:
+        print(json.dumps(result, indent=2))
+        return EXIT_OK if result["passed"] else EXIT_MISMATCH
+    print(f"{ns.model} vs {ns.target}: {result['task']}, onnxruntime with its default options")
+    for trade in result["arithmetic"]:
+        print(f"  onnxruntime computes with {trade}: compared at that arithmetic's tolerance")
+    for row in result["rows"]:
+        what = repr(row["text"]) if "text" in row else f"image {row['image']} (top-1 {row['top1']}, MLX {row['mlx_top1']})"
+        print(f"  {what}: abs {row['max_abs_error']:.3g} (tolerance {row['tolerance']:.3g})  "
+              f"{'PASS' if row['passed'] else 'FAIL'}")
+    print(f"package parity {'PASSED' if result['passed'] else 'FAILED'}")
     return EXIT_OK if result["passed"] else EXIT_MISMATCH
 
 

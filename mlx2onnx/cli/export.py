@@ -18,10 +18,14 @@ from .progress import Progress
 
 # -- export -------------------------------------------------------------------------------
 def _is_package_export(ns) -> bool:
-    """A model folder exported to a path that is not a .onnx file: a package folder."""
+    """A model folder exported to a path that is not a .onnx file: a package folder (an
+    mlx-lm or mlx-embeddings folder has a config.json, an mlx-image folder one weights file)."""
     from pathlib import Path
 
-    return (Path(ns.target) / "config.json").is_file() and not str(ns.output).endswith(".onnx")
+    folder = Path(ns.target)
+    weights = folder.is_dir() and (any(folder.glob("*.safetensors")) or any(folder.glob("*.npz")))
+    is_folder = (folder / "config.json").is_file() or weights
+    return is_folder and not str(ns.output).endswith(".onnx")
 
 
 def _export_package(ns, progress: Progress) -> int:
@@ -29,12 +33,13 @@ def _export_package(ns, progress: Progress) -> int:
 
     from ..exporter import Exporter
     from ..llm.check import package_notes
-    from ..llm.package import PACKAGE_BFLOAT16, export_package
+    from ..llm.package import PACKAGE_BFLOAT16
+    from ..tasks import export_folder
 
     exporter = Exporter(bfloat16=PACKAGE_BFLOAT16 if ns.bfloat16 == "auto" else ns.bfloat16, float16=ns.float16,
                         optimize=not ns.no_optimize, quantized_weights=ns.quantized_weights,
                         int8_activations=ns.int8_activations)
-    out = export_package(ns.target, ns.output, overwrite=ns.overwrite, stage=progress.stage, exporter=exporter)
+    out = export_folder(ns.target, ns.output, overwrite=ns.overwrite, stage=progress.stage, exporter=exporter)
     files = sorted(str(p.relative_to(out)) for p in Path(out).rglob("*") if p.is_file())
     print(f"wrote package {out}: {', '.join(files)}")
     notes = package_notes(Path(out))

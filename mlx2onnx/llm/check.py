@@ -12,7 +12,7 @@ import mlx.core as mx
 import numpy as np
 
 from ..targets import UsageError, load_model_folder
-from ..verify.session import NUMPY_TYPES, open_session
+from ..verify.session import NUMPY_TYPES
 
 def left_padded(prompts: list[list[int]], pad: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(input_ids, attention_mask, position_ids) int64 for prompts of different lengths,
@@ -71,11 +71,7 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
     asks for int8 activations, or MLX's device computes float32 products in TF32, the
     result says so and the logits are compared at that arithmetic's tolerance (the tokens
     must still be MLX's)."""
-    import onnx
-
-    from ..verify import reference as references
-    from ..verify.parity import Verifier
-    from ..verify.runtimes import arithmetic
+    from ..verify.plain import plain_session
     from .decoder import mlx_generate
 
     package, folder = Path(package), Path(folder)
@@ -84,25 +80,18 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
         raise UsageError(f"{package} is not a package: it has no onnx/model.onnx (write one with "
                          "`mlx2onnx export MODEL_FOLDER -o PACKAGE/`)")
     model = load_model_folder(str(folder)).fun
-    session = open_session(str(model_file))  # a plain session, as the runtimes open one
-    trades = arithmetic.onnxruntime(onnx.load(str(model_file), load_external_data=False), {}, "all")
-    verifier, reference = Verifier(), references.current()
-    row = verifier.compared_as("float32", None, [*trades, *reference.arithmetic()])
-    default_atol, default_rtol = verifier.tolerance(row)
-    atol = default_atol if atol is None else atol
-    rtol = default_rtol if rtol is None else rtol
-    tokens, logits, padding = package_tokens(session, package, prompts, new_tokens)
+    plain = plain_session(model_file, atol, rtol)  # a plain session, as the runtimes open one
+    tokens, logits, padding = package_tokens(plain.session, package, prompts, new_tokens)
     rows = []
     for row, prompt in enumerate(prompts):
         want_tokens = mlx_generate(model, mx.array([prompt]), new_tokens)[0]
         want_logits = np.array(model(mx.array([prompt]))[0, -1].astype(mx.float32))
         error = float(np.abs(logits[row] - want_logits).max())
-        bound = atol + rtol * float(np.abs(want_logits).max())
+        bound = plain.bound(want_logits)
         rows.append({"prompt": list(map(int, prompt)), "tokens": tokens[row].tolist(), "mlx_tokens": want_tokens.tolist(),
                      "max_abs_logit_error": error, "tolerance": bound,
                      "passed": bool(np.array_equal(tokens[row], want_tokens) and error <= bound)})
-    return {"package": str(package), "folder": str(folder), "arithmetic": [str(t) for t in trades],
-            "reference": reference.to_dict(), "rows": rows,
+    return {"package": str(package), "folder": str(folder), **plain.describe(), "rows": rows,
             "batch": f"one prompt at a time: left-padded batches are {padding}" if padding else "one left-padded batch",
             "passed": all(r["passed"] for r in rows)}
 

@@ -13,8 +13,6 @@ Tokenizer and generation settings are the source's own files, untouched.
 from __future__ import annotations
 
 import json
-import math
-import sys
 from pathlib import Path
 
 from .states import Group, flat, is_kv
@@ -204,18 +202,3 @@ def genai_config(config: dict, layout: list, vocab: int, folder: Path) -> tuple[
             "repetition_penalty": 1.0, "temperature": 1.0, "top_k": 1, "top_p": 1.0,
         },
     }, None
-
-
-def json_text(config: dict) -> str:
-    """``config`` as strict JSON: JavaScript's JSON.parse (transformers.js) rejects the
-    ``Infinity`` and ``NaN`` Python writes (mamba2's ``time_step_limit`` is [0, inf]), so
-    an infinity is written as the largest float64 and NaN as null."""
-    def strict(value):
-        if isinstance(value, float) and not math.isfinite(value):
-            return None if math.isnan(value) else math.copysign(sys.float_info.max, value)
-        if isinstance(value, dict):
-            return {k: strict(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [strict(v) for v in value]
-        return value
-    return json.dumps(strict(config), indent=2, allow_nan=False)

@@ -32,7 +32,6 @@ import contextlib
 import itertools
 import json
 import os
-import shutil
 import types
 from pathlib import Path
 from typing import Any, Callable
@@ -41,17 +40,16 @@ import mlx.core as mx
 import numpy as np
 
 from ..capture.dynamic import Dim
-from ..errors import DynamicShapeError, ExportOptionError, UnsupportedModelError
+from ..errors import DynamicShapeError, UnsupportedModelError
 from ..exporter import Exporter
-from ..io.saving import save_model, staging_folder
+from ..io.packages import TOKENIZER_FILES, check_package_path, copy_present, json_text, package_folder
+from ..io.saving import save_model
 from ..targets import load_model_folder
 from .check import left_padded
-from .configs import genai_config, json_text, text_settings, transformers_js_config
+from .configs import genai_config, text_settings, transformers_js_config
 from .caches import GrowingKVCache
 from .states import Group, flat, has_states, is_kv, package_layout, package_states_class, slot_names
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-                   "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja")
 # bfloat16 models computed as MLX computes them (float32 rounded after every op): the
 # package generates MLX's own tokens; plain float32 carriage drifts by bfloat16 steps and
 # greedy decoding can take another token after a near tie
@@ -176,11 +174,7 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
     at all. ``stage(text)`` is entered around each step (the command line's progress).
     ``external_data``: weights in ``onnx/model.onnx_data`` (None: above 2 GB only); the
     package's config.json then says so to transformers.js (``use_external_data_format``)."""
-    folder, out = Path(folder), Path(out)
-    if out.exists() and not overwrite:
-        raise ExportOptionError(f"{str(out)!r} already exists; pass overwrite=True (--overwrite) to replace it")
-    if out.suffix == ".onnx":
-        raise ExportOptionError(f"{str(out)!r} names a file; a package is a folder (e.g. {str(out.with_suffix(''))}/)")
+    folder, out = Path(folder), check_package_path(out, overwrite)
     with stage(f"loading {folder} with mlx-lm"):
         target = load_model_folder(str(folder))
         config = json.loads((folder / "config.json").read_text())
@@ -206,15 +200,10 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
             refuse_unlike_fresh_states(forward, model, layout, config.get("model_type", "?"))
             padding = padding_reason(forward, layout, masked)
     vocab = graph.graph.outputs[0].shape[-1]  # the logits' width: the vocabulary the graph scores
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with staging_folder(out.parent, f".{out.name}.") as staging, stage(f"checking and writing {out}"):
-        package = staging / "package"
-        (package / "onnx").mkdir(parents=True)
+    with stage(f"checking and writing {out}"), package_folder(out) as package:
         save_model(graph, package / "onnx" / "model.onnx", check=exporter.check, data_name="model.onnx_data",
                    external_data=external_data)
-        for name in ("generation_config.json", *TOKENIZER_FILES):
-            if (folder / name).is_file():
-                shutil.copy2(folder / name, package / name)
+        copy_present(folder, package, ("generation_config.json", *TOKENIZER_FILES))
         external = (package / "onnx" / "model.onnx_data").is_file()
         stored = stored_layout(layout)
         package_config, js_reason = transformers_js_config(config, stored, vocab, external)
@@ -228,9 +217,6 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
         (package / "config.json").write_text(json_text(package_config))
         if settings is not None:
             (package / "genai_config.json").write_text(json_text(settings))
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(package, out)
     return out
 
 

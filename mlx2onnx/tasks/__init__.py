@@ -1,0 +1,87 @@
+"""Model folders of other tasks than text generation, exported as the packages the
+runtimes' own pipelines load, and checked against the MLX package that wrote them:
+
+- ``feature-extraction``: mlx-embeddings folders (BERT, XLM-RoBERTa, ModernBERT),
+  :mod:`.embeddings`;
+- ``image-classification``: mlx-image weights folders, :mod:`.images`.
+
+Text generation (mlx-lm folders) is :mod:`mlx2onnx.llm`; :func:`folder_task` tells them
+apart."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+TASKS = ("text-generation", "feature-extraction", "image-classification")
+
+
+def folder_task(folder: str | os.PathLike) -> str:
+    """The task of a model folder: ``image-classification`` for a folder of weights
+    without config.json (mlx-image), ``feature-extraction`` for a config.json whose
+    model_type is an mlx-embeddings encoder, else ``text-generation`` (mlx-lm)."""
+    from .embeddings import ENCODERS
+
+    config = Path(folder) / "config.json"
+    if not config.is_file():
+        return "image-classification"
+    try:
+        model_type = str(json.loads(config.read_text()).get("model_type", "")).replace("_", "-")
+    except (ValueError, AttributeError):
+        return "text-generation"  # mlx-lm's loader says what is wrong with it
+    return "feature-extraction" if model_type in ENCODERS else "text-generation"
+
+
+def export_folder(folder: str | os.PathLike, out: str | os.PathLike, *, overwrite: bool = False,
+                  stage: Callable[[str], Any] = lambda text: contextlib.nullcontext(), exporter=None) -> Path:
+    """Export the model folder ``folder`` as the package of its task (:func:`folder_task`)
+    to the folder ``out``, written whole or not at all."""
+    from ..exporter import Exporter
+    from ..io.packages import check_package_path
+    from ..llm.package import export_package
+
+    folder, out = Path(folder), check_package_path(out, overwrite)
+    task = folder_task(folder)
+    if task == "text-generation":
+        return export_package(folder, out, overwrite=overwrite, stage=stage, exporter=exporter)
+    exporter = exporter or Exporter()
+    if task == "feature-extraction":
+        from .embeddings import export_embeddings
+
+        return export_embeddings(folder, out, exporter, stage)
+    from .images import export_classifier
+
+    return export_classifier(folder, out, exporter, stage)
+
+
+def package_task(package: str | os.PathLike) -> str:
+    """The task a package was exported for (config.json records it under ``mlx2onnx``;
+    text-generation packages before that record are text generation)."""
+    config = Path(package) / "config.json"
+    recorded = json.loads(config.read_text()).get("mlx2onnx", {}) if config.is_file() else {}
+    return recorded.get("task", "text-generation")
+
+
+def check_folder_package(package: str | os.PathLike, folder: str | os.PathLike, **options) -> dict:
+    """:func:`~.embeddings.check_embeddings` or :func:`~.images.check_classifier` by the
+    package's task (text generation: :func:`mlx2onnx.llm.check_package`)."""
+    from ..targets import UsageError
+
+    package, folder = Path(package), Path(folder)
+    if not (package / "onnx" / "model.onnx").is_file():
+        raise UsageError(f"{package} is not a package: it has no onnx/model.onnx (write one with "
+                         "`mlx2onnx export MODEL_FOLDER -o PACKAGE/`)")
+    task, source = package_task(package), folder_task(folder)
+    if task != source:
+        raise UsageError(f"{package} is a {task} package but {folder} is a {source} folder: give the folder it "
+                         "was exported from")
+    if task == "feature-extraction":
+        from .embeddings import check_embeddings
+
+        return check_embeddings(package, folder, **options)
+    from .images import check_classifier
+
+    return check_classifier(package, folder, **options)

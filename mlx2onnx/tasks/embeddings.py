@@ -1,0 +1,172 @@
+"""Sentence embeddings: an mlx-embeddings model folder -> a transformers.js
+``feature-extraction`` package, and its check.
+
+The package holds ``onnx/model.onnx`` (inputs ``input_ids``, ``attention_mask`` and, for
+encoders with token types, ``token_type_ids``, int64 [batch_size, sequence_length];
+output ``last_hidden_state`` [batch_size, sequence_length, hidden], the encoder's token
+states before pooling), the folder's config.json and tokenizer files. Pooling and
+normalisation run in the runtime, as transformers.js does them:
+``pipeline("feature-extraction", PACKAGE)(texts, {pooling: "mean", normalize: true})``
+gives mlx-embeddings' ``text_embeds`` (config.json records the pooling under
+``mlx2onnx``)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import mlx.core as mx
+import numpy as np
+
+from ..errors import UnsupportedModelError
+from ..targets import UsageError, UserCodeError
+
+TOKEN_TYPES = ("input_ids", "attention_mask", "token_type_ids")
+
+
+@dataclass(frozen=True)
+class Encoder:
+    """How one mlx-embeddings architecture is exported: the graph's inputs, its token
+    states from them, its pooled and normalised embedding (mlx-embeddings' own), and the
+    pooling that turns the first into the second."""
+
+    inputs: tuple[str, ...]
+    token_states: Callable  # (model, *inputs) -> [batch, sequence, hidden]
+    embeddings: Callable  # (model, *inputs) -> [batch, hidden], mlx-embeddings' text_embeds
+    pooling: Callable[[dict], str]  # config -> "mean" or "cls"
+
+
+def _bert_states(model, input_ids, attention_mask, token_type_ids):
+    return model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
+
+
+def _bert_embeds(model, input_ids, attention_mask, token_type_ids):
+    return model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).text_embeds
+
+
+def _modernbert_states(model, input_ids, attention_mask):
+    # ModernBERT builds its additive masks in the mask's own dtype: float32, as
+    # mlx-embeddings' own callers give it
+    return model.model(input_ids, attention_mask=attention_mask.astype(mx.float32), return_dict=False)[0]
+
+
+def _modernbert_embeds(model, input_ids, attention_mask):
+    return model(input_ids, attention_mask=attention_mask.astype(mx.float32)).text_embeds
+
+
+ENCODERS = {
+    "bert": Encoder(TOKEN_TYPES, _bert_states, _bert_embeds, lambda config: "mean"),
+    "xlm-roberta": Encoder(TOKEN_TYPES, _bert_states, _bert_embeds, lambda config: "mean"),
+    "modernbert": Encoder(TOKEN_TYPES[:2], _modernbert_states, _modernbert_embeds,
+                          lambda config: config.get("classifier_pooling", "mean")),
+}
+
+
+def encoder_of(config: dict) -> Encoder:
+    model_type = str(config.get("model_type", "?")).replace("_", "-")
+    if model_type not in ENCODERS:
+        raise UnsupportedModelError(
+            f"model_type {config.get('model_type')!r}: the feature-extraction export handles the mlx-embeddings "
+            f"encoders {', '.join(sorted(ENCODERS))} (their embedding is the mean or first token of the encoder's "
+            "states, which transformers.js pools itself)")
+    if config.get("architectures") not in (None, ["ModernBertModel"]) and model_type == "modernbert":
+        raise UnsupportedModelError(
+            f"architectures {config['architectures']}: mlx-embeddings gives this ModernBERT folder no pooled "
+            "embedding (only ModernBertModel's text_embeds are pooled), so there is nothing to match")
+    return ENCODERS[model_type]
+
+
+def load_embeddings_folder(folder: Path):
+    """(model, tokenizer, config) as mlx-embeddings loads the folder."""
+    try:
+        from mlx_embeddings.utils import load
+    except ImportError as exc:
+        raise UsageError(f"{folder} is an mlx-embeddings model folder: install mlx-embeddings to load it "
+                         f"(pip install mlx-embeddings): {exc}") from None
+    config = json.loads((folder / "config.json").read_text())
+    encoder_of(config)
+    try:
+        model, tokenizer = load(str(folder))
+    except (ValueError, FileNotFoundError) as exc:
+        raise UsageError(f"mlx-embeddings cannot load {folder}: {exc}") from None
+    except Exception as exc:
+        raise UserCodeError(f"loading the model folder {folder}", exc) from exc
+    return model, getattr(tokenizer, "_tokenizer", tokenizer), config
+
+
+def example_inputs(config: dict, names: tuple[str, ...]) -> list[mx.array]:
+    """Token ids of two rows, the second right-padded (as the tokenizers pad), its mask,
+    and token types of one type."""
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, int(config.get("vocab_size", 2)), (2, 6)).astype(np.int64)
+    mask = np.ones((2, 6), np.int64)
+    mask[1, 4:] = 0
+    arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros((2, 6), np.int64)}
+    return [mx.array(arrays[name]) for name in names]
+
+
+def pooled(states: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:
+    """transformers.js's pooling and L2 normalisation of ``states`` [batch, sequence, hidden]."""
+    if pooling == "cls":
+        vectors = states[:, 0]
+    else:
+        weights = mask[..., None].astype(np.float32)
+        vectors = (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
+
+
+def export_embeddings(folder: Path, out: Path, exporter, stage) -> Path:
+    """Write the feature-extraction package of the mlx-embeddings folder ``folder`` (see
+    module) to ``out`` (already checked), whole or not at all."""
+    from ..io.packages import TOKENIZER_FILES, copy_present, json_text, package_folder
+    from ..io.saving import save_model
+
+    with stage(f"loading {folder} with mlx-embeddings"):
+        model, _, config = load_embeddings_folder(folder)
+        encoder = encoder_of(config)
+    dynamic = {name: {0: "batch_size", 1: "sequence_length"} for name in encoder.inputs}
+    exporter = exporter.with_options(input_names=list(encoder.inputs), output_names=["last_hidden_state"], path=None,
+                                     dynamic=dynamic)
+    with stage("tracing the encoder at several sizes and translating it"):
+        # partial keeps the parameter names, which the dynamic axes are given by
+        graph = exporter.to_ir(functools.partial(encoder.token_states, model), *example_inputs(config, encoder.inputs))
+    with stage(f"checking and writing {out}"), package_folder(out) as package:
+        save_model(graph, package / "onnx" / "model.onnx", check=exporter.check, data_name="model.onnx_data")
+        copy_present(folder, package, TOKENIZER_FILES)
+        settings = dict(config, mlx2onnx={"task": "feature-extraction", "pooling": encoder.pooling(config),
+                                          "normalize": True})
+        if (package / "onnx" / "model.onnx_data").is_file():
+            settings["transformers.js_config"] = {**config.get("transformers.js_config", {}),
+                                                  "use_external_data_format": True}
+        (package / "config.json").write_text(json_text(settings))
+    return out
+
+
+CHECK_TEXTS = ("The quick brown fox jumps over the lazy dog.", "MLX to ONNX",
+               "Embeddings of sentences of different lengths, padded in one batch.")
+
+
+def check_embeddings(package: Path, folder: Path, texts=CHECK_TEXTS, atol=None, rtol=None) -> dict:
+    """The package's pooled, normalised embeddings of ``texts`` (one padded batch, the
+    folder's tokenizer, a plain onnxruntime session, pooled as transformers.js pools)
+    against mlx-embeddings' ``text_embeds`` of the same batch."""
+    from ..verify.plain import plain_session
+
+    model, tokenizer, config = load_embeddings_folder(folder)
+    encoder = encoder_of(config)
+    plain = plain_session(package / "onnx" / "model.onnx", atol, rtol)
+    batch = tokenizer(list(texts), padding=True, return_tensors="np")
+    feeds = {name: np.asarray(batch[name] if name in batch else np.zeros_like(batch["input_ids"]), np.int64)
+             for name in encoder.inputs}
+    pooling = json.loads((package / "config.json").read_text()).get("mlx2onnx", {}).get("pooling", "mean")
+    got = pooled(plain.session.run(["last_hidden_state"], feeds)[0], feeds["attention_mask"], pooling)
+    want = np.array(encoder.embeddings(model, *(mx.array(feeds[n]) for n in encoder.inputs)).astype(mx.float32))
+    rows = []
+    for text, row_got, row_want in zip(texts, got, want):
+        error, bound = float(np.abs(row_got - row_want).max()), plain.bound(row_want)
+        rows.append({"text": text, "max_abs_error": error, "tolerance": bound, "passed": error <= bound})
+    return {"task": "feature-extraction", "package": str(package), "folder": str(folder), **plain.describe(),
+            "pooling": pooling, "rows": rows, "passed": all(r["passed"] for r in rows)}

@@ -1,0 +1,164 @@
+"""Image classification: an mlx-image (mlxim) weights folder -> a transformers.js
+``image-classification`` package, and its check.
+
+mlx-image publishes a model as a folder holding only its weights (``model.safetensors``,
+as ``mlx-vision/<name>-mlxim`` on the Hugging Face hub); the architecture is the mlxim
+model whose parameter names and shapes the weights match (a folder named
+``<name>-mlxim`` settles a tie). The package holds ``onnx/model.onnx`` (input
+``pixel_values`` float32 [batch_size, 3, height, width], channels first as the runtimes'
+image processors give them; output ``logits`` [batch_size, classes]), ``config.json``
+(the transformers.js model type of the family, ``LABEL_<i>`` labels) and
+``preprocessor_config.json``: mlxim's evaluation transform (resize to ``img_size /
+crop_pct`` square, centre crop ``img_size``, ImageNet mean and std) as transformers.js's
+image processor options."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+
+from ..targets import UsageError, UserCodeError
+
+# mlxim model name prefix -> transformers.js model type (its image-classification class
+# only runs the session: any type of the family's layout serves)
+FAMILIES = {"resnet": "resnet", "wide_resnet": "resnet", "vit": "vit", "swin_tiny": "swin", "swin_small": "swin",
+            "swin_base": "swin", "efficientnet": "efficientnet", "mobilenet_v2": "mobilenet_v2",
+            "mobilenet_v3": "mobilenet_v3"}
+RESAMPLE = {"nearest": 0, "bilinear": 2, "bicubic": 3}  # PIL's codes, which transformers.js reads
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def weights_file(folder: Path) -> Path | None:
+    found = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.npz"))
+    return found[0] if len(found) == 1 else None
+
+
+def identify(folder: Path) -> tuple[str, int]:
+    """(mlxim model name, number of classes) of the weights in ``folder``."""
+    from mlx.utils import tree_flatten
+
+    try:
+        from mlxim.model._registry import MODEL_ENTRYPOINT
+    except ImportError as exc:
+        raise UsageError(f"{folder} holds weights without a config.json, as mlx-image publishes them: install "
+                         f"mlx-image to load them (pip install mlx-image): {exc}") from None
+    path = weights_file(folder)
+    if path is None:
+        raise UsageError(f"{folder} has no config.json and not one weights file (*.safetensors or *.npz): an "
+                         "mlx-image folder holds one, an mlx-lm or mlx-embeddings folder a config.json")
+    weights = {k: tuple(v.shape) for k, v in mx.load(str(path)).items()}
+    heads = [shape[0] for key, shape in weights.items() if len(shape) == 2 and key.endswith("weight")]
+    classes = heads[-1] if heads else 1000
+    matches = []
+    for name, build in MODEL_ENTRYPOINT.items():
+        shapes = {k: tuple(v.shape) for k, v in tree_flatten(build(num_classes=classes).parameters())}
+        if shapes == weights:
+            matches.append(name)
+    if not matches:
+        raise UsageError(f"{folder} has no config.json, which an mlx-lm or mlx-embeddings model folder holds, and "
+                         f"the weights in {path.name} match no mlx-image model (their parameter names and shapes are "
+                         "those of none of mlxim.model.list_models())")
+    named = [m for m in matches if f"{m}-mlxim" in str(folder.resolve())]
+    if len(matches) > 1 and len(named) != 1 and len({_transform(m) for m in matches}) > 1:
+        raise UsageError(f"the weights in {path} fit the mlx-image models {', '.join(matches)}, which preprocess "
+                         "images differently: name the folder <model>-mlxim, as mlx-vision's repositories are named")
+    return (named or matches)[0], classes
+
+
+def _transform(name: str):
+    from mlxim.model._registry import MODEL_CONFIG
+
+    t = MODEL_CONFIG[name].transform
+    return (t.img_size, t.crop_pct, t.interpolation)
+
+
+def load_image_folder(folder: Path):
+    """(model, mlxim name, classes) as ``mlxim.model.create_model`` loads the weights."""
+    from mlxim.model import create_model
+
+    name, classes = identify(folder)
+    try:
+        model = create_model(name, weights=str(weights_file(folder)), num_classes=classes, strict=True)
+    except Exception as exc:
+        raise UserCodeError(f"loading the mlx-image weights in {folder} as {name}", exc) from exc
+    model.eval()
+    return model, name, classes
+
+
+def classify(model):
+    """The package's function: channels-first ``pixel_values`` -> logits (mlxim models
+    take channels last)."""
+    return lambda pixel_values: model(pixel_values.transpose(0, 2, 3, 1))
+
+
+def preprocessor_config(name: str) -> dict:
+    """mlxim's evaluation transform as transformers.js's image processor options (mlxim
+    normalises with ImageNet's mean and std whatever its config says)."""
+    img_size, crop_pct, interpolation = _transform(name)
+    scaled = math.floor(img_size / crop_pct)
+    return {"image_processor_type": "BitImageProcessor", "do_resize": True, "size": {"height": scaled, "width": scaled},
+            "resample": RESAMPLE.get(interpolation, 2), "do_center_crop": True,
+            "crop_size": {"height": img_size, "width": img_size}, "do_rescale": True, "rescale_factor": 1 / 255,
+            "do_normalize": True, "image_mean": list(IMAGENET_MEAN), "image_std": list(IMAGENET_STD),
+            "do_convert_rgb": True}
+
+
+def model_config(name: str, classes: int) -> tuple[dict, str | None]:
+    """config.json, and why transformers.js cannot run the package (None when it can)."""
+    family = next((t for prefix, t in FAMILIES.items() if name.startswith(prefix)), None)
+    labels = {str(i): f"LABEL_{i}" for i in range(classes)}
+    config = {"model_type": family or name.split("_")[0], "num_labels": classes, "id2label": labels,
+              "label2id": {v: int(k) for k, v in labels.items()},
+              "mlx2onnx": {"task": "image-classification", "mlx_image_model": name}}
+    reason = None if family else (f"transformers.js has no image-classification model type for mlx-image's {name}")
+    if reason:
+        config["mlx2onnx"]["transformers.js"] = f"cannot run: {reason}"
+    return config, reason
+
+
+def export_classifier(folder: Path, out: Path, exporter, stage) -> Path:
+    """Write the image-classification package of the mlx-image folder ``folder`` (see
+    module) to ``out`` (already checked), whole or not at all."""
+    from ..io.packages import json_text, package_folder
+    from ..io.saving import save_model
+
+    with stage(f"loading {folder} with mlx-image"):
+        model, name, classes = load_image_folder(folder)
+    size = _transform(name)[0]
+    exporter = exporter.with_options(input_names=["pixel_values"], output_names=["logits"], path=None,
+                                     dynamic={"pixel_values": {0: "batch_size"}})
+    example = mx.array(np.random.default_rng(0).standard_normal((2, 3, size, size)).astype(np.float32))
+    with stage(f"tracing {name} and translating it"):
+        graph = exporter.to_ir(classify(model), example)
+    with stage(f"checking and writing {out}"), package_folder(out) as package:
+        save_model(graph, package / "onnx" / "model.onnx", check=exporter.check, data_name="model.onnx_data")
+        config, _ = model_config(name, classes)
+        if (package / "onnx" / "model.onnx_data").is_file():
+            config["transformers.js_config"] = {"use_external_data_format": True}
+        (package / "config.json").write_text(json_text(config))
+        (package / "preprocessor_config.json").write_text(json_text(preprocessor_config(name)))
+    return out
+
+
+def check_classifier(package: Path, folder: Path, seed: int = 0, atol=None, rtol=None) -> dict:
+    """The package's logits for random ``pixel_values`` (a batch of 2, a plain onnxruntime
+    session) against the mlx-image model's on the same values."""
+    from ..verify.plain import plain_session
+
+    model, name, _ = load_image_folder(folder)
+    plain = plain_session(package / "onnx" / "model.onnx", atol, rtol)
+    size = _transform(name)[0]
+    pixels = np.random.default_rng(seed).standard_normal((2, 3, size, size)).astype(np.float32)
+    got = plain.session.run(["logits"], {"pixel_values": pixels})[0]
+    want = np.array(classify(model)(mx.array(pixels)).astype(mx.float32))
+    rows = []
+    for row, (row_got, row_want) in enumerate(zip(got, want)):
+        error, bound = float(np.abs(row_got - row_want).max()), plain.bound(row_want)
+        rows.append({"image": row, "max_abs_error": error, "tolerance": bound,
+                     "top1": int(row_got.argmax()), "mlx_top1": int(row_want.argmax()),
+                     "passed": error <= bound and int(row_got.argmax()) == int(row_want.argmax())})
+    return {"task": "image-classification", "package": str(package), "folder": str(folder), "model": name,
+            **plain.describe(), "rows": rows, "passed": all(r["passed"] for r in rows)}

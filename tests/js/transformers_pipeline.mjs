@@ -1,0 +1,14 @@
+// A transformers.js (@huggingface/transformers, onnxruntime-node) pipeline on a package folder:
+// node transformers_pipeline.mjs TASK PACKAGE OPTIONS_JSON INPUT... -> one JSON line, the
+// pipeline's result for the inputs (texts, or image file paths) with OPTIONS_JSON as its call
+// options; a Tensor result is written as {"dims", "data"}.
+import path from "node:path";
+import { env, pipeline, Tensor } from "@huggingface/transformers";
+
+const [task, pkg, options, ...inputs] = process.argv.slice(2);
+env.allowRemoteModels = false;
+env.localModelPath = path.dirname(path.resolve(pkg)) + path.sep;
+const run = await pipeline(task, path.basename(path.resolve(pkg)), { dtype: "fp32", device: "cpu" });
+const out = await run(inputs, JSON.parse(options));
+const plain = out instanceof Tensor ? { dims: out.dims, data: Array.from(out.data) } : out;
+console.log(JSON.stringify(plain));

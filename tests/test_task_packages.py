@@ -23,7 +23,7 @@ from test_cli import cli
 from test_packages import _node_available
 
 EMBEDDINGS = ["bert", "xlm_roberta", "modernbert"]
-CLASSIFIERS = ["resnet18", "mobilenet_v2"]
+CLASSIFIERS = ["resnet18", "mobilenet_v2", "resnet18-bfloat16"]  # the last: weights saved in bfloat16
 
 
 def _needs_node():
@@ -110,12 +110,13 @@ def _mlx_probabilities(folder, name, image, crop):
     return p / p.sum()
 
 
-@pytest.mark.parametrize("name", CLASSIFIERS)
-def test_image_folder_runs_in_transformers_js_image_classification(tmp_path, name):
+@pytest.mark.parametrize("variant", CLASSIFIERS)
+def test_image_folder_runs_in_transformers_js_image_classification(tmp_path, variant):
     from PIL import Image
 
     pytest.importorskip("mlxim.model")
-    folder = zoo.write_image_folder(tmp_path / f"{name}-mlxim", name)
+    name, _, dtype = variant.partition("-")
+    folder = zoo.write_image_folder(tmp_path / f"{name}-mlxim", name, dtype=getattr(mx, dtype) if dtype else None)
     package, out, result = _exported(tmp_path, folder)
     assert result["model"] == name
     processor = json.loads((package / "preprocessor_config.json").read_text())

@@ -628,3 +628,39 @@ def generated_image(size: int, seed: int = 0) -> np.ndarray:
     y, x = np.mgrid[0:size, 0:size] * (255.0 / size)
     image = np.stack([x, y, (x + y) / 2], axis=-1) + rng.normal(0, 30, (size, size, 3))
     return np.clip(image, 0, 255).astype(np.uint8)
+
+
+WHISPER_DIMS = dict(n_mels=80, n_audio_ctx=1500, n_audio_state=64, n_audio_head=4, n_audio_layer=2, n_vocab=51865,
+                    n_text_ctx=64, n_text_state=64, n_text_head=4, n_text_layer=2)
+
+
+def write_whisper_folder(folder, dims: dict | None = None, bits: int | None = None, dtype=None):
+    """An mlx-whisper model folder as its converter writes one (config.json with the
+    model's dimensions and model_type, weights.safetensors), random weights at a scale
+    that makes greedy decoding wander over the vocabulary; the real vocabulary size, so
+    that mlx-whisper's own tokenizer serves it."""
+    whisper = pytest.importorskip("mlx_whisper.whisper")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = dict(dims or WHISPER_DIMS)
+    mx.random.seed(0)
+    model = whisper.Whisper(whisper.ModelDimensions(**settings), dtype=mx.float32)
+    model.update(tree_map(lambda a: mx.random.normal(a.shape) * (0.3 if a.ndim > 1 else 0.1)
+                          if mx.issubdtype(a.dtype, mx.floating) else a, model.parameters()))
+    if dtype is not None:
+        model.set_dtype(dtype)
+    if bits:
+        nn.quantize(model, group_size=32, bits=bits)
+        settings["quantization"] = {"group_size": 32, "bits": bits}
+    mx.eval(model.parameters())
+    mx.save_safetensors(str(folder / "weights.safetensors"), dict(tree_flatten(model.parameters())))
+    (folder / "config.json").write_text(json.dumps({"model_type": "whisper", **settings}))
+    return folder
+
+
+def speech_clip(seconds: float = 2.0, seed: int = 0) -> np.ndarray:
+    """float32 audio at 16 kHz: a few tones that glide, with noise."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(16000 * seconds)) / 16000
+    tone = sum(np.sin(2 * np.pi * f * t * (1 + 0.3 * t)) for f in rng.uniform(150, 1200, 4))
+    return (0.2 * tone / 4 + 0.01 * rng.standard_normal(t.size)).astype(np.float32)

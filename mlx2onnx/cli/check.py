@@ -123,7 +123,8 @@ def _check_package(ns, progress: Progress) -> int:
 
 
 def _check_task_package(ns, progress: Progress) -> int:
-    """``mlx2onnx check PACKAGE/ FOLDER`` for an embeddings or image-classification package."""
+    """``mlx2onnx check PACKAGE/ FOLDER`` for a feature-extraction, image-classification or
+    speech-recognition package."""
     from ..tasks import check_folder_package
 
     with progress.stage("running the package in onnxruntime and the folder in MLX"):
@@ -135,8 +136,7 @@ def _check_task_package(ns, progress: Progress) -> int:
     for trade in result["arithmetic"]:
         print(f"  onnxruntime computes with {trade}: compared at that arithmetic's tolerance")
     for row in result["rows"]:
-        what = repr(row["text"]) if "text" in row else f"image {row['image']} (top-1 {row['top1']}, MLX {row['mlx_top1']})"
-        print(f"  {what}: abs {row['max_abs_error']:.3g} (tolerance {row['tolerance']:.3g})  "
+        print(f"  {row['input']}: {row['detail']} abs {row['max_abs_error']:.3g} (tolerance {row['tolerance']:.3g})  "
               f"{'PASS' if row['passed'] else 'FAIL'}")
     print(f"package parity {'PASSED' if result['passed'] else 'FAILED'}")
     return EXIT_OK if result["passed"] else EXIT_MISMATCH

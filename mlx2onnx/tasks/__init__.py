@@ -3,7 +3,8 @@ runtimes' own pipelines load, and checked against the MLX package that wrote the
 
 - ``feature-extraction``: mlx-embeddings folders (BERT, XLM-RoBERTa, ModernBERT),
   :mod:`.embeddings`;
-- ``image-classification``: mlx-image weights folders, :mod:`.images`.
+- ``image-classification``: mlx-image weights folders, :mod:`.images`;
+- ``automatic-speech-recognition``: mlx-whisper folders, :mod:`.speech`.
 
 Text generation (mlx-lm folders) is :mod:`mlx2onnx.llm`; :func:`folder_task` tells them
 apart."""
@@ -16,22 +17,27 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-TASKS = ("text-generation", "feature-extraction", "image-classification")
+TASKS = ("text-generation", "feature-extraction", "image-classification", "automatic-speech-recognition")
 
 
 def folder_task(folder: str | os.PathLike) -> str:
     """The task of a model folder: ``image-classification`` for a folder of weights
-    without config.json (mlx-image), ``feature-extraction`` for a config.json whose
+    without config.json (mlx-image), ``automatic-speech-recognition`` for a config.json of
+    Whisper's dimensions (mlx-whisper), ``feature-extraction`` for a config.json whose
     model_type is an mlx-embeddings encoder, else ``text-generation`` (mlx-lm)."""
     from .embeddings import ENCODERS
+    from .speech import is_whisper_config
 
     config = Path(folder) / "config.json"
     if not config.is_file():
         return "image-classification"
     try:
-        model_type = str(json.loads(config.read_text()).get("model_type", "")).replace("_", "-")
+        settings = json.loads(config.read_text())
+        model_type = str(settings.get("model_type", "")).replace("_", "-")
     except (ValueError, AttributeError):
         return "text-generation"  # mlx-lm's loader says what is wrong with it
+    if is_whisper_config(settings):
+        return "automatic-speech-recognition"
     return "feature-extraction" if model_type in ENCODERS else "text-generation"
 
 
@@ -52,6 +58,10 @@ def export_folder(folder: str | os.PathLike, out: str | os.PathLike, *, overwrit
         from .embeddings import export_embeddings
 
         return export_embeddings(folder, out, exporter, stage)
+    if task == "automatic-speech-recognition":
+        from .speech import export_whisper
+
+        return export_whisper(folder, out, exporter, stage)
     from .images import export_classifier
 
     return export_classifier(folder, out, exporter, stage)
@@ -71,8 +81,8 @@ def check_folder_package(package: str | os.PathLike, folder: str | os.PathLike, 
     from ..targets import UsageError
 
     package, folder = Path(package), Path(folder)
-    if not (package / "onnx" / "model.onnx").is_file():
-        raise UsageError(f"{package} is not a package: it has no onnx/model.onnx (write one with "
+    if not (package / "onnx").is_dir():
+        raise UsageError(f"{package} is not a package: it has no onnx/ folder (write one with "
                          "`mlx2onnx export MODEL_FOLDER -o PACKAGE/`)")
     task, source = package_task(package), folder_task(folder)
     if task != source:
@@ -82,6 +92,10 @@ def check_folder_package(package: str | os.PathLike, folder: str | os.PathLike, 
         from .embeddings import check_embeddings
 
         return check_embeddings(package, folder, **options)
+    if task == "automatic-speech-recognition":
+        from .speech import check_whisper
+
+        return check_whisper(package, folder, **options)
     from .images import check_classifier
 
     return check_classifier(package, folder, **options)

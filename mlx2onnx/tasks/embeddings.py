@@ -167,6 +167,7 @@ def check_embeddings(package: Path, folder: Path, texts=CHECK_TEXTS, atol=None, 
     rows = []
     for text, row_got, row_want in zip(texts, got, want):
         error, bound = float(np.abs(row_got - row_want).max()), plain.bound(row_want)
-        rows.append({"text": text, "max_abs_error": error, "tolerance": bound, "passed": error <= bound})
+        rows.append({"input": repr(text), "detail": "pooled, normalised embedding", "max_abs_error": error,
+                     "tolerance": bound, "passed": error <= bound})
     return {"task": "feature-extraction", "package": str(package), "folder": str(folder), **plain.describe(),
             "pooling": pooling, "rows": rows, "passed": all(r["passed"] for r in rows)}

@@ -1,0 +1,100 @@
+"""The files beside a Whisper package's graphs, from what mlx-whisper itself uses:
+config.json and generation_config.json (its token ids, the tokens its greedy decode
+suppresses), preprocessor_config.json (its log-mel frontend, with its own mel filters so
+that the runtimes compute its features), and its tiktoken vocabulary converted to a
+tokenizer.json (through transformers' TikTokenConverter)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+
+SAMPLE_RATE, N_FFT, HOP_LENGTH, CHUNK_SECONDS = 16000, 400, 160, 30
+
+
+def whisper_tokenizer(model):
+    """mlx-whisper's tokenizer for ``model`` (English-only or multilingual)."""
+    from mlx_whisper.tokenizer import get_tokenizer
+
+    return get_tokenizer(model.is_multilingual, num_languages=model.num_languages, language="en" if model.is_multilingual else None,
+                         task="transcribe")
+
+
+def suppressed(tokenizer) -> tuple[list[int], list[int]]:
+    """(the tokens mlx-whisper's decode suppresses at every step with its default
+    ``suppress_tokens="-1"``, those it suppresses at the first sampled token): its
+    non-speech tokens and task/start tokens; a blank and end-of-text."""
+    every = set(tokenizer.non_speech_tokens)
+    every.update([tokenizer.transcribe, tokenizer.translate, tokenizer.sot, tokenizer.sot_prev, tokenizer.sot_lm])
+    if tokenizer.no_speech is not None:
+        every.add(tokenizer.no_speech)
+    return sorted(every), tokenizer.encode(" ") + [tokenizer.eot]
+
+
+def model_config(dims, tokenizer) -> dict:
+    return {"model_type": "whisper", "architectures": ["WhisperForConditionalGeneration"], "is_encoder_decoder": True,
+            "vocab_size": dims.n_vocab, "num_mel_bins": dims.n_mels, "d_model": dims.n_text_state,
+            "encoder_layers": dims.n_audio_layer, "encoder_attention_heads": dims.n_audio_head,
+            "decoder_layers": dims.n_text_layer, "decoder_attention_heads": dims.n_text_head,
+            "max_source_positions": dims.n_audio_ctx, "max_target_positions": dims.n_text_ctx,
+            "decoder_start_token_id": tokenizer.sot, "eos_token_id": tokenizer.eot, "pad_token_id": tokenizer.eot,
+            "bos_token_id": tokenizer.eot, "begin_suppress_tokens": suppressed(tokenizer)[1]}
+
+
+def generation_config(model, tokenizer) -> dict:
+    every, first = suppressed(tokenizer)
+    special = tokenizer.special_tokens
+    languages = {t: i for t, i in special.items() if t.strip("<|>") in _language_codes()}
+    config = {"decoder_start_token_id": tokenizer.sot, "eos_token_id": tokenizer.eot, "pad_token_id": tokenizer.eot,
+              "bos_token_id": tokenizer.eot, "is_multilingual": bool(model.is_multilingual),
+              "no_timestamps_token_id": tokenizer.no_timestamps, "suppress_tokens": every,
+              "begin_suppress_tokens": first, "max_length": model.dims.n_text_ctx,
+              "alignment_heads": np.array(model.alignment_heads.astype(mx.int32)).tolist()}
+    if model.is_multilingual:
+        config["lang_to_id"] = languages
+        config["task_to_id"] = {"transcribe": tokenizer.transcribe, "translate": tokenizer.translate}
+    return config
+
+
+def _language_codes() -> set[str]:
+    from mlx_whisper.tokenizer import LANGUAGES
+
+    return set(LANGUAGES)
+
+
+def preprocessor_config(n_mels: int) -> dict:
+    """WhisperFeatureExtractor's options with mlx-whisper's mel filters ([mels, frequency
+    bins], as transformers.js indexes them): the same features as
+    ``mlx_whisper.audio.log_mel_spectrogram`` (its filters come from librosa; the
+    runtimes' own would be computed anew)."""
+    from mlx_whisper.audio import mel_filters
+
+    filters = np.array(mel_filters(n_mels))
+    return {"feature_extractor_type": "WhisperFeatureExtractor", "processor_class": "WhisperProcessor",
+            "feature_size": n_mels, "sampling_rate": SAMPLE_RATE, "hop_length": HOP_LENGTH,
+            "chunk_length": CHUNK_SECONDS, "n_fft": N_FFT, "n_samples": SAMPLE_RATE * CHUNK_SECONDS,
+            "nb_max_frames": SAMPLE_RATE * CHUNK_SECONDS // HOP_LENGTH, "padding_side": "right",
+            "padding_value": 0.0, "return_attention_mask": False, "mel_filters": filters.tolist()}
+
+
+def write_tokenizer(tokenizer, package: Path) -> None:
+    """tokenizer.json (mlx-whisper's tiktoken ranks as byte-level BPE, its special tokens
+    as added tokens) and tokenizer_config.json."""
+    import json
+    import os
+
+    import mlx_whisper.tokenizer as source
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+
+    encoding = tokenizer.encoding
+    specials = sorted(encoding._special_tokens, key=encoding._special_tokens.get)
+    vocab_file = os.path.join(os.path.dirname(source.__file__), "assets", encoding.name)
+    converted = TikTokenConverter(vocab_file=vocab_file, pattern=encoding._pat_str,
+                                  extra_special_tokens=specials).converted()
+    converted.save(str(package / "tokenizer.json"))
+    (package / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "WhisperTokenizer", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>",
+        "unk_token": "<|endoftext|>", "pad_token": "<|endoftext|>", "model_max_length": 1024, "errors": "replace",
+        "add_prefix_space": False}, indent=2))

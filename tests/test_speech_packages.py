@@ -1,0 +1,117 @@
+"""mlx-whisper folders -> automatic-speech-recognition packages, run by transformers.js.
+
+Each folder is written as mlx-whisper's converter writes one (config.json of the model's
+dimensions, weights.safetensors; float32, 4-bit and bfloat16), exported with ``mlx2onnx
+export``, checked with ``mlx2onnx check`` and run under Node by transformers.js's
+``pipeline("automatic-speech-recognition")`` on a synthesised clip, which computes the
+features itself: its text and its model's greedy tokens are mlx-whisper's (``decode``,
+English, without timestamps, fp16=False) on mlx-whisper's own features of the clip.
+"""
+
+from __future__ import annotations
+
+import json
+
+import mlx.core as mx
+import numpy as np
+import onnx
+import pytest
+
+import zoo
+from harness import ort_session
+from test_cli import cli
+from test_packages import _node_available
+
+VARIANTS = {"float32": {}, "4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16}}
+
+
+@pytest.fixture(scope="module")
+def whisper_packages(tmp_path_factory):
+    made = {}
+
+    def make(variant):
+        if variant not in made:
+            where = tmp_path_factory.mktemp(variant.replace("-", ""))
+            folder = zoo.write_whisper_folder(where / "folder", **VARIANTS[variant])
+            cli("export", folder, "-o", where / "package", cwd=where, check_rc=0)
+            made[variant] = folder, where / "package"
+        return made[variant]
+    return make
+
+
+def _mlx_decode(folder, audio):
+    from mlx_whisper.load_models import load_model
+
+    from mlx2onnx.tasks.speech import mlx_features, mlx_transcription
+
+    model = load_model(str(folder))
+    return mlx_transcription(model, mlx_features(audio, model.dims.n_mels)), model
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_whisper_package_checks_and_transcribes_in_transformers_js(tmp_path, whisper_packages, variant):
+    pytest.importorskip("mlx_whisper.decoding")
+    folder, package = whisper_packages(variant)
+    for graph in ("encoder_model", "decoder_model_merged"):
+        onnx.checker.check_model(onnx.load(str(package / "onnx" / f"{graph}.onnx")), full_check=True)
+    checked = cli("check", package, folder, "--json", cwd=tmp_path)
+    result = json.loads(checked.stdout)
+    assert checked.returncode == 0 and result["passed"], checked.stdout + checked.stderr
+    if variant == "4-bit":
+        ops = {n.op_type for n in onnx.load(str(package / "onnx" / "decoder_model_merged.onnx")).graph.node}
+        assert "MatMulNBits" in ops or "GatherBlockQuantized" in ops, ops
+    if not _node_available():
+        pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
+    audio = zoo.speech_clip(seed=7)
+    audio.tofile(tmp_path / "clip.f32")
+    tokens, model = _mlx_decode(folder, audio)
+    assert len(set(tokens)) > 2  # a transcription that tells a wrong token from a right one
+    n = model.dims.n_text_ctx // 2
+    heard = json.loads(zoo._node("transformers_asr.mjs", str(package), str(tmp_path / "clip.f32"), str(n))[-1])
+    from mlx2onnx.tasks.speech import whisper_prompt
+
+    prompt = list(whisper_prompt(model))
+    assert heard["tokens"][:len(prompt)] == prompt
+    assert [t for t in heard["tokens"][len(prompt):] if t != 50257] == tokens
+    from mlx_whisper.tokenizer import get_tokenizer
+
+    text = get_tokenizer(True, num_languages=model.num_languages).decode(tokens)
+    assert heard["text"].strip() == text.strip()
+
+
+def test_merged_decoder_takes_cross_attention_from_the_past_after_the_first_step(whisper_packages):
+    folder, package = whisper_packages("float32")
+    proto = onnx.load(str(package / "onnx" / "decoder_model_merged.onnx"))
+    (branch,) = [n for n in proto.graph.node if n.op_type == "If"]
+    then = next(a.g for a in branch.attribute if a.name == "then_branch")
+    assert {n.op_type for n in then.node} == {"Identity"}  # the cached branch computes nothing
+    session = ort_session(str(package / "onnx" / "decoder_model_merged.onnx"))
+    rng = np.random.default_rng(0)
+    heads = {v.name: v.shape for v in session.get_inputs()}
+    feeds = {"input_ids": np.array([[50258, 50259]], np.int64),
+             "encoder_hidden_states": rng.standard_normal((1, 1500, 64)).astype(np.float32)}
+    for name, shape in heads.items():
+        if name.startswith("past_key_values"):
+            length = 0 if "decoder" in name else 1500
+            feeds[name] = rng.standard_normal((1, shape[1], length, shape[3])).astype(np.float32)
+    first = dict(zip([o.name for o in session.get_outputs()],
+                     session.run(None, {**feeds, "use_cache_branch": np.array([False])})))
+    cached = {**feeds, "use_cache_branch": np.array([True]),
+              "encoder_hidden_states": np.zeros((1, 1500, 64), np.float32),
+              **{k.replace("present", "past_key_values"): v for k, v in first.items() if "encoder" in k}}
+    again = session.run(["logits"], cached)[0]
+    np.testing.assert_allclose(again, first["logits"], rtol=1e-5, atol=1e-5)
+    # and the cached branch really reads the past: other past keys, other logits (random ones:
+    # a constant added to every key moves every score alike, which softmax does not see)
+    cached["past_key_values.0.encoder.key"] = rng.standard_normal(cached["past_key_values.0.encoder.key"].shape,
+                                                                  np.float32)
+    assert np.abs(session.run(["logits"], cached)[0] - again).max() > 1e-3
+
+
+def test_whisper_folder_without_weights_is_refused(tmp_path):
+    pytest.importorskip("mlx_whisper.load_models")
+    folder = zoo.write_whisper_folder(tmp_path / "folder")
+    (folder / "weights.safetensors").unlink()
+    bad = cli("export", folder, "-o", tmp_path / "package", cwd=tmp_path)
+    assert bad.returncode == 2 and "weights.safetensors or weights.npz" in bad.stderr
+    assert not (tmp_path / "package").exists()

@@ -5,7 +5,10 @@ dimensions, weights.safetensors; float32, 4-bit and bfloat16), exported with ``m
 export``, checked with ``mlx2onnx check`` and run under Node by transformers.js's
 ``pipeline("automatic-speech-recognition")`` on a synthesised clip, which computes the
 features itself: its text and its model's greedy tokens are mlx-whisper's (``decode``,
-English, without timestamps, fp16=False) on mlx-whisper's own features of the clip.
+English, without timestamps, fp16=False) on mlx-whisper's own features of the clip; and
+by onnxruntime-genai's whisper type, its multimodal processor reading the clip as a WAV
+file (its own frontend, onnxruntime-extensions'), whose greedy tokens are mlx-whisper's
+on the same 16-bit samples.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ def whisper_packages(tmp_path_factory):
 def _mlx_decode(folder, audio):
     from mlx_whisper.load_models import load_model
 
-    from mlx2onnx.tasks.speech import mlx_features, mlx_transcription
+    from mlx2onnx.tasks.speech_check import mlx_features, mlx_transcription
 
     model = load_model(str(folder))
     return mlx_transcription(model, mlx_features(audio, model.dims.n_mels)), model
@@ -68,7 +71,7 @@ def test_whisper_package_checks_and_transcribes_in_transformers_js(tmp_path, whi
     assert len(set(tokens)) > 2  # a transcription that tells a wrong token from a right one
     n = model.dims.n_text_ctx // 2
     heard = json.loads(zoo._node("transformers_asr.mjs", str(package), str(tmp_path / "clip.f32"), str(n))[-1])
-    from mlx2onnx.tasks.speech import whisper_prompt
+    from mlx2onnx.tasks.speech_check import whisper_prompt
 
     prompt = list(whisper_prompt(model))
     assert heard["tokens"][:len(prompt)] == prompt
@@ -115,3 +118,50 @@ def test_whisper_folder_without_weights_is_refused(tmp_path):
     bad = cli("export", folder, "-o", tmp_path / "package", cwd=tmp_path)
     assert bad.returncode == 2 and "weights.safetensors or weights.npz" in bad.stderr
     assert not (tmp_path / "package").exists()
+
+
+def _wav(path, audio) -> np.ndarray:
+    """``audio`` written as a 16-bit mono WAV file; the samples as the file holds them."""
+    import wave
+
+    pcm = (np.clip(audio, -1, 1) * 32767).astype(np.int16)
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(16000)
+        out.writeframes(pcm.tobytes())
+    return pcm.astype(np.float32) / 32768
+
+
+def genai_transcription(package, wav, max_length: int) -> list[int]:
+    """onnxruntime-genai's greedy tokens for the WAV file through its own processor, after
+    the prompt mlx-whisper starts from."""
+    import onnxruntime_genai as og
+
+    model = og.Model(str(package))
+    processor = model.create_multimodal_processor()
+    inputs = processor("<|startoftranscript|><|en|><|transcribe|><|notimestamps|>", audios=og.Audios.open(str(wav)))
+    params = og.GeneratorParams(model)
+    params.set_search_options(do_sample=False, max_length=max_length)
+    generator = og.Generator(model, params)
+    generator.set_inputs(inputs)
+    while not generator.is_done():
+        generator.generate_next_token()
+    return [int(t) for t in generator.get_sequence(0)]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_whisper_package_transcribes_in_onnxruntime_genai(tmp_path, whisper_packages, variant):
+    pytest.importorskip("onnxruntime_genai")
+    pytest.importorskip("mlx_whisper.decoding")
+    from mlx2onnx.tasks.speech_check import whisper_prompt
+
+    folder, package = whisper_packages(variant)
+    for graph in ("encoder", "decoder"):
+        onnx.checker.check_model(onnx.load(str(package / f"{graph}.onnx")), full_check=True)
+    samples = _wav(tmp_path / "clip.wav", zoo.speech_clip(seed=11))
+    tokens, model = _mlx_decode(folder, samples)
+    prompt = list(whisper_prompt(model))
+    got = genai_transcription(package, tmp_path / "clip.wav", len(prompt) + model.dims.n_text_ctx // 2)
+    assert got[:len(prompt)] == prompt
+    assert [t for t in got[len(prompt):] if t != 50257] == tokens

@@ -93,7 +93,7 @@ def check_folder_package(package: str | os.PathLike, folder: str | os.PathLike, 
 
         return check_embeddings(package, folder, **options)
     if task == "automatic-speech-recognition":
-        from .speech import check_whisper
+        from .speech_check import check_whisper
 
         return check_whisper(package, folder, **options)
     from .images import check_classifier

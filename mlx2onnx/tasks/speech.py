@@ -23,6 +23,7 @@ tokenizer (:mod:`.whisper_files`). mlx-whisper's greedy decode (``decode`` with
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import mlx.core as mx
@@ -80,6 +81,16 @@ def encoder_function(model):
     return encode
 
 
+def encoder_with_cross(model):
+    """features -> (the encoder's states, then each layer's cross keys and values)."""
+    encode, cross = encoder_function(model), cross_function(model)
+
+    def encode_and_cross(input_features):
+        states = encode(input_features)
+        return (states, *cross(states))
+    return encode_and_cross
+
+
 def cross_function(model):
     """encoder states -> each decoder layer's cross-attention keys and values."""
     heads = model.dims.n_text_head
@@ -116,48 +127,94 @@ def step_function(model):
     return step
 
 
-def graph_names(layers: int) -> tuple[list[str], list[str], dict[str, str]]:
-    """(step inputs after input_ids, step outputs after logits, the cross inputs' past names)."""
-    inputs, outputs, past = [], [], {}
-    for i in range(layers):
-        inputs += [f"past_key_values.{i}.decoder.key", f"past_key_values.{i}.decoder.value",
-                   f"cross.{i}.key", f"cross.{i}.value"]
-        outputs += [f"present.{i}.decoder.key", f"present.{i}.decoder.value"]
-        past.update({f"cross.{i}.key": f"past_key_values.{i}.encoder.key",
-                     f"cross.{i}.value": f"past_key_values.{i}.encoder.value"})
-    return inputs, outputs, past
+@dataclass(frozen=True)
+class Names:
+    """One runtime's names for the graphs' values (``{i}``: the decoder layer)."""
+
+    features: str
+    states: str
+    self_past: tuple[str, str]  # past self-attention key, value
+    self_present: tuple[str, str]
+    cross: tuple[str, str]  # cross-attention key, value as the step reads them
+    cross_past: tuple[str, str] | None = None  # where a merged decoder takes them after its first step
+
+    def step(self, layers: int) -> tuple[list[str], list[str]]:
+        """The step graph's inputs after input_ids and outputs after logits."""
+        inputs = [n.format(i=i) for i in range(layers) for n in (*self.self_past, *self.cross)]
+        return inputs, [n.format(i=i) for i in range(layers) for n in self.self_present]
 
 
-def export_graphs(model, exporter):
-    """(encoder graph, merged decoder graph) of ``model``."""
+# transformers.js: an encoder, and a merged decoder that computes the cross keys and values
+# itself at its first step (:mod:`.branches`)
+TRANSFORMERS_JS = Names("input_features", "last_hidden_state",
+                        ("past_key_values.{i}.decoder.key", "past_key_values.{i}.decoder.value"),
+                        ("present.{i}.decoder.key", "present.{i}.decoder.value"), ("cross.{i}.key", "cross.{i}.value"),
+                        ("past_key_values.{i}.encoder.key", "past_key_values.{i}.encoder.value"))
+# onnxruntime-genai: the encoder outputs the cross keys and values, the decoder takes them
+GENAI = Names("audio_features", "hidden_states", ("past_key_self_{i}", "past_value_self_{i}"),
+              ("present_key_self_{i}", "present_value_self_{i}"), ("past_key_cross_{i}", "past_value_cross_{i}"))
+GENAI_CROSS_OUTPUTS = ("present_key_cross_{i}", "present_value_cross_{i}")
+
+
+def encoder_graph(model, exporter, names: Names, cross_outputs: tuple[str, str] | None = None):
+    """features [batch, mels, 3000] -> the encoder's states (and, with ``cross_outputs``,
+    each layer's cross-attention keys and values)."""
+    dims = model.dims
+    features = mx.array(np.random.default_rng(0).standard_normal((2, dims.n_mels, 2 * dims.n_audio_ctx)),
+                        dtype=mx.float32)
+    encode, outputs = encoder_function(model), [names.states]
+    if cross_outputs:
+        encode = encoder_with_cross(model)
+        outputs += [n.format(i=i) for i in range(dims.n_text_layer) for n in cross_outputs]
+    return exporter.with_options(input_names=[names.features], output_names=outputs, path=None,
+                                 dynamic={"input_features": {0: "batch_size"}}).to_ir(encode, features)
+
+
+def cross_graph(model, exporter, names: Names):
+    """encoder states -> each layer's cross-attention keys and values, named ``names.cross``."""
+    dims = model.dims
+    states = mx.array(np.random.default_rng(1).standard_normal((2, dims.n_audio_ctx, dims.n_audio_state)),
+                      dtype=mx.float32)
+    outputs = [n.format(i=i) for i in range(dims.n_text_layer) for n in names.cross]
+    return exporter.with_options(input_names=["encoder_hidden_states"], output_names=outputs, path=None,
+                                 dynamic={"encoder_hidden_states": {0: "batch_size"}}).to_ir(
+        cross_function(model), states)
+
+
+def step_graph(model, exporter, names: Names):
+    """The decoder step (:func:`step_function`) with the runtime's names: new tokens and
+    past self keys and values of any length within the model's learned positions."""
+    dims = model.dims
+    rng = np.random.default_rng(2)
+    width = dims.n_text_state // dims.n_text_head
+    inputs, outputs = names.step(dims.n_text_layer)
+    half = dims.n_text_ctx // 2  # past and new tokens are traced within the learned positions
+    new, before = Dim("decoder_sequence_length", max=half), Dim("past_decoder_sequence_length", max=half)
+    arrays = [mx.array(rng.integers(0, dims.n_vocab, (2, 3)).astype(np.int64))]
+    dynamic = {"input_ids": {0: "batch_size", 1: new}}
+    for k in range(len(inputs)):
+        own = k % 4 < 2
+        arrays.append(mx.array(rng.standard_normal((2, dims.n_text_head, 5 if own else dims.n_audio_ctx, width)),
+                               dtype=mx.float32))
+        dynamic[f"past_{k}"] = {0: "batch_size", 2: before if own else "encoder_sequence_length"}
+    return exporter.with_options(input_names=["input_ids", *inputs], output_names=["logits", *outputs], path=None,
+                                 dynamic=dynamic).to_ir(step_function(model), *arrays)
+
+
+def transformers_js_graphs(model, exporter):
+    """(encoder_model, decoder_model_merged) for transformers.js."""
     from .branches import cached_or_computed
 
-    dims = model.dims
-    rng = np.random.default_rng(0)
-    width = dims.n_text_state // dims.n_text_head
-    frames = 2 * dims.n_audio_ctx
-    features = mx.array(rng.standard_normal((2, dims.n_mels, frames)).astype(np.float32))
-    encoder = exporter.with_options(input_names=["input_features"], output_names=["last_hidden_state"], path=None,
-                                    dynamic={"input_features": {0: "batch_size"}}).to_ir(
-        encoder_function(model), features)
-    states = mx.array(rng.standard_normal((2, dims.n_audio_ctx, dims.n_audio_state)).astype(np.float32))
-    names = [f"cross.{i}.{kv}" for i in range(dims.n_text_layer) for kv in ("key", "value")]
-    cross = exporter.with_options(input_names=["encoder_hidden_states"], output_names=names, path=None,
-                                  dynamic={"encoder_hidden_states": {0: "batch_size"}}).to_ir(
-        cross_function(model), states)
-    inputs, outputs, past = graph_names(dims.n_text_layer)
-    arrays = [mx.array(rng.integers(0, dims.n_vocab, (2, 3)).astype(np.int64))]
-    # the learned positions cover n_text_ctx tokens: past and new tokens are traced within them
-    half = dims.n_text_ctx // 2
-    new, before = Dim("decoder_sequence_length", max=half), Dim("past_decoder_sequence_length", max=half)
-    dynamic = {"input_ids": {0: "batch_size", 1: new}}
-    for k, name in enumerate(inputs):
-        length = 5 if "decoder" in name else dims.n_audio_ctx
-        arrays.append(mx.array(rng.standard_normal((2, dims.n_text_head, length, width)).astype(np.float32)))
-        dynamic[f"past_{k}"] = {0: "batch_size", 2: before if "decoder" in name else "encoder_sequence_length"}
-    step = exporter.with_options(input_names=["input_ids", *inputs], output_names=["logits", *outputs], path=None,
-                                 dynamic=dynamic).to_ir(step_function(model), *arrays)
-    return encoder, cached_or_computed(step, cross, past)
+    names = TRANSFORMERS_JS
+    past = {c.format(i=i): p.format(i=i) for i in range(model.dims.n_text_layer)
+            for c, p in zip(names.cross, names.cross_past)}
+    return (encoder_graph(model, exporter, names),
+            cached_or_computed(step_graph(model, exporter, names), cross_graph(model, exporter, names), past))
+
+
+def genai_graphs(model, exporter):
+    """(encoder, decoder) for onnxruntime-genai's whisper type."""
+    return encoder_graph(model, exporter, GENAI, GENAI_CROSS_OUTPUTS), step_graph(model, exporter, GENAI)
 
 
 def export_whisper(folder: Path, out: Path, exporter, stage) -> Path:
@@ -171,101 +228,19 @@ def export_whisper(folder: Path, out: Path, exporter, stage) -> Path:
         model = load_whisper_folder(folder)
         tokenizer = files.whisper_tokenizer(model)
     with stage("tracing the encoder, the cross-attention projections and the decoder step, and translating them"):
-        encoder, decoder = export_graphs(model, exporter)
+        graphs = {"onnx/encoder_model.onnx": None, "onnx/decoder_model_merged.onnx": None}
+        graphs.update(zip(graphs, transformers_js_graphs(model, exporter)))
+        graphs.update(zip(("encoder.onnx", "decoder.onnx"), genai_graphs(model, exporter)))
     with stage(f"checking and writing {out}"), package_folder(out) as package:
-        save_model(encoder, package / "onnx" / "encoder_model.onnx", check=exporter.check,
-                   data_name="encoder_model.onnx_data")
-        save_model(decoder, package / "onnx" / "decoder_model_merged.onnx", check=exporter.check,
-                   data_name="decoder_model_merged.onnx_data")
-        config = dict(files.model_config(model.dims, tokenizer),
-                      mlx2onnx={"task": "automatic-speech-recognition"})
-        external = [p.name for p in (package / "onnx").glob("*.onnx_data")]
-        if external:
+        for name, graph in graphs.items():
+            save_model(graph, package / name, check=exporter.check, data_name=f"{Path(name).name}_data")
+        config = dict(files.model_config(model.dims, tokenizer), mlx2onnx={"task": "automatic-speech-recognition"})
+        if any((package / "onnx").glob("*.onnx_data")):
             config["transformers.js_config"] = {"use_external_data_format": True}
         (package / "config.json").write_text(json_text(config))
         (package / "generation_config.json").write_text(json_text(files.generation_config(model, tokenizer)))
         (package / "preprocessor_config.json").write_text(json.dumps(files.preprocessor_config(model.dims.n_mels)))
+        (package / "genai_config.json").write_text(json_text(files.genai_config(model, tokenizer)))
+        (package / "audio_processor_config.json").write_text(json_text(files.audio_processor_config(model.dims.n_mels)))
         files.write_tokenizer(tokenizer, package)
     return out
-
-
-def mlx_features(audio: np.ndarray, n_mels: int) -> mx.array:
-    """mlx-whisper's log-mel features of a clip of at most 30 s, as its transcribe
-    computes them: [3000, mels]."""
-    from mlx_whisper.audio import N_FRAMES, N_SAMPLES, log_mel_spectrogram, pad_or_trim
-
-    return pad_or_trim(log_mel_spectrogram(audio, n_mels=n_mels, padding=N_SAMPLES), N_FRAMES, axis=-2)
-
-
-def mlx_transcription(model, features: mx.array) -> list[int]:
-    """mlx-whisper's greedy decode (English, without timestamps, float32): its tokens."""
-    from mlx_whisper.decoding import DecodingOptions, decode
-
-    options = DecodingOptions(language="en" if model.is_multilingual else None, without_timestamps=True, fp16=False)
-    return list(decode(model, features, options).tokens)
-
-
-def package_transcription(encoder, decoder, package: Path, features: np.ndarray, new_tokens: int):
-    """Greedy tokens of the package's two graphs (onnxruntime sessions) on ``features``
-    [mels, frames], with the package's generation_config (its prompt, the tokens it
-    suppresses): (tokens after the prompt, the first step's logits)."""
-    settings = json.loads((package / "generation_config.json").read_text())
-    prompt = [settings["decoder_start_token_id"]]
-    if settings.get("is_multilingual"):
-        prompt += [settings["lang_to_id"]["<|en|>"], settings["task_to_id"]["transcribe"]]
-    prompt.append(settings["no_timestamps_token_id"])
-    states = encoder.run(["last_hidden_state"], {"input_features": features[None].astype(np.float32)})[0]
-    carried = [v for v in decoder.get_inputs() if v.name.startswith("past_key_values")]
-    past = {v.name: np.zeros([1, v.shape[1], 0, v.shape[3]], np.float32) for v in carried}
-    ids, tokens, first = prompt, [], None
-    for step in range(new_tokens):
-        feeds = {"input_ids": np.array([ids], np.int64), "encoder_hidden_states": states,
-                 "use_cache_branch": np.array([step > 0]), **past}
-        outputs = dict(zip([o.name for o in decoder.get_outputs()], decoder.run(None, feeds)))
-        logits = outputs["logits"][0, -1].astype(np.float64)
-        first = logits.copy() if first is None else first
-        logits[settings["suppress_tokens"]] = -np.inf
-        if step == 0:
-            logits[settings["begin_suppress_tokens"]] = -np.inf
-        tokens.append(int(logits.argmax()))
-        if tokens[-1] == settings["eos_token_id"]:
-            break
-        for v in carried:  # the cross keys and values are computed once, at the first step
-            if "decoder" in v.name or step == 0:
-                past[v.name] = outputs[v.name.replace("past_key_values", "present", 1)]
-        ids = tokens[-1:]
-    return tokens, first
-
-
-def check_whisper(package: Path, folder: Path, seed: int = 0, atol=None, rtol=None) -> dict:
-    """The package's greedy transcription of a synthesised clip (onnxruntime, plain
-    sessions, the package's prompt and suppressed tokens, mlx-whisper's features) against
-    mlx-whisper's greedy decode of the same features, and the first step's logits."""
-    from ..verify.plain import plain_session
-
-    model = load_whisper_folder(folder)
-    rng = np.random.default_rng(seed)
-    t = np.arange(2 * 16000) / 16000
-    audio = sum(np.sin(2 * np.pi * f * t) for f in rng.uniform(150, 1200, 4)) / 20 + 0.01 * rng.standard_normal(t.size)
-    features = mlx_features(audio.astype(np.float32), model.dims.n_mels)
-    want = mlx_transcription(model, features)
-    encoder = plain_session(package / "onnx" / "encoder_model.onnx", atol, rtol)
-    decoder = plain_session(package / "onnx" / "decoder_model_merged.onnx", atol, rtol)
-    got, logits = package_transcription(encoder.session, decoder.session, package,
-                                        np.array(features).T, model.dims.n_text_ctx // 2)
-    got = got[:-1] if got and got[-1] == json.loads((package / "config.json").read_text())["eos_token_id"] else got
-    prompt = mx.array([[*whisper_prompt(model)]])
-    want_logits = np.array(model.decoder(prompt, model.encoder(features[None]))[0][0, -1].astype(mx.float32))
-    error, bound = float(np.abs(logits - want_logits).max()), decoder.bound(want_logits)
-    row = {"input": "2 s of tones and noise", "detail": f"tokens {got} (MLX {want}), first logits",
-           "tokens": got, "mlx_tokens": want, "max_abs_error": error, "tolerance": bound,
-           "passed": got == want and error <= bound}
-    return {"task": "automatic-speech-recognition", "package": str(package), "folder": str(folder),
-            **decoder.describe(), "rows": [row], "passed": row["passed"]}
-
-
-def whisper_prompt(model) -> tuple[int, ...]:
-    from .whisper_files import whisper_tokenizer
-
-    tokenizer = whisper_tokenizer(model)
-    return (*tokenizer.sot_sequence, tokenizer.no_timestamps)

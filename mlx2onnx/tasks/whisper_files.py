@@ -98,3 +98,46 @@ def write_tokenizer(tokenizer, package: Path) -> None:
         "tokenizer_class": "WhisperTokenizer", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>",
         "unk_token": "<|endoftext|>", "pad_token": "<|endoftext|>", "model_max_length": 1024, "errors": "replace",
         "add_prefix_space": False}, indent=2))
+
+
+def genai_config(model, tokenizer) -> dict:
+    """onnxruntime-genai's whisper type over ``encoder.onnx`` (features -> states and each
+    layer's cross-attention keys and values) and ``decoder.onnx`` (a step over past self
+    keys and values and the cross ones); greedy search up to the learned positions."""
+    dims = model.dims
+
+    def stack(heads: int, width: int, layers: int) -> dict:
+        return {"num_attention_heads": heads, "num_key_value_heads": heads, "head_size": width // heads,
+                "hidden_size": width, "num_hidden_layers": layers}
+
+    return {"model": {
+        "type": "whisper", "vocab_size": dims.n_vocab, "context_length": dims.n_text_ctx,
+        "bos_token_id": tokenizer.eot, "eos_token_id": tokenizer.eot, "pad_token_id": tokenizer.eot,
+        "decoder_start_token_id": tokenizer.sot,
+        "encoder": {"filename": "encoder.onnx", **stack(dims.n_audio_head, dims.n_audio_state, dims.n_audio_layer),
+                    "inputs": {"audio_features": "audio_features"},
+                    "outputs": {"encoder_hidden_states": "hidden_states",
+                                "cross_present_key_names": "present_key_cross_%d",
+                                "cross_present_value_names": "present_value_cross_%d"}},
+        "decoder": {"filename": "decoder.onnx", **stack(dims.n_text_head, dims.n_text_state, dims.n_text_layer),
+                    "inputs": {"input_ids": "input_ids", "past_key_names": "past_key_self_%d",
+                               "past_value_names": "past_value_self_%d", "cross_past_key_names": "past_key_cross_%d",
+                               "cross_past_value_names": "past_value_cross_%d"},
+                    "outputs": {"logits": "logits", "present_key_names": "present_key_self_%d",
+                                "present_value_names": "present_value_self_%d"}}},
+        "search": {"do_sample": False, "num_beams": 1, "num_return_sequences": 1, "max_length": dims.n_text_ctx,
+                   "min_length": 0, "past_present_share_buffer": False, "top_k": 1, "top_p": 1.0,
+                   "temperature": 1.0, "repetition_penalty": 1.0, "length_penalty": 1.0, "early_stopping": True}}
+
+
+def audio_processor_config(n_mels: int) -> dict:
+    """onnxruntime-extensions' Whisper frontend as onnxruntime-genai's builder writes it
+    (decode, STFT with a Hann window, log-mel): its mel filters are its own."""
+    window = np.hanning(N_FFT + 1)[:-1].astype(np.float32).tolist()  # mlx-whisper's periodic Hann window
+    return {"feature_extraction": {"sequence": [
+        {"operation": {"name": "audio_decoder", "type": "AudioDecoder"}},
+        {"operation": {"name": "STFT", "type": "STFTNorm",
+                       "attrs": {"n_fft": N_FFT, "frame_length": N_FFT, "hop_length": HOP_LENGTH, "_comment": window}}},
+        {"operation": {"name": "log_mel_spectrogram", "type": "LogMelSpectrum",
+                       "attrs": {"chunk_size": CHUNK_SECONDS, "hop_length": HOP_LENGTH, "n_fft": N_FFT,
+                                 "n_mel": n_mels}}}]}}

@@ -45,7 +45,7 @@ def whisper_packages(tmp_path_factory):
 def _mlx_decode(folder, audio):
     from mlx_whisper.load_models import load_model
 
-    from mlx2onnx.tasks.speech_check import mlx_features, mlx_transcription
+    from mlx2onnx.tasks.whisper import mlx_features, mlx_transcription
 
     model = load_model(str(folder))
     return mlx_transcription(model, mlx_features(audio, model.dims.n_mels)), model
@@ -71,7 +71,7 @@ def test_whisper_package_checks_and_transcribes_in_transformers_js(tmp_path, whi
     assert len(set(tokens)) > 2  # a transcription that tells a wrong token from a right one
     n = model.dims.n_text_ctx // 2
     heard = json.loads(zoo._node("transformers_asr.mjs", str(package), str(tmp_path / "clip.f32"), str(n))[-1])
-    from mlx2onnx.tasks.speech_check import whisper_prompt
+    from mlx2onnx.tasks.whisper import whisper_prompt
 
     prompt = list(whisper_prompt(model))
     assert heard["tokens"][:len(prompt)] == prompt
@@ -154,7 +154,7 @@ def genai_transcription(package, wav, max_length: int) -> list[int]:
 def test_whisper_package_transcribes_in_onnxruntime_genai(tmp_path, whisper_packages, variant):
     pytest.importorskip("onnxruntime_genai")
     pytest.importorskip("mlx_whisper.decoding")
-    from mlx2onnx.tasks.speech_check import whisper_prompt
+    from mlx2onnx.tasks.whisper import whisper_prompt
 
     folder, package = whisper_packages(variant)
     for graph in ("encoder", "decoder"):

@@ -4,7 +4,7 @@ runtimes' own pipelines load, and checked against the MLX package that wrote the
 - ``feature-extraction``: mlx-embeddings folders (BERT, XLM-RoBERTa, ModernBERT),
   :mod:`.embeddings`;
 - ``image-classification``: mlx-image weights folders, :mod:`.images`;
-- ``automatic-speech-recognition``: mlx-whisper folders, :mod:`.speech`.
+- ``automatic-speech-recognition``: mlx-whisper folders, :mod:`.whisper`.
 
 Text generation (mlx-lm folders) is :mod:`mlx2onnx.llm`; :func:`folder_task` tells them
 apart."""
@@ -26,7 +26,7 @@ def folder_task(folder: str | os.PathLike) -> str:
     Whisper's dimensions (mlx-whisper), ``feature-extraction`` for a config.json whose
     model_type is an mlx-embeddings encoder, else ``text-generation`` (mlx-lm)."""
     from .embeddings import ENCODERS
-    from .speech import is_whisper_config
+    from .whisper import is_whisper_config
 
     config = Path(folder) / "config.json"
     if not config.is_file():
@@ -59,7 +59,7 @@ def export_folder(folder: str | os.PathLike, out: str | os.PathLike, *, overwrit
 
         return export_embeddings(folder, out, exporter, stage)
     if task == "automatic-speech-recognition":
-        from .speech import export_whisper
+        from .whisper import export_whisper
 
         return export_whisper(folder, out, exporter, stage)
     from .images import export_classifier
@@ -93,7 +93,7 @@ def check_folder_package(package: str | os.PathLike, folder: str | os.PathLike, 
 
         return check_embeddings(package, folder, **options)
     if task == "automatic-speech-recognition":
-        from .speech_check import check_whisper
+        from .whisper import check_whisper
 
         return check_whisper(package, folder, **options)
     from .images import check_classifier

@@ -1,0 +1,162 @@
+"""Speech recognition from mlx-whisper folders (config.json of the model's dimensions,
+``weights.safetensors`` or ``weights.npz``): the package of :mod:`.seq2seq` for
+transformers.js and onnxruntime-genai, the files beside it (:mod:`.whisper_files`), and
+its check. mlx-whisper's greedy decode (``decode`` with ``fp16=False``, without
+timestamps), transformers.js's ``pipeline("automatic-speech-recognition", PACKAGE)`` and
+onnxruntime-genai give the same tokens."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+
+from ..targets import UsageError, UserCodeError
+from .seq2seq import Seq2Seq, check_clip, genai_graphs, greedy, save_graphs, transcription_row, transformers_js_graphs
+
+
+def is_whisper_config(config: dict) -> bool:
+    return {"n_mels", "n_audio_ctx", "n_text_ctx"} <= set(config)
+
+
+def load_whisper_folder(folder: Path):
+    """The model as ``mlx_whisper.load_models.load_model`` loads the folder."""
+    try:
+        from mlx_whisper.load_models import load_model
+    except ImportError as exc:
+        raise UsageError(f"{folder} is an mlx-whisper model folder: install mlx-whisper to load it "
+                         f"(pip install mlx-whisper): {exc}") from None
+    if not any((folder / name).is_file() for name in ("weights.safetensors", "weights.npz")):
+        raise UsageError(f"{folder} has no weights.safetensors or weights.npz, which mlx-whisper loads")
+    try:
+        return load_model(str(folder))
+    except Exception as exc:
+        raise UserCodeError(f"loading the mlx-whisper folder {folder}", exc) from exc
+
+
+def _heads(x: mx.array, heads: int) -> mx.array:
+    """[batch, sequence, width] -> [batch, heads, sequence, width / heads]."""
+    return x.reshape(*x.shape[:2], heads, -1).transpose(0, 2, 1, 3)
+
+
+def _merged(x: mx.array) -> mx.array:
+    """[batch, heads, sequence, head width] -> [batch, sequence, width] (mlx-whisper's cache layout)."""
+    return x.transpose(0, 2, 1, 3).reshape(x.shape[0], x.shape[2], x.shape[1] * x.shape[3])
+
+
+class _WholeMask:
+    """A mask that mlx-whisper's attention may slice (it slices its own square causal
+    mask to the queries) and still gets whole: the step's [new, past + new] mask."""
+
+    def __init__(self, mask: mx.array):
+        self.mask = mask
+
+    def __getitem__(self, _):
+        return self.mask
+
+
+def whisper_parts(model) -> Seq2Seq:
+    """mlx-whisper's encoder (float32 features [batch, mels, frames], channels last inside,
+    as its decode runs with ``fp16=False``), each layer's cross projections, and its
+    TextDecoder as one step with a [new, past + new] causal mask, so that any number of
+    new tokens can follow any past."""
+    dims, decoder, heads = model.dims, model.decoder, model.dims.n_text_head
+
+    def encode(features):
+        return model.encoder(features.transpose(0, 2, 1))
+
+    def cross(states):
+        return tuple(_heads(proj(states), heads) for block in decoder.blocks
+                     for proj in (block.cross_attn.key, block.cross_attn.value))
+
+    def step(input_ids, *past):
+        n, before = input_ids.shape[1], past[0].shape[2]
+        x = decoder.token_embedding(input_ids) + decoder.positional_embedding[before:before + n]
+        query, key = mx.arange(before, before + n)[:, None], mx.arange(before + n)[None]
+        dtype = decoder._mask.dtype
+        mask = mx.where(key > query, mx.array(-1e9, dtype), mx.array(0, dtype))
+        present = []
+        for i, block in enumerate(decoder.blocks):
+            own, crossed = (tuple(_merged(c) for c in past[4 * i + j:4 * i + j + 2]) for j in (0, 2))
+            x, (kv, _), _ = block(x, crossed[0], mask=_WholeMask(mask), kv_cache=(own, crossed))
+            present += [_heads(kv[0], heads), _heads(kv[1], heads)]
+        return (decoder.token_embedding.as_linear(decoder.ln(x)), *present)
+
+    rng = np.random.default_rng(0)
+    return Seq2Seq(encode, cross, step,
+                   mx.array(rng.standard_normal((2, dims.n_mels, 2 * dims.n_audio_ctx)), dtype=mx.float32),
+                   {0: "batch_size"},
+                   mx.array(rng.standard_normal((2, dims.n_audio_ctx, dims.n_audio_state)), dtype=mx.float32),
+                   dims.n_text_layer, heads, dims.n_text_state // heads, dims.n_vocab, dims.n_text_ctx)
+
+
+def export_whisper(folder: Path, out: Path, exporter, stage) -> Path:
+    """Write the automatic-speech-recognition package of the mlx-whisper folder
+    ``folder`` to ``out`` (already checked), whole or not at all."""
+    from ..io.packages import json_text, package_folder
+    from . import whisper_files as files
+
+    with stage(f"loading {folder} with mlx-whisper"):
+        model = load_whisper_folder(folder)
+        tokenizer = files.whisper_tokenizer(model)
+        parts = whisper_parts(model)
+    with stage("tracing the encoder, the cross-attention projections and the decoder step, and translating them"):
+        graphs = {**transformers_js_graphs(parts, exporter, "input_features"), **genai_graphs(parts, exporter)}
+    with stage(f"checking and writing {out}"), package_folder(out) as package:
+        save_graphs(graphs, package, exporter.check)
+        config = dict(files.model_config(model.dims, tokenizer), mlx2onnx={"task": "automatic-speech-recognition"})
+        if any((package / "onnx").glob("*.onnx_data")):
+            config["transformers.js_config"] = {"use_external_data_format": True}
+        (package / "config.json").write_text(json_text(config))
+        (package / "generation_config.json").write_text(json_text(files.generation_config(model, tokenizer)))
+        (package / "preprocessor_config.json").write_text(json.dumps(files.preprocessor_config(model.dims.n_mels)))
+        (package / "genai_config.json").write_text(json_text(files.genai_config(model, tokenizer)))
+        (package / "audio_processor_config.json").write_text(json_text(files.audio_processor_config(model.dims.n_mels)))
+        files.write_tokenizer(tokenizer, package)
+    return out
+
+
+def mlx_features(audio: np.ndarray, n_mels: int) -> mx.array:
+    """mlx-whisper's log-mel features of a clip of at most 30 s, as its transcribe
+    computes them: [3000, mels]."""
+    from mlx_whisper.audio import N_FRAMES, N_SAMPLES, log_mel_spectrogram, pad_or_trim
+
+    return pad_or_trim(log_mel_spectrogram(audio, n_mels=n_mels, padding=N_SAMPLES), N_FRAMES, axis=-2)
+
+
+def mlx_transcription(model, features: mx.array) -> list[int]:
+    """mlx-whisper's greedy decode (English, without timestamps, float32): its tokens."""
+    from mlx_whisper.decoding import DecodingOptions, decode
+
+    options = DecodingOptions(language="en" if model.is_multilingual else None, without_timestamps=True, fp16=False)
+    return list(decode(model, features, options).tokens)
+
+
+def whisper_prompt(model) -> tuple[int, ...]:
+    from .whisper_files import whisper_tokenizer
+
+    tokenizer = whisper_tokenizer(model)
+    return (*tokenizer.sot_sequence, tokenizer.no_timestamps)
+
+
+def check_whisper(package: Path, folder: Path, seed: int = 0, atol=None, rtol=None) -> dict:
+    """The package's greedy transcription of a synthesised clip (onnxruntime, plain
+    sessions, the package's prompt and suppressed tokens, mlx-whisper's features) against
+    mlx-whisper's greedy decode of the same features, and the first step's logits."""
+    from ..verify.plain import plain_session
+
+    model = load_whisper_folder(folder)
+    features = mlx_features(check_clip(seed), model.dims.n_mels)
+    want = mlx_transcription(model, features)
+    settings = json.loads((package / "generation_config.json").read_text())
+    encoder = plain_session(package / "onnx" / "encoder_model.onnx", atol, rtol)
+    decoder = plain_session(package / "onnx" / "decoder_model_merged.onnx", atol, rtol)
+    prompt = list(whisper_prompt(model))
+    got, logits = greedy(encoder.session, decoder.session, np.array(features).T, prompt, model.dims.n_text_ctx // 2,
+                         settings["eos_token_id"], settings["suppress_tokens"], settings["begin_suppress_tokens"])
+    want_logits = np.array(model.decoder(mx.array([prompt]), model.encoder(features[None]))[0][0, -1].astype(mx.float32))
+    row = transcription_row(got, want, logits, want_logits, decoder, settings["eos_token_id"])
+    return {"task": "automatic-speech-recognition", "package": str(package), "folder": str(folder),
+            **decoder.describe(), "rows": [row], "passed": row["passed"]}

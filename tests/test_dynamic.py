@@ -167,6 +167,36 @@ def test_floored_sizes_are_refused_not_fitted_from_nearby_traces():
     assert_passes(Verifier(sizes=sizes).verify(proto, net, x))
 
 
+class Frames(nn.Module):
+    """A speech encoder's front: strided convolutions that divide the samples by 384 and a
+    GroupNorm over the frames (whose Reshape reads the frame count)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv1d(1, 8, kernel_size=127, stride=64, bias=False)
+        self.norm = nn.GroupNorm(1, 8)
+        self.conv2 = nn.Conv1d(8, 8, kernel_size=7, stride=3)
+        self.conv3 = nn.Conv1d(8, 8, kernel_size=3, stride=2)
+
+    def __call__(self, samples):
+        x = self.norm(mx.tanh(self.conv1(samples[:, :, None])))
+        return self.conv3(nn.gelu(self.conv2(x)))
+
+
+def test_a_size_floored_beyond_the_nearby_traces_is_not_taken_for_a_constant():
+    """16000, 16001 and 16002 samples give 249 frames after a stride-64 convolution, and
+    so did the far trace 37 samples on: the export took the frame count for a constant
+    and its GroupNorm's Reshape failed at any other length. The far trace now moves by at
+    least half the example, where the count changes."""
+    mx.random.seed(7)
+    net = Frames()
+    mx.eval(net.parameters())
+    samples = mx.random.normal((1, 16000)) * 0.1
+    proto = export_dynamic(net, samples, dynamic={"samples": {0: "batch", 1: "n"}})
+    sizes = [{"batch": 1, "n": 16000}, {"batch": 2, "n": 7777}, {"batch": 1, "n": 48000}, {"batch": 1, "n": 1024}]
+    assert_passes(Verifier(sizes=sizes).verify(proto, net, samples))
+
+
 class Pools(nn.Module):
     """A conv, then a pooling layer over dynamic image sizes."""
 

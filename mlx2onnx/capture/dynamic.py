@@ -158,7 +158,7 @@ def trace_values(dim: Dim, example: int) -> tuple[int, int, int, int]:
     for v in (base + step, base + 2 * step, base - step, base - 2 * step, base + 3 * step, base - 3 * step):
         if fits(v) and len(picked) < 2:
             picked.append(v)
-    far = base + far_offset(step)
+    far = base + far_offset(step, base)
     if not fits(far):  # the farthest size left in the range, one step inside its end
         # (at the very end MLX may trace a special program: x[:n] of an n-long table is no Slice)
         ends = [v for v in (high - step, high, low) if fits(v) and v != base and v not in picked]
@@ -171,12 +171,15 @@ def trace_values(dim: Dim, example: int) -> tuple[int, int, int, int]:
     return (base, picked[0], picked[1], far)
 
 
-def far_offset(step: int) -> int:
+def far_offset(step: int, base: int = 0) -> int:
     """How far the last trace moves every size: at least 37 and five steps, so numbers that
     floor a size (a stride-2 stage, a pooling window; five of them divide by 32) take
     values no affine function of the nearby traces predicts, and a size an image net
-    pools down to a constant at the nearby sizes changes there."""
-    return step * max(5, -(-37 // step))
+    pools down to a constant at the nearby sizes changes there; and at least half the
+    example size, so that a size floored by more than 37 (an audio encoder's strided
+    convolutions divide 16000 samples by 384: the same frame count at every nearby size)
+    changes there too and is refused, not taken for a constant."""
+    return step * max(5, -(-37 // step), -(-base // (2 * step)))
 
 
 def shaped(shape: tuple, axes: Mapping[int, str], sizes: dict[str, tuple[int, ...]], t: int) -> tuple:

@@ -1,4 +1,5 @@
-"""mlx-whisper folders -> automatic-speech-recognition packages, run by transformers.js.
+"""Speech folders -> automatic-speech-recognition packages, run by transformers.js and
+onnxruntime-genai: mlx-whisper folders (Whisper) and mlx-audio folders (Moonshine).
 
 Each folder is written as mlx-whisper's converter writes one (config.json of the model's
 dimensions, weights.safetensors; float32, 4-bit and bfloat16), exported with ``mlx2onnx
@@ -26,20 +27,37 @@ from test_cli import cli
 from test_packages import _node_available
 
 VARIANTS = {"float32": {}, "4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16}}
+WRITERS = {"whisper": zoo.write_whisper_folder, "moonshine": zoo.write_moonshine_folder}
 
 
 @pytest.fixture(scope="module")
-def whisper_packages(tmp_path_factory):
+def speech_packages(tmp_path_factory):
     made = {}
 
-    def make(variant):
-        if variant not in made:
-            where = tmp_path_factory.mktemp(variant.replace("-", ""))
-            folder = zoo.write_whisper_folder(where / "folder", **VARIANTS[variant])
+    def make(variant, architecture="whisper"):
+        if (architecture, variant) not in made:
+            where = tmp_path_factory.mktemp(architecture + variant.replace("-", ""))
+            folder = WRITERS[architecture](where / "folder", **VARIANTS[variant])
             cli("export", folder, "-o", where / "package", cwd=where, check_rc=0)
-            made[variant] = folder, where / "package"
-        return made[variant]
+            made[architecture, variant] = folder, where / "package"
+        return made[architecture, variant]
     return make
+
+
+def _checked(tmp_path, folder, package, graphs):
+    for graph in graphs:
+        onnx.checker.check_model(onnx.load(str(package / graph)), full_check=True)
+    checked = cli("check", package, folder, "--json", cwd=tmp_path)
+    result = json.loads(checked.stdout)
+    assert checked.returncode == 0 and result["passed"], checked.stdout + checked.stderr
+    return result
+
+
+def _asr(tmp_path, package, audio, new_tokens):
+    if not _node_available():
+        pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
+    audio.tofile(tmp_path / "clip.f32")
+    return json.loads(zoo._node("transformers_asr.mjs", str(package), str(tmp_path / "clip.f32"), str(new_tokens))[-1])
 
 
 def _mlx_decode(folder, audio):
@@ -52,25 +70,17 @@ def _mlx_decode(folder, audio):
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_whisper_package_checks_and_transcribes_in_transformers_js(tmp_path, whisper_packages, variant):
+def test_whisper_package_checks_and_transcribes_in_transformers_js(tmp_path, speech_packages, variant):
     pytest.importorskip("mlx_whisper.decoding")
-    folder, package = whisper_packages(variant)
-    for graph in ("encoder_model", "decoder_model_merged"):
-        onnx.checker.check_model(onnx.load(str(package / "onnx" / f"{graph}.onnx")), full_check=True)
-    checked = cli("check", package, folder, "--json", cwd=tmp_path)
-    result = json.loads(checked.stdout)
-    assert checked.returncode == 0 and result["passed"], checked.stdout + checked.stderr
+    folder, package = speech_packages(variant)
+    _checked(tmp_path, folder, package, ("onnx/encoder_model.onnx", "onnx/decoder_model_merged.onnx"))
     if variant == "4-bit":
         ops = {n.op_type for n in onnx.load(str(package / "onnx" / "decoder_model_merged.onnx")).graph.node}
         assert "MatMulNBits" in ops or "GatherBlockQuantized" in ops, ops
-    if not _node_available():
-        pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
     audio = zoo.speech_clip(seed=7)
-    audio.tofile(tmp_path / "clip.f32")
     tokens, model = _mlx_decode(folder, audio)
     assert len(set(tokens)) > 2  # a transcription that tells a wrong token from a right one
-    n = model.dims.n_text_ctx // 2
-    heard = json.loads(zoo._node("transformers_asr.mjs", str(package), str(tmp_path / "clip.f32"), str(n))[-1])
+    heard = _asr(tmp_path, package, audio, model.dims.n_text_ctx // 2)
     from mlx2onnx.tasks.whisper import whisper_prompt
 
     prompt = list(whisper_prompt(model))
@@ -82,8 +92,8 @@ def test_whisper_package_checks_and_transcribes_in_transformers_js(tmp_path, whi
     assert heard["text"].strip() == text.strip()
 
 
-def test_merged_decoder_takes_cross_attention_from_the_past_after_the_first_step(whisper_packages):
-    folder, package = whisper_packages("float32")
+def test_merged_decoder_takes_cross_attention_from_the_past_after_the_first_step(speech_packages):
+    folder, package = speech_packages("float32")
     proto = onnx.load(str(package / "onnx" / "decoder_model_merged.onnx"))
     (branch,) = [n for n in proto.graph.node if n.op_type == "If"]
     then = next(a.g for a in branch.attribute if a.name == "then_branch")
@@ -151,12 +161,12 @@ def genai_transcription(package, wav, max_length: int) -> list[int]:
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_whisper_package_transcribes_in_onnxruntime_genai(tmp_path, whisper_packages, variant):
+def test_whisper_package_transcribes_in_onnxruntime_genai(tmp_path, speech_packages, variant):
     pytest.importorskip("onnxruntime_genai")
     pytest.importorskip("mlx_whisper.decoding")
     from mlx2onnx.tasks.whisper import whisper_prompt
 
-    folder, package = whisper_packages(variant)
+    folder, package = speech_packages(variant)
     for graph in ("encoder", "decoder"):
         onnx.checker.check_model(onnx.load(str(package / f"{graph}.onnx")), full_check=True)
     samples = _wav(tmp_path / "clip.wav", zoo.speech_clip(seed=11))
@@ -165,3 +175,23 @@ def test_whisper_package_transcribes_in_onnxruntime_genai(tmp_path, whisper_pack
     got = genai_transcription(package, tmp_path / "clip.wav", len(prompt) + model.dims.n_text_ctx // 2)
     assert got[:len(prompt)] == prompt
     assert [t for t in got[len(prompt):] if t != 50257] == tokens
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_moonshine_package_checks_and_transcribes_in_transformers_js(tmp_path, speech_packages, variant):
+    """Moonshine reads raw samples of any length (its encoder's frame count floors the
+    sample count three times); transformers.js allows 6 tokens per second of audio."""
+    load = pytest.importorskip("mlx_audio.stt.utils").load
+    from mlx2onnx.tasks.moonshine import mlx_moonshine_tokens
+
+    folder, package = speech_packages(variant, "moonshine")
+    _checked(tmp_path, folder, package, ("onnx/encoder_model.onnx", "onnx/decoder_model_merged.onnx"))
+    config = json.loads((package / "config.json").read_text())
+    assert "no Moonshine model type" in config["mlx2onnx"]["onnxruntime-genai"]
+    assert not (package / "genai_config.json").exists()
+    audio = zoo.speech_clip(seconds=2.7, seed=5)  # not a whole number of frames at any stride
+    tokens = mlx_moonshine_tokens(load(str(folder)), audio, 12)
+    assert len(set(tokens)) > 2
+    heard = _asr(tmp_path, package, audio, 12)
+    assert heard["tokens"][0] == config["decoder_start_token_id"]
+    assert [t for t in heard["tokens"][1:] if t != config["eos_token_id"]] == tokens

@@ -664,3 +664,35 @@ def speech_clip(seconds: float = 2.0, seed: int = 0) -> np.ndarray:
     t = np.arange(int(16000 * seconds)) / 16000
     tone = sum(np.sin(2 * np.pi * f * t * (1 + 0.3 * t)) for f in rng.uniform(150, 1200, 4))
     return (0.2 * tone / 4 + 0.01 * rng.standard_normal(t.size)).astype(np.float32)
+
+
+MOONSHINE_CONFIG = dict(model_type="moonshine", hidden_size=32, intermediate_size=64, encoder_num_hidden_layers=2,
+                        decoder_num_hidden_layers=2, encoder_num_attention_heads=4, decoder_num_attention_heads=4,
+                        max_position_embeddings=512, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)
+
+
+def write_moonshine_folder(folder, bits: int | None = None, dtype=None):
+    """An mlx-audio Moonshine folder as the hub holds them (config.json, model.safetensors
+    with Transformers' layout: convolution weights [out, in, kernel], which mlx-audio's
+    sanitize turns to MLX's; a trained tokenizer), random weights wide enough that greedy
+    decoding wanders."""
+    moonshine = pytest.importorskip("mlx_audio.stt.models.moonshine.moonshine")
+    config = pytest.importorskip("mlx_audio.stt.models.moonshine.config")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = dict(MOONSHINE_CONFIG, vocab_size=train_tokenizer(folder))
+    mx.random.seed(0)
+    model = moonshine.Model(config.ModelConfig.from_dict(settings))
+    model.update(tree_map(lambda a: mx.random.normal(a.shape) * (1.0 if a.ndim > 1 else 0.1), model.parameters()))
+    if dtype is not None:
+        model.set_dtype(dtype)
+        settings["torch_dtype"] = str(dtype).rsplit(".", 1)[-1]
+    if bits:
+        nn.quantize(model, group_size=32, bits=bits)
+        settings["quantization"] = {"group_size": 32, "bits": bits}
+    mx.eval(model.parameters())
+    weights = {k: (v.transpose(0, 2, 1) if "conv" in k and k.endswith("weight") and v.ndim == 3 else v)
+               for k, v in tree_flatten(model.parameters())}
+    mx.save_safetensors(str(folder / "model.safetensors"), weights)
+    (folder / "config.json").write_text(json.dumps(settings))
+    return folder

@@ -4,7 +4,8 @@ runtimes' own pipelines load, and checked against the MLX package that wrote the
 - ``feature-extraction``: mlx-embeddings folders (BERT, XLM-RoBERTa, ModernBERT),
   :mod:`.embeddings`;
 - ``image-classification``: mlx-image weights folders, :mod:`.images`;
-- ``automatic-speech-recognition``: mlx-whisper folders, :mod:`.whisper`.
+- ``automatic-speech-recognition``: mlx-whisper folders, :mod:`.whisper`, and mlx-audio
+  Moonshine folders, :mod:`.moonshine` (both through :mod:`.seq2seq`).
 
 Text generation (mlx-lm folders) is :mod:`mlx2onnx.llm`; :func:`folder_task` tells them
 apart."""
@@ -36,7 +37,7 @@ def folder_task(folder: str | os.PathLike) -> str:
         model_type = str(settings.get("model_type", "")).replace("_", "-")
     except (ValueError, AttributeError):
         return "text-generation"  # mlx-lm's loader says what is wrong with it
-    if is_whisper_config(settings):
+    if is_whisper_config(settings) or model_type == "moonshine":
         return "automatic-speech-recognition"
     return "feature-extraction" if model_type in ENCODERS else "text-generation"
 
@@ -59,9 +60,11 @@ def export_folder(folder: str | os.PathLike, out: str | os.PathLike, *, overwrit
 
         return export_embeddings(folder, out, exporter, stage)
     if task == "automatic-speech-recognition":
+        from .moonshine import export_moonshine
         from .whisper import export_whisper
 
-        return export_whisper(folder, out, exporter, stage)
+        export = export_moonshine if _model_type(folder) == "moonshine" else export_whisper
+        return export(folder, out, exporter, stage)
     from .images import export_classifier
 
     return export_classifier(folder, out, exporter, stage)
@@ -93,9 +96,15 @@ def check_folder_package(package: str | os.PathLike, folder: str | os.PathLike, 
 
         return check_embeddings(package, folder, **options)
     if task == "automatic-speech-recognition":
+        from .moonshine import check_moonshine
         from .whisper import check_whisper
 
-        return check_whisper(package, folder, **options)
+        check = check_moonshine if _model_type(folder) == "moonshine" else check_whisper
+        return check(package, folder, **options)
     from .images import check_classifier
 
     return check_classifier(package, folder, **options)
+
+
+def _model_type(folder: Path) -> str:
+    return str(json.loads((folder / "config.json").read_text()).get("model_type", ""))

@@ -1,11 +1,11 @@
 // transformers.js speech recognition on a package folder, under Node:
 // node transformers_asr.mjs PACKAGE AUDIO.f32 MAX_NEW_TOKENS -> one JSON line {"text": the
 // automatic-speech-recognition pipeline's text, "tokens": the greedy tokens of the model's own
-// generate() on the processor's features (after the prompt tokens it starts from)}. AUDIO.f32:
+// generate() on the processor's features (Whisper) or samples (Moonshine) (after the prompt tokens it starts from)}. AUDIO.f32:
 // raw little-endian float32 samples at 16 kHz.
 import fs from "node:fs";
 import path from "node:path";
-import { AutoProcessor, WhisperForConditionalGeneration, env, pipeline } from "@huggingface/transformers";
+import { AutoModelForSpeechSeq2Seq, AutoProcessor, env, pipeline } from "@huggingface/transformers";
 
 const [pkg, audioFile, count] = process.argv.slice(2);
 env.allowRemoteModels = false;
@@ -17,7 +17,7 @@ const options = { dtype: "fp32", device: "cpu" };
 const transcriber = await pipeline("automatic-speech-recognition", name, options);
 const heard = await transcriber(audio, { max_new_tokens: Number(count) });
 const processor = await AutoProcessor.from_pretrained(name);
-const model = await WhisperForConditionalGeneration.from_pretrained(name, options);
-const { input_features } = await processor(audio);
-const out = await model.generate({ inputs: input_features, max_new_tokens: Number(count), do_sample: false });
+const model = await AutoModelForSpeechSeq2Seq.from_pretrained(name, options);
+const inputs = await processor(audio);
+const out = await model.generate({ ...inputs, max_new_tokens: Number(count), do_sample: false });
 console.log(JSON.stringify({ text: heard.text, tokens: Array.from(out.data, Number) }));

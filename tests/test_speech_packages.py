@@ -130,36 +130,6 @@ def test_whisper_folder_without_weights_is_refused(tmp_path):
     assert not (tmp_path / "package").exists()
 
 
-def _wav(path, audio) -> np.ndarray:
-    """``audio`` written as a 16-bit mono WAV file; the samples as the file holds them."""
-    import wave
-
-    pcm = (np.clip(audio, -1, 1) * 32767).astype(np.int16)
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(16000)
-        out.writeframes(pcm.tobytes())
-    return pcm.astype(np.float32) / 32768
-
-
-def genai_transcription(package, wav, max_length: int) -> list[int]:
-    """onnxruntime-genai's greedy tokens for the WAV file through its own processor, after
-    the prompt mlx-whisper starts from."""
-    import onnxruntime_genai as og
-
-    model = og.Model(str(package))
-    processor = model.create_multimodal_processor()
-    inputs = processor("<|startoftranscript|><|en|><|transcribe|><|notimestamps|>", audios=og.Audios.open(str(wav)))
-    params = og.GeneratorParams(model)
-    params.set_search_options(do_sample=False, max_length=max_length)
-    generator = og.Generator(model, params)
-    generator.set_inputs(inputs)
-    while not generator.is_done():
-        generator.generate_next_token()
-    return [int(t) for t in generator.get_sequence(0)]
-
-
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_whisper_package_transcribes_in_onnxruntime_genai(tmp_path, speech_packages, variant):
     pytest.importorskip("onnxruntime_genai")
@@ -169,10 +139,10 @@ def test_whisper_package_transcribes_in_onnxruntime_genai(tmp_path, speech_packa
     folder, package = speech_packages(variant)
     for graph in ("encoder", "decoder"):
         onnx.checker.check_model(onnx.load(str(package / f"{graph}.onnx")), full_check=True)
-    samples = _wav(tmp_path / "clip.wav", zoo.speech_clip(seed=11))
+    samples = zoo.write_wav(tmp_path / "clip.wav", zoo.speech_clip(seed=11))
     tokens, model = _mlx_decode(folder, samples)
     prompt = list(whisper_prompt(model))
-    got = genai_transcription(package, tmp_path / "clip.wav", len(prompt) + model.dims.n_text_ctx // 2)
+    got = zoo.genai_transcription(package, tmp_path / "clip.wav", len(prompt) + model.dims.n_text_ctx // 2)
     assert got[:len(prompt)] == prompt
     assert [t for t in got[len(prompt):] if t != 50257] == tokens
 

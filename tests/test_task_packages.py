@@ -41,18 +41,6 @@ def _exported(tmp_path, folder):
     return package, out, result
 
 
-def _mlx_embeddings(folder, texts):
-    from mlx_embeddings.utils import load
-
-    model, tokenizer = load(str(folder))
-    batch = tokenizer._tokenizer(list(texts), padding=True, return_tensors="np")
-    mask = mx.array(batch["attention_mask"])
-    if json.loads((folder / "config.json").read_text())["model_type"] == "modernbert":
-        mask = mask.astype(mx.float32)  # ModernBERT builds its additive masks in the mask's dtype
-    out = model(mx.array(batch["input_ids"]), attention_mask=mask)
-    return np.array(out.text_embeds.astype(mx.float32))
-
-
 @pytest.mark.parametrize("name", EMBEDDINGS)
 def test_embeddings_folder_runs_in_transformers_js_feature_extraction(tmp_path, name):
     pytest.importorskip("mlx_embeddings.utils")
@@ -64,7 +52,7 @@ def test_embeddings_folder_runs_in_transformers_js_feature_extraction(tmp_path, 
     texts = zoo.EMBEDDING_TEXTS
     got = zoo.transformers_js_pipeline("feature-extraction", package, {"pooling": "mean", "normalize": True}, texts)
     got = np.array(got["data"], np.float32).reshape(got["dims"])
-    want = _mlx_embeddings(folder, texts)
+    want = zoo.mlx_embeddings(folder, texts)
     assert got.shape == want.shape == (len(texts), 32)
     np.testing.assert_allclose(got, want, atol=2e-5)
     # a wrong pooling is seen: the first token's vector is another embedding
@@ -92,22 +80,7 @@ def test_quantized_and_bfloat16_embedding_folders(tmp_path, variant):
     texts = zoo.EMBEDDING_TEXTS
     got = zoo.transformers_js_pipeline("feature-extraction", package, {"pooling": "mean", "normalize": True}, texts)
     got = np.array(got["data"], np.float32).reshape(got["dims"])
-    np.testing.assert_allclose(got, _mlx_embeddings(folder, texts), atol=2e-5)
-
-
-def _mlx_probabilities(folder, name, image, crop):
-    """mlxim's evaluation transform of an image already at its resize size (centre crop,
-    ImageNet normalisation), then the model's class probabilities."""
-    from mlxim.model import create_model
-
-    model = create_model(name, weights=str(folder / "model.safetensors"), num_classes=10)
-    model.eval()
-    top, left = (image.shape[0] - crop) // 2, (image.shape[1] - crop) // 2
-    image = image[top:top + crop, left:left + crop]
-    pixels = (image / 255.0 - np.array([0.485, 0.456, 0.406])) / np.array([0.229, 0.224, 0.225])
-    logits = np.array(model(mx.array(pixels[None].astype(np.float32))).astype(mx.float32))[0].astype(np.float64)
-    p = np.exp(logits - logits.max())
-    return p / p.sum()
+    np.testing.assert_allclose(got, zoo.mlx_embeddings(folder, texts), atol=2e-5)
 
 
 @pytest.mark.parametrize("variant", CLASSIFIERS)
@@ -125,7 +98,7 @@ def test_image_folder_runs_in_transformers_js_image_classification(tmp_path, var
     image = zoo.generated_image(processor["size"]["height"], seed=3)
     Image.fromarray(image).save(tmp_path / "image.png")
     got = zoo.transformers_js_pipeline("image-classification", package, {"top_k": 10}, [tmp_path / "image.png"])[0]
-    want = _mlx_probabilities(folder, name, image, processor["crop_size"]["height"])
+    want = zoo.mlx_class_probabilities(folder, name, image, processor["crop_size"]["height"])
     scores = {row["label"]: row["score"] for row in got}
     assert [row["label"] for row in got][:3] == [f"LABEL_{i}" for i in np.argsort(-want)[:3]]
     np.testing.assert_allclose([scores[f"LABEL_{i}"] for i in range(10)], want, atol=1e-5)

@@ -696,3 +696,63 @@ def write_moonshine_folder(folder, bits: int | None = None, dtype=None):
     mx.save_safetensors(str(folder / "model.safetensors"), weights)
     (folder / "config.json").write_text(json.dumps(settings))
     return folder
+
+
+# -- the MLX packages' own results, for the task packages' tests and scripts/task_packages.py --
+def mlx_embeddings(folder, texts) -> np.ndarray:
+    """mlx-embeddings' pooled, normalised ``text_embeds`` of ``texts`` in one padded batch
+    (its own loader and tokenizer)."""
+    from mlx_embeddings.utils import load
+
+    model, tokenizer = load(str(folder))
+    batch = tokenizer._tokenizer(list(texts), padding=True, return_tensors="np")
+    mask = mx.array(batch["attention_mask"])
+    if json.loads((folder / "config.json").read_text())["model_type"] == "modernbert":
+        mask = mask.astype(mx.float32)  # ModernBERT builds its additive masks in the mask's dtype
+    out = model(mx.array(batch["input_ids"]), attention_mask=mask)
+    return np.array(out.text_embeds.astype(mx.float32))
+
+
+def mlx_class_probabilities(folder, name, image, crop):
+    """mlxim's evaluation transform of an image already at its resize size (centre crop,
+    ImageNet normalisation), then the model's class probabilities."""
+    from mlxim.model import create_model
+
+    model = create_model(name, weights=str(folder / "model.safetensors"), num_classes=10)
+    model.eval()
+    top, left = (image.shape[0] - crop) // 2, (image.shape[1] - crop) // 2
+    image = image[top:top + crop, left:left + crop]
+    pixels = (image / 255.0 - np.array([0.485, 0.456, 0.406])) / np.array([0.229, 0.224, 0.225])
+    logits = np.array(model(mx.array(pixels[None].astype(np.float32))).astype(mx.float32))[0].astype(np.float64)
+    p = np.exp(logits - logits.max())
+    return p / p.sum()
+
+
+def write_wav(path, audio) -> np.ndarray:
+    """``audio`` written as a 16-bit mono WAV file; the samples as the file holds them."""
+    import wave
+
+    pcm = (np.clip(audio, -1, 1) * 32767).astype(np.int16)
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(16000)
+        out.writeframes(pcm.tobytes())
+    return pcm.astype(np.float32) / 32768
+
+
+def genai_transcription(package, wav, max_length: int) -> list[int]:
+    """onnxruntime-genai's greedy tokens for the WAV file through its own processor, after
+    the prompt mlx-whisper starts from."""
+    import onnxruntime_genai as og
+
+    model = og.Model(str(package))
+    processor = model.create_multimodal_processor()
+    inputs = processor("<|startoftranscript|><|en|><|transcribe|><|notimestamps|>", audios=og.Audios.open(str(wav)))
+    params = og.GeneratorParams(model)
+    params.set_search_options(do_sample=False, max_length=max_length)
+    generator = og.Generator(model, params)
+    generator.set_inputs(inputs)
+    while not generator.is_done():
+        generator.generate_next_token()
+    return [int(t) for t in generator.get_sequence(0)]

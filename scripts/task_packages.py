@@ -1,0 +1,193 @@
+"""Every folder kind mlx2onnx exports as a task package, through every runtime that runs it,
+as a user runs them; writes docs/packages.md.
+
+For each MLX package's folder (tiny random models written by the MLX packages' own save
+functions, tokenizers trained locally, nothing downloaded): ``mlx2onnx export FOLDER -o
+PACKAGE``, ``mlx2onnx check PACKAGE FOLDER``, then the runtimes' own pipelines on an input
+this script makes (texts, a generated image, a synthesised clip), compared with the MLX
+package's result on the same input:
+
+- feature-extraction: transformers.js ``pipeline("feature-extraction")`` with mean pooling
+  and normalisation against mlx-embeddings' ``text_embeds`` (largest difference);
+- image-classification: transformers.js ``pipeline("image-classification")`` on a PNG (its
+  own resize, crop and normalisation) against mlx-image's class probabilities;
+- automatic-speech-recognition: transformers.js ``pipeline("automatic-speech-recognition")``
+  (its own log-mel frontend for Whisper) and onnxruntime-genai's whisper type (its own
+  processor, on a WAV file) against mlx-whisper's / mlx-audio's greedy tokens.
+
+    python scripts/task_packages.py            # every row, writes docs/packages.md
+    python scripts/task_packages.py --print    # prints the table only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the folder writers and MLX references of the tests (zoo)
+
+ROWS = [  # (task, MLX package, architecture, variant)
+    ("feature-extraction", "mlx-embeddings", "bert", "float32"),
+    ("feature-extraction", "mlx-embeddings", "xlm_roberta", "float32"),
+    ("feature-extraction", "mlx-embeddings", "modernbert", "float32"),
+    ("feature-extraction", "mlx-embeddings", "bert", "4-bit"),
+    ("feature-extraction", "mlx-embeddings", "bert", "bfloat16"),
+    ("image-classification", "mlx-image", "resnet18", "float32"),
+    ("image-classification", "mlx-image", "mobilenet_v2", "float32"),
+    ("image-classification", "mlx-image", "resnet18", "bfloat16"),
+    ("automatic-speech-recognition", "mlx-whisper", "whisper", "float32"),
+    ("automatic-speech-recognition", "mlx-whisper", "whisper", "4-bit"),
+    ("automatic-speech-recognition", "mlx-whisper", "whisper", "bfloat16"),
+    ("automatic-speech-recognition", "mlx-audio", "moonshine", "float32"),
+    ("automatic-speech-recognition", "mlx-audio", "moonshine", "4-bit"),
+    ("automatic-speech-recognition", "mlx-audio", "moonshine", "bfloat16"),
+]
+
+
+def write_folder(where: Path, architecture: str, variant: str) -> Path:
+    import mlx.core as mx
+
+    import zoo
+
+    options = {"4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16}}.get(variant, {})
+    if architecture == "whisper":
+        return zoo.write_whisper_folder(where / "folder", **options)
+    if architecture == "moonshine":
+        return zoo.write_moonshine_folder(where / "folder", **options)
+    if architecture in ("resnet18", "mobilenet_v2"):
+        return zoo.write_image_folder(where / f"{architecture}-mlxim", architecture, dtype=options.get("dtype"))
+    if variant == "float32":
+        return zoo.write_embedding_folder(where / "folder", architecture)
+    saved = zoo.EMBEDDING_CONFIGS[architecture]
+    zoo.EMBEDDING_CONFIGS[architecture] = dict(saved, hidden_size=64, intermediate_size=128)  # 4-bit blocks of 32
+    try:
+        return zoo.write_embedding_folder(where / "folder", architecture, **options)
+    finally:
+        zoo.EMBEDDING_CONFIGS[architecture] = saved
+
+
+def transformers_js(task: str, architecture: str, folder: Path, package: Path, where: Path) -> str:
+    import numpy as np
+
+    import zoo
+
+    if task == "feature-extraction":
+        got = zoo.transformers_js_pipeline(task, package, {"pooling": "mean", "normalize": True}, zoo.EMBEDDING_TEXTS)
+        got = np.array(got["data"]).reshape(got["dims"])
+        error = np.abs(got - zoo.mlx_embeddings(folder, zoo.EMBEDDING_TEXTS)).max()
+        return f"{'PASS' if error <= 2e-5 else 'FAIL'}: embeddings of 4 texts, max abs {error:.2g}"
+    if task == "image-classification":
+        from PIL import Image
+
+        processor = json.loads((package / "preprocessor_config.json").read_text())
+        image = zoo.generated_image(processor["size"]["height"], seed=3)
+        Image.fromarray(image).save(where / "image.png")
+        got = zoo.transformers_js_pipeline(task, package, {"top_k": 10}, [where / "image.png"])[0]
+        want = zoo.mlx_class_probabilities(folder, architecture, image, processor["crop_size"]["height"])
+        error = max(abs(row["score"] - want[int(row["label"].split("_")[1])]) for row in got)
+        return f"{'PASS' if error <= 1e-5 else 'FAIL'}: 10 class probabilities, max abs {error:.2g}"
+    audio = zoo.speech_clip(seconds=2.7, seed=5)
+    want, limit = mlx_tokens(architecture, folder, audio)
+    audio.tofile(where / "clip.f32")
+    heard = json.loads(zoo._node("transformers_asr.mjs", str(package), str(where / "clip.f32"), str(limit))[-1])
+    config = json.loads((package / "config.json").read_text())
+    got = [t for t in heard["tokens"] if t != config["eos_token_id"]][len(prompt(architecture, folder)):]
+    return f"{'PASS' if got == want else 'FAIL'}: {len(want)} greedy tokens {'equal' if got == want else 'differ'}"
+
+
+def mlx_tokens(architecture: str, folder: Path, audio) -> tuple[list[int], int]:
+    if architecture == "moonshine":
+        from mlx_audio.stt.utils import load
+
+        from mlx2onnx.tasks.moonshine import mlx_moonshine_tokens
+
+        return mlx_moonshine_tokens(load(str(folder)), audio, 12), 12
+    from mlx_whisper.load_models import load_model
+
+    from mlx2onnx.tasks.whisper import mlx_features, mlx_transcription
+
+    model = load_model(str(folder))
+    return mlx_transcription(model, mlx_features(audio, model.dims.n_mels)), model.dims.n_text_ctx // 2
+
+
+def prompt(architecture: str, folder: Path) -> list[int]:
+    if architecture == "moonshine":
+        return [json.loads((folder / "config.json").read_text())["decoder_start_token_id"]]
+    from mlx_whisper.load_models import load_model
+
+    from mlx2onnx.tasks.whisper import whisper_prompt
+
+    return list(whisper_prompt(load_model(str(folder))))
+
+
+def genai(architecture: str, folder: Path, package: Path, where: Path) -> str:
+    import zoo
+
+    notes = json.loads((package / "config.json").read_text()).get("mlx2onnx", {})
+    if "onnxruntime-genai" in notes:
+        return f"declared: {notes['onnxruntime-genai']}"
+    samples = zoo.write_wav(where / "clip.wav", zoo.speech_clip(seconds=2.7, seed=5))
+    want, limit = mlx_tokens(architecture, folder, samples)
+    start = prompt(architecture, folder)
+    got = zoo.genai_transcription(package, where / "clip.wav", len(start) + limit)[len(start):]
+    got = [t for t in got if t != 50257]
+    return f"{'PASS' if got == want else 'FAIL'}: {len(want)} greedy tokens {'equal' if got == want else 'differ'}"
+
+
+def run_row(task: str, source: str, architecture: str, variant: str) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        where = Path(tmp)
+        folder = write_folder(where, architecture, variant)
+        package = where / "package"
+        cli = [sys.executable, "-m", "mlx2onnx"]
+        start = time.perf_counter()
+        done = subprocess.run([*cli, "export", str(folder), "-o", str(package)], capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        if done.returncode:
+            return {"row": (task, source, architecture, variant), "export": f"FAIL: {done.stderr.strip()[-200:]}"}
+        checked = subprocess.run([*cli, "check", str(package), str(folder), "--json"], capture_output=True, text=True)
+        result = json.loads(checked.stdout)
+        errors = max(r["max_abs_error"] for r in result["rows"])
+        check = f"{'PASS' if result['passed'] else 'FAIL'}: max abs {errors:.2g}"
+        js = transformers_js(task, architecture, folder, package, where)
+        ga = genai(architecture, folder, package, where) if task == "automatic-speech-recognition" else "no task type"
+        return {"row": (task, source, architecture, variant), "export": f"{seconds:.1f} s", "check": check,
+                "transformers.js": js, "onnxruntime-genai": ga}
+
+
+def table(results: list[dict]) -> str:
+    lines = ["| task | folder | architecture | weights | export | `mlx2onnx check` | transformers.js 4.3 (Node) "
+             "| onnxruntime-genai 0.18 |", "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        task, source, architecture, variant = r["row"]
+        cells = [r.get(k, "") for k in ("export", "check", "transformers.js", "onnxruntime-genai")]
+        lines.append(f"| {task} | {source} | {architecture} | {variant} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--print", action="store_true", help="print the table, do not write docs/packages.md")
+    args = parser.parse_args()
+    results = []
+    for row in ROWS:
+        results.append(run_row(*row))
+        print(table(results[-1:]).splitlines()[-1], flush=True)
+    if not args.print:
+        page = (ROOT / "docs" / "packages.md").read_text()
+        begin, end = "<!-- table: scripts/task_packages.py -->", "<!-- end of table -->"
+        head, rest = page.split(begin)
+        (ROOT / "docs" / "packages.md").write_text(head + begin + "\n" + table(results) + "\n" + end
+                                                   + rest.split(end, 1)[1])
+    return 0 if all("FAIL" not in json.dumps(r) for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -17,6 +17,8 @@ package's result on the same input:
 
     python scripts/task_packages.py            # every row, writes docs/packages.md
     python scripts/task_packages.py --print    # prints the table only
+    python scripts/task_packages.py --resize   # images of other sizes: transformers.js against mlxim's
+                                               # own resize (needs opencv-python-headless)
 """
 
 from __future__ import annotations
@@ -162,6 +164,39 @@ def run_row(task: str, source: str, architecture: str, variant: str) -> dict:
                 "transformers.js": js, "onnxruntime-genai": ga}
 
 
+def resize_rows() -> list[str]:
+    """transformers.js's probabilities for images of other sizes than the resize size (its
+    sharp resize) against mlxim's evaluation transform as albumentations runs it: mlxim
+    hands albumentations PIL's filter codes, which OpenCV reads as its own (PIL's bilinear,
+    2, is OpenCV's INTER_CUBIC)."""
+    import cv2
+    import numpy as np
+    from PIL import Image
+
+    import zoo
+
+    rows = []
+    for name in ("resnet18", "mobilenet_v2"):
+        with tempfile.TemporaryDirectory() as tmp:
+            where = Path(tmp)
+            folder = write_folder(where, name, "float32")
+            subprocess.run([sys.executable, "-m", "mlx2onnx", "export", str(folder), "-o", str(where / "package")],
+                           check=True, capture_output=True)
+            processor = json.loads((where / "package" / "preprocessor_config.json").read_text())
+            size, crop = processor["size"]["height"], processor["crop_size"]["height"]
+            for shape in ((200, 300), (480, 640), (150, 150)):
+                image = zoo.generated_image(max(shape), seed=1)[:shape[0], :shape[1]]
+                Image.fromarray(image).save(where / "image.png")
+                got = zoo.transformers_js_pipeline("image-classification", where / "package", {"top_k": 10},
+                                                   [where / "image.png"])[0]
+                got = np.array([next(r["score"] for r in got if r["label"] == f"LABEL_{i}") for i in range(10)])
+                resized = cv2.resize(image, (size, size), interpolation=processor["resample"])
+                want = zoo.mlx_class_probabilities(folder, name, resized, crop)
+                rows.append(f"| {name} | {shape[1]} x {shape[0]} | {np.abs(got - want).max():.2g} | "
+                            f"{'same' if got.argmax() == want.argmax() else 'differs'} |")
+    return ["| model | image | max abs probability difference | top-1 |", "|---|---|---|---|", *rows]
+
+
 def table(results: list[dict]) -> str:
     lines = ["| task | folder | architecture | weights | export | `mlx2onnx check` | transformers.js 4.3 (Node) "
              "| onnxruntime-genai 0.18 |", "|---|---|---|---|---|---|---|---|"]
@@ -175,7 +210,11 @@ def table(results: list[dict]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--print", action="store_true", help="print the table, do not write docs/packages.md")
+    parser.add_argument("--resize", action="store_true", help="only measure images of other sizes (prints)")
     args = parser.parse_args()
+    if args.resize:
+        print("\n".join(resize_rows()))
+        return 0
     results = []
     for row in ROWS:
         results.append(run_row(*row))

@@ -10,7 +10,7 @@ from mlx2onnx.capture.records import BitwiseOp
 from mlx2onnx.capture.symbolic import is_dynamic
 from mlx2onnx.translate.registry import handles
 
-from .bitwise import bitwise_via_planes
+from .bits import bitwise_via_planes
 
 
 @handles("Arange")

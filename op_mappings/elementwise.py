@@ -350,7 +350,7 @@ def integer_power(ctx, base, exponent, dtype):
     and saturates). The loop runs over exponent bits 0 .. n-3 of an n-bit type: an odd
     base has base ** (2 ** (n - 2)) == 1 (mod 2 ** n), and an even base is 0 by then, so a
     higher exponent bit only zeroes an even base."""
-    from .bitwise import UNSIGNED_OF, bit_planes
+    from .bits import UNSIGNED_OF, bit_planes
 
     udtype, bits = UNSIGNED_OF[dtype], dtype.size * 8
     steps = bits - 2

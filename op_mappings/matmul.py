@@ -8,6 +8,8 @@ import numpy as np
 from mlx2onnx.translate.registry import handles
 from mlx2onnx.translate.rounding import round_within
 
+from .indices import flat_indices
+
 
 @handles("Matmul")
 def matmul(ctx, rec):
@@ -36,14 +38,6 @@ def addmm(ctx, rec):
     if beta != 1.0:
         addend = ctx.op.Mul(addend, ctx.scalar(beta, work))
     return [ctx.cast(ctx.op.Add(product, addend), dtype)]
-
-
-def flat_indices(ctx, index, shape, batch):
-    """uint32 indices of MLX shape ``shape`` broadcast to ``batch`` and flattened, int64."""
-    index = ctx.cast(index, mx.int64)
-    if tuple(shape) != tuple(batch):
-        index = ctx.op.Expand(index, ctx.ints(list(batch)))
-    return ctx.reshape(index, [-1])
 
 
 @handles("GatherMM")

@@ -56,7 +56,7 @@ from .quant_codes import (
     scale_table,
     swap_last,
 )
-from .matmul import flat_indices
+from .indices import flat_indices
 
 
 PACKED, BYTES, DEQUANTIZE, DEQUANTIZELINEAR = QUANTIZED_WEIGHT_CHOICES

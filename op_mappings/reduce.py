@@ -31,42 +31,17 @@ from mlx2onnx.translate import kernels
 from mlx2onnx.translate.registry import handles
 from mlx2onnx.translate.rounding import NARROW, needs_rounding, round_to
 
+from .order_keys import from_key, ordered_key
+
 REDUCE_OPS = {ReduceType.Sum: "ReduceSum", ReduceType.Prod: "ReduceProd", ReduceType.Min: "ReduceMin",
               ReduceType.Max: "ReduceMax"}
 SCAN_STEP = {ScanType.Max: "Max", ScanType.Min: "Min", ScanType.Sum: "Add", ScanType.Prod: "Mul"}
 
-SIGN_BIT = 1 << 63
 
 
 def any_nan(ctx, x, axes, dtype):
     """Bool, keepdims: whether any element along ``axes`` is NaN."""
     return ctx.reduce_via("ReduceMax", ctx.isnan(x, dtype), axes, mx.bool_)
-
-
-# -- order-preserving keys --------------------------------------------------------------
-def flip_sign_bit(ctx, x):
-    """int64 <-> uint64 bits with the top bit flipped: maps uint64 order onto int64 order
-    (an involution on the int64 view)."""
-    if ctx.has("bitwise ops"):
-        return ctx.op.BitwiseXor(x, ctx.const(np.array(-SIGN_BIT, np.int64)))
-    return ctx.op.Add(x, ctx.const(np.array(-SIGN_BIT, np.int64)))  # wraps: same bits as the xor
-
-
-def ordered_key(ctx, x, dtype, op_type):
-    """``x`` (MLX dtype ``dtype``) in a dtype onnxruntime runs ``op_type`` (TopK, ArgMax,
-    ReduceMax ...) on, with the order of the values kept exactly. Returns (value, key dtype).
-    uint64 has no wider type: its bits are viewed as int64 with the sign bit flipped."""
-    if dtype == mx.uint64 and not kernels.has_kernel(op_type, dtype, ctx.opset):
-        return flip_sign_bit(ctx, ctx.cast(x, mx.int64)), mx.uint64
-    work = ctx.work_dtype(op_type, dtype)
-    return ctx.cast(x, work), work
-
-
-def from_key(ctx, key, key_dtype, dtype):
-    """The inverse of :func:`ordered_key` for values."""
-    if key_dtype == mx.uint64 and dtype == mx.uint64:
-        return ctx.cast(flip_sign_bit(ctx, key), mx.uint64)
-    return ctx.cast(key, dtype)
 
 
 # -- Reduce -----------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import mlx.core as mx
 from mlx2onnx import dtypes
 from mlx2onnx.translate.registry import handles
 
-from .reduce import from_key, ordered_key
+from .order_keys import from_key, ordered_key
 
 
 def sorted_along(ctx, rec, axis):

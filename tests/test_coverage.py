@@ -27,3 +27,22 @@ def test_every_handler_has_a_parity_case():
 def test_refusals_say_why_and_what_to_do():
     for name, refusal in registry.refusals().items():
         assert len(refusal.reason) > 20 and len(refusal.advice) > 10, name
+
+
+def test_handler_families_import_no_other_family():
+    """A family (a module of ``op_mappings.FAMILIES``) shares code only through the helper
+    modules beside it (bits, order_keys, indices, quant_codes, lowbit), never by importing
+    another family's handlers' module."""
+    import ast
+    from pathlib import Path
+
+    import mlx2onnx.op_mappings as op_mappings
+
+    families = {m.__name__.rsplit(".", 1)[-1]: Path(m.__file__) for m in op_mappings.FAMILIES}
+    crossing = []
+    for name, path in families.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                targets = [node.module] if node.module else [alias.name for alias in node.names]
+                crossing += [f"{name} -> {t}" for t in targets if t in families]
+    assert not crossing, crossing

@@ -756,3 +756,62 @@ def genai_transcription(package, wav, max_length: int) -> list[int]:
     while not generator.is_done():
         generator.generate_next_token()
     return [int(t) for t in generator.get_sequence(0)]
+
+
+# -- mlx-vlm folders ---------------------------------------------------------------------------
+VLM_SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_image>", "<end_of_image>", "<image_soft_token>"]
+
+
+def write_vlm_folder(folder, scale: float = 0.1, dtype=None, bits: int | None = None):
+    """An mlx-vlm gemma3 folder as mlx-vlm's save functions write it (config.json with text
+    and vision configs, model.safetensors with the vision tower), a byte-level BPE
+    tokenizer trained here with Gemma 3's image tokens, and its tokenizer_config naming
+    them (as transformers.js's Gemma3 processor reads them)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    gemma3 = pytest.importorskip("mlx_vlm.models.gemma3.gemma3")
+    configs = pytest.importorskip("mlx_vlm.models.gemma3.config")
+    saving = pytest.importorskip("mlx_vlm.utils")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.train_from_iterator(PACKAGE_TEXTS * 20, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=VLM_SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tokenizer.save(str(folder / "tokenizer.json"))
+    ids = {t: tokenizer.token_to_id(t) for t in VLM_SPECIALS}
+    (folder / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>",
+        "unk_token": "<unk>", "boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
+        "image_token": "<image_soft_token>", "add_bos_token": False, "model_max_length": 512}))
+    vocab = tokenizer.get_vocab_size()
+    settings = dict(model_type="gemma3", image_token_index=ids["<image_soft_token>"], hidden_size=64,
+                    pad_token_id=ids["<pad>"], vocab_size=vocab, eos_token_id=[ids["<eos>"]],
+                    text_config=dict(model_type="gemma3_text", hidden_size=64, num_hidden_layers=2, intermediate_size=128,
+                                     num_attention_heads=4, head_dim=16, num_key_value_heads=2, vocab_size=vocab,
+                                     sliding_window=8, sliding_window_pattern=2, mm_tokens_per_image=4,
+                                     query_pre_attn_scalar=16),
+                    vision_config=dict(model_type="siglip_vision_model", num_hidden_layers=2, hidden_size=32,
+                                       intermediate_size=64, num_attention_heads=4, patch_size=8, image_size=32))
+    config = configs.ModelConfig.from_dict(settings)
+    config.text_config = configs.TextConfig.from_dict(settings["text_config"])
+    config.vision_config = configs.VisionConfig.from_dict(settings["vision_config"])
+    mx.random.seed(0)
+    model = gemma3.Model(config)
+    model.update(tree_map(lambda a: mx.random.normal(a.shape) * scale if a.ndim > 1 else 1 + 0.1 * mx.random.normal(a.shape),
+                          model.parameters()))
+    if dtype is not None:
+        model.set_dtype(dtype)
+    if bits:
+        nn.quantize(model, group_size=32, bits=bits,
+                    class_predicate=lambda p, m: hasattr(m, "to_quantized") and m.weight.shape[-1] % 32 == 0)
+        settings["quantization"] = {"group_size": 32, "bits": bits}
+    mx.eval(model.parameters())
+    saving.save_weights(folder, model)
+    saving.save_config(dict(settings), folder / "config.json")
+    (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": ids["<eos>"], "pad_token_id": ids["<pad>"],
+                                                               "bos_token_id": ids["<bos>"]}))
+    (folder / "chat_template.jinja").write_text(
+        "{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n{% endfor %}")
+    return folder

@@ -5,7 +5,9 @@ runtimes' own pipelines load, and checked against the MLX package that wrote the
   :mod:`.embeddings`;
 - ``image-classification``: mlx-image weights folders, :mod:`.images`;
 - ``automatic-speech-recognition``: mlx-whisper folders, :mod:`.whisper`, and mlx-audio
-  Moonshine folders, :mod:`.moonshine` (both through :mod:`.seq2seq`).
+  Moonshine folders, :mod:`.moonshine` (both through :mod:`.seq2seq`);
+- ``image-text-to-text``: mlx-vlm folders with their vision tower's weights (gemma3),
+  :mod:`.vision_language`.
 
 Text generation (mlx-lm folders) is :mod:`mlx2onnx.llm`; :func:`folder_task` tells them
 apart."""
@@ -18,15 +20,20 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-TASKS = ("text-generation", "feature-extraction", "image-classification", "automatic-speech-recognition")
+TASKS = ("text-generation", "feature-extraction", "image-classification", "automatic-speech-recognition",
+         "image-text-to-text")
 
 
 def folder_task(folder: str | os.PathLike) -> str:
     """The task of a model folder: ``image-classification`` for a folder of weights
     without config.json (mlx-image), ``automatic-speech-recognition`` for a config.json of
-    Whisper's dimensions (mlx-whisper), ``feature-extraction`` for a config.json whose
-    model_type is an mlx-embeddings encoder, else ``text-generation`` (mlx-lm)."""
+    Whisper's dimensions (mlx-whisper) or of Moonshine (mlx-audio), ``image-text-to-text``
+    for an mlx-vlm folder that holds its vision tower's weights (one without them, as
+    mlx-lm writes a VLM's text model, is text generation), ``feature-extraction`` for a
+    config.json whose model_type is an mlx-embeddings encoder, else ``text-generation``
+    (mlx-lm)."""
     from .embeddings import ENCODERS
+    from .vision_language import VLM_TYPES
     from .whisper import is_whisper_config
 
     config = Path(folder) / "config.json"
@@ -39,6 +46,8 @@ def folder_task(folder: str | os.PathLike) -> str:
         return "text-generation"  # mlx-lm's loader says what is wrong with it
     if is_whisper_config(settings) or model_type == "moonshine":
         return "automatic-speech-recognition"
+    if model_type in VLM_TYPES and "vision_config" in settings and _has_vision_weights(Path(folder)):
+        return "image-text-to-text"
     return "feature-extraction" if model_type in ENCODERS else "text-generation"
 
 
@@ -59,6 +68,10 @@ def export_folder(folder: str | os.PathLike, out: str | os.PathLike, *, overwrit
         from .embeddings import export_embeddings
 
         return export_embeddings(folder, out, exporter, stage)
+    if task == "image-text-to-text":
+        from .vision_language import export_vision_language
+
+        return export_vision_language(folder, out, exporter, stage)
     if task == "automatic-speech-recognition":
         from .moonshine import export_moonshine
         from .whisper import export_whisper
@@ -95,6 +108,10 @@ def check_folder_package(package: str | os.PathLike, folder: str | os.PathLike, 
         from .embeddings import check_embeddings
 
         return check_embeddings(package, folder, **options)
+    if task == "image-text-to-text":
+        from .vision_language import check_vision_language
+
+        return check_vision_language(package, folder, **options)
     if task == "automatic-speech-recognition":
         from .moonshine import check_moonshine
         from .whisper import check_whisper
@@ -108,3 +125,15 @@ def check_folder_package(package: str | os.PathLike, folder: str | os.PathLike, 
 
 def _model_type(folder: Path) -> str:
     return str(json.loads((folder / "config.json").read_text()).get("model_type", ""))
+
+
+def _has_vision_weights(folder: Path) -> bool:
+    """Whether the folder's safetensors hold a vision tower (read from their headers)."""
+    import struct
+
+    for path in folder.glob("*.safetensors"):
+        with open(path, "rb") as f:
+            header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+        if any(name.startswith(("vision_tower.", "vision_model.")) for name in header):
+            return True
+    return False

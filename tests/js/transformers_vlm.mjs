@@ -1,0 +1,17 @@
+// transformers.js image-text-to-text on a package folder, under Node:
+// node transformers_vlm.mjs PACKAGE IMAGE.png NEW_TOKENS TEXT -> one JSON line {"ids": the
+// processor's input_ids (the image tokens expanded), "tokens": the model's greedy tokens after them}
+import path from "node:path";
+import { AutoModelForImageTextToText, AutoProcessor, RawImage, env } from "@huggingface/transformers";
+
+const [pkg, imageFile, count, text] = process.argv.slice(2);
+env.allowRemoteModels = false;
+env.localModelPath = path.dirname(path.resolve(pkg)) + path.sep;
+const name = path.basename(path.resolve(pkg));
+const processor = await AutoProcessor.from_pretrained(name);
+const model = await AutoModelForImageTextToText.from_pretrained(name, { dtype: "fp32", device: "cpu" });
+const image = await RawImage.read(imageFile);
+const inputs = await processor(text, image);
+const ids = Array.from(inputs.input_ids.data, Number);
+const out = await model.generate({ ...inputs, max_new_tokens: Number(count), do_sample: false });
+console.log(JSON.stringify({ ids, tokens: Array.from(out.data, Number).slice(ids.length) }));

@@ -13,7 +13,9 @@ package's result on the same input:
   own resize, crop and normalisation) against mlx-image's class probabilities;
 - automatic-speech-recognition: transformers.js ``pipeline("automatic-speech-recognition")``
   (its own log-mel frontend for Whisper) and onnxruntime-genai's whisper type (its own
-  processor, on a WAV file) against mlx-whisper's / mlx-audio's greedy tokens.
+  processor, on a WAV file) against mlx-whisper's / mlx-audio's greedy tokens;
+- image-text-to-text: transformers.js's Gemma3 processor and ``AutoModelForImageTextToText``
+  on a PNG and a prompt against mlx-vlm's generation.
 
     python scripts/task_packages.py            # every row, writes docs/packages.md
     python scripts/task_packages.py --print    # prints the table only
@@ -50,6 +52,9 @@ ROWS = [  # (task, MLX package, architecture, variant)
     ("automatic-speech-recognition", "mlx-audio", "moonshine", "float32"),
     ("automatic-speech-recognition", "mlx-audio", "moonshine", "4-bit"),
     ("automatic-speech-recognition", "mlx-audio", "moonshine", "bfloat16"),
+    ("image-text-to-text", "mlx-vlm", "gemma3", "float32"),
+    ("image-text-to-text", "mlx-vlm", "gemma3", "4-bit"),
+    ("image-text-to-text", "mlx-vlm", "gemma3", "bfloat16"),
 ]
 
 
@@ -63,6 +68,8 @@ def write_folder(where: Path, architecture: str, variant: str) -> Path:
         return zoo.write_whisper_folder(where / "folder", **options)
     if architecture == "moonshine":
         return zoo.write_moonshine_folder(where / "folder", **options)
+    if architecture == "gemma3":
+        return zoo.write_vlm_folder(where / "folder", **options)
     if architecture in ("resnet18", "mobilenet_v2"):
         return zoo.write_image_folder(where / f"{architecture}-mlxim", architecture, dtype=options.get("dtype"))
     if variant == "float32":
@@ -95,6 +102,8 @@ def transformers_js(task: str, architecture: str, folder: Path, package: Path, w
         want = zoo.mlx_class_probabilities(folder, architecture, image, processor["crop_size"]["height"])
         error = max(abs(row["score"] - want[int(row["label"].split("_")[1])]) for row in got)
         return f"{'PASS' if error <= 1e-5 else 'FAIL'}: 10 class probabilities, max abs {error:.2g}"
+    if task == "image-text-to-text":
+        return vision_language(folder, package, where)
     audio = zoo.speech_clip(seconds=2.7, seed=5)
     want, limit = mlx_tokens(architecture, folder, audio)
     audio.tofile(where / "clip.f32")
@@ -102,6 +111,29 @@ def transformers_js(task: str, architecture: str, folder: Path, package: Path, w
     config = json.loads((package / "config.json").read_text())
     got = [t for t in heard["tokens"] if t != config["eos_token_id"]][len(prompt(architecture, folder)):]
     return f"{'PASS' if got == want else 'FAIL'}: {len(want)} greedy tokens {'equal' if got == want else 'differ'}"
+
+
+def vision_language(folder: Path, package: Path, where: Path) -> str:
+    """transformers.js's Gemma3 processor and model on a PNG and a prompt, against mlx-vlm's
+    generation on the processor's ids and the same pixels."""
+    import mlx.core as mx
+    import numpy as np
+    from mlx_vlm.utils import load_model
+    from PIL import Image
+
+    import zoo
+    from mlx2onnx.tasks.vision_language import mlx_vlm_tokens
+
+    model = load_model(folder)
+    size = model.config.vision_config.image_size
+    image = zoo.generated_image(size, seed=2)
+    Image.fromarray(image).save(where / "image.png")
+    heard = json.loads(zoo._node("transformers_vlm.mjs", str(package), str(where / "image.png"), "12",
+                                 "<start_of_image> the quick brown fox")[-1])
+    pixels = (image.astype(np.float32) / 255 - 0.5) / 0.5
+    want = mlx_vlm_tokens(model, mx.array([heard["ids"]]), mx.array(pixels.transpose(2, 0, 1)[None]), 12)
+    same = heard["tokens"] == want
+    return f"{'PASS' if same else 'FAIL'}: {len(want)} greedy tokens {'equal' if same else 'differ'}"
 
 
 def mlx_tokens(architecture: str, folder: Path, audio) -> tuple[list[int], int]:
@@ -159,7 +191,11 @@ def run_row(task: str, source: str, architecture: str, variant: str) -> dict:
         errors = max(r["max_abs_error"] for r in result["rows"])
         check = f"{'PASS' if result['passed'] else 'FAIL'}: max abs {errors:.2g}"
         js = transformers_js(task, architecture, folder, package, where)
-        ga = genai(architecture, folder, package, where) if task == "automatic-speech-recognition" else "no task type"
+        notes = json.loads((package / "config.json").read_text()).get("mlx2onnx", {})
+        if task == "automatic-speech-recognition":
+            ga = genai(architecture, folder, package, where)
+        else:
+            ga = f"declared: {notes['onnxruntime-genai']}" if "onnxruntime-genai" in notes else "no task type"
         return {"row": (task, source, architecture, variant), "export": f"{seconds:.1f} s", "check": check,
                 "transformers.js": js, "onnxruntime-genai": ga}
 

@@ -14,8 +14,9 @@ package's result on the same input:
 - automatic-speech-recognition: transformers.js ``pipeline("automatic-speech-recognition")``
   (its own log-mel frontend for Whisper) and onnxruntime-genai's whisper type (its own
   processor, on a WAV file) against mlx-whisper's / mlx-audio's greedy tokens;
-- image-text-to-text: transformers.js's Gemma3 processor and ``AutoModelForImageTextToText``
-  on a PNG and a prompt against mlx-vlm's generation.
+- image-text-to-text: transformers.js's Gemma3 processor and ``AutoModelForImageTextToText``,
+  and onnxruntime-genai's gemma3 type (its own processor), on a PNG and a prompt against
+  mlx-vlm's generation.
 
     python scripts/task_packages.py            # every row, writes docs/packages.md
     python scripts/task_packages.py --print    # prints the table only
@@ -126,14 +127,34 @@ def vision_language(folder: Path, package: Path, where: Path) -> str:
 
     model = load_model(folder)
     size = model.config.vision_config.image_size
-    image = zoo.generated_image(size, seed=2)
+    image = zoo.generated_image(size, seed=4)
     Image.fromarray(image).save(where / "image.png")
     heard = json.loads(zoo._node("transformers_vlm.mjs", str(package), str(where / "image.png"), "12",
-                                 "<start_of_image> the quick brown fox")[-1])
+                                 "<start_of_image> a small tokenizer")[-1])
     pixels = (image.astype(np.float32) / 255 - 0.5) / 0.5
     want = mlx_vlm_tokens(model, mx.array([heard["ids"]]), mx.array(pixels.transpose(2, 0, 1)[None]), 12)
     same = heard["tokens"] == want
     return f"{'PASS' if same else 'FAIL'}: {len(want)} greedy tokens {'equal' if same else 'differ'}"
+
+
+def genai_vision_language(folder: Path, package: Path, where: Path) -> str:
+    """onnxruntime-genai's gemma3 type (its processor on the PNG) against mlx-vlm."""
+    import mlx.core as mx
+    import numpy as np
+    from mlx_vlm.utils import load_model
+    from PIL import Image
+
+    import zoo
+    from mlx2onnx.tasks.vision_language import mlx_vlm_tokens
+    from test_vlm_packages import _genai_tokens
+
+    model = load_model(folder)
+    image = zoo.generated_image(model.config.vision_config.image_size, seed=4)
+    Image.fromarray(image).save(where / "genai.png")
+    ids, got = _genai_tokens(package, where / "genai.png", "<start_of_image> a small tokenizer", 12)
+    pixels = (image.astype(np.float32) / 255 - 0.5) / 0.5
+    want = mlx_vlm_tokens(model, mx.array([ids]), mx.array(pixels.transpose(2, 0, 1)[None]), 12)
+    return f"{'PASS' if got == want else 'FAIL'}: {len(want)} greedy tokens {'equal' if got == want else 'differ'}"
 
 
 def mlx_tokens(architecture: str, folder: Path, audio) -> tuple[list[int], int]:
@@ -194,6 +215,8 @@ def run_row(task: str, source: str, architecture: str, variant: str) -> dict:
         notes = json.loads((package / "config.json").read_text()).get("mlx2onnx", {})
         if task == "automatic-speech-recognition":
             ga = genai(architecture, folder, package, where)
+        elif task == "image-text-to-text" and "onnxruntime-genai" not in notes:
+            ga = genai_vision_language(folder, package, where)
         else:
             ga = f"declared: {notes['onnxruntime-genai']}" if "onnxruntime-genai" in notes else "no task type"
         return {"row": (task, source, architecture, variant), "export": f"{seconds:.1f} s", "check": check,

@@ -790,10 +790,11 @@ def write_vlm_folder(folder, scale: float = 0.1, dtype=None, bits: int | None = 
                     pad_token_id=ids["<pad>"], vocab_size=vocab, eos_token_id=[ids["<eos>"]],
                     text_config=dict(model_type="gemma3_text", hidden_size=64, num_hidden_layers=2, intermediate_size=128,
                                      num_attention_heads=4, head_dim=16, num_key_value_heads=2, vocab_size=vocab,
-                                     sliding_window=8, sliding_window_pattern=2, mm_tokens_per_image=4,
+                                     sliding_window=8, sliding_window_pattern=2, mm_tokens_per_image=256,
                                      query_pre_attn_scalar=16),
+                    # 16 x 16 patches, one token each: the 256 image tokens onnxruntime-genai's gemma3 processor expands
                     vision_config=dict(model_type="siglip_vision_model", num_hidden_layers=2, hidden_size=32,
-                                       intermediate_size=64, num_attention_heads=4, patch_size=8, image_size=32))
+                                       intermediate_size=64, num_attention_heads=4, patch_size=4, image_size=64))
     config = configs.ModelConfig.from_dict(settings)
     config.text_config = configs.TextConfig.from_dict(settings["text_config"])
     config.vision_config = configs.VisionConfig.from_dict(settings["vision_config"])

@@ -153,7 +153,7 @@ def check_embeddings(package: Path, folder: Path, texts=CHECK_TEXTS, atol=None, 
     """The package's pooled, normalised embeddings of ``texts`` (one padded batch, the
     folder's tokenizer, a plain onnxruntime session, pooled as transformers.js pools)
     against mlx-embeddings' ``text_embeds`` of the same batch."""
-    from ..verify.plain import plain_session
+    from ..verify.plain import held_dtype, plain_session
 
     model, tokenizer, config = load_embeddings_folder(folder)
     encoder = encoder_of(config)
@@ -163,10 +163,11 @@ def check_embeddings(package: Path, folder: Path, texts=CHECK_TEXTS, atol=None, 
              for name in encoder.inputs}
     pooling = json.loads((package / "config.json").read_text()).get("mlx2onnx", {}).get("pooling", "mean")
     got = pooled(plain.session.run(["last_hidden_state"], feeds)[0], feeds["attention_mask"], pooling)
-    want = np.array(encoder.embeddings(model, *(mx.array(feeds[n]) for n in encoder.inputs)).astype(mx.float32))
+    embeds = encoder.embeddings(model, *(mx.array(feeds[n]) for n in encoder.inputs))
+    want, held = np.array(embeds.astype(mx.float32)), held_dtype(embeds)
     rows = []
     for text, row_got, row_want in zip(texts, got, want):
-        error, bound = float(np.abs(row_got - row_want).max()), plain.bound(row_want)
+        error, bound = float(np.abs(row_got - row_want).max()), plain.bound(row_want, held)
         rows.append({"input": repr(text), "detail": "pooled, normalised embedding", "max_abs_error": error,
                      "tolerance": bound, "passed": error <= bound})
     return {"task": "feature-extraction", "package": str(package), "folder": str(folder), **plain.describe(),

@@ -80,6 +80,25 @@ def embed_function(model):
     return embed_tokens
 
 
+def genai_embedding_function(model):
+    """(input_ids, image_features [images, tokens, width]) -> inputs_embeds: the text
+    embeddings with the image token's positions taken by the features in order (what
+    transformers.js merges outside its graphs, onnxruntime-genai's embedding model does
+    inside). After the prompt the features are empty: a zero row stands first, so the
+    text positions gather from it."""
+    embed_tokens, image_token = embed_function(model), model.config.image_token_index
+
+    def embedding(input_ids, image_features):
+        text = embed_tokens(input_ids)
+        width = image_features.shape[-1]
+        rows = mx.concatenate([mx.zeros((1, width), image_features.dtype), image_features.reshape(-1, width)])
+        is_image = (input_ids == image_token).reshape(-1)
+        order = mx.cumsum(is_image.astype(mx.int32)) * is_image.astype(mx.int32)  # 1-based, 0 for text
+        picked = mx.take(rows, order, axis=0).reshape(*input_ids.shape, width).astype(text.dtype)
+        return mx.where((input_ids == image_token)[..., None], picked, text)
+    return embedding
+
+
 def decoder_graph(model, exporter):
     """The text package's decoder over ``inputs_embeds`` (its layout, its names)."""
     from ..capture.dynamic import Dim
@@ -117,9 +136,62 @@ def export_graphs(model, exporter) -> dict:
     embed = exporter.with_options(input_names=["input_ids"], output_names=["inputs_embeds"], path=None,
                                   dynamic={"input_ids": {0: "batch_size", 1: "sequence"}}).to_ir(
         embed_function(model), ids)
-    decoder, _ = decoder_graph(model, exporter)
-    return {"onnx/vision_encoder.onnx": vision, "onnx/embed_tokens.onnx": embed,
-            "onnx/decoder_model_merged.onnx": decoder}
+    decoder, layout = decoder_graph(model, exporter)
+    tokens = model.config.text_config.mm_tokens_per_image
+    features = mx.array(np.random.default_rng(3).standard_normal((1, tokens, model.config.text_config.hidden_size)),
+                        dtype=embed_function(model)(ids[:1, :1]).dtype)
+    prompt = mx.concatenate([ids[:1, :2], mx.full((1, tokens), model.config.image_token_index, mx.int64), ids[:1, 2:]],
+                            axis=1)
+    merged = exporter.with_options(input_names=["input_ids", "image_features"], output_names=["inputs_embeds"],
+                                   path=None, dynamic={"input_ids": {0: "batch_size", 1: "sequence"},
+                                                       "image_features": {0: "num_images", 1: "num_image_tokens"}}
+                                   ).to_ir(genai_embedding_function(model), prompt, features)
+    graphs = {"onnx/vision_encoder.onnx": vision, "onnx/embed_tokens.onnx": embed,
+              "onnx/decoder_model_merged.onnx": decoder, "onnx/embedding.onnx": merged}
+    return graphs, layout
+
+
+# onnxruntime-genai's gemma3 processor expands every image to this many tokens
+GENAI_IMAGE_TOKENS = 256
+
+
+def genai_files(model, folder: Path, layout: list) -> tuple[dict[str, dict], str | None]:
+    """genai_config.json (its gemma3 type over the package's vision encoder, its own
+    embedding model and the text decoder) and its image processor's configuration
+    (onnxruntime-extensions' operations: the SigLIP input of :func:`processor_configs`),
+    or why genai cannot run the package."""
+    from ..llm.configs import genai_config, text_settings
+    from ..llm.package import stored_layout
+
+    tokens = model.config.text_config.mm_tokens_per_image
+    if tokens != GENAI_IMAGE_TOKENS:
+        return {}, (f"onnxruntime-genai's gemma3 processor expands an image to {GENAI_IMAGE_TOKENS} tokens; this "
+                    f"model's vision tower gives {tokens}")
+    config = json.loads((folder / "config.json").read_text())
+    settings, reason = genai_config(text_settings(config), stored_layout(layout), model.config.text_config.vocab_size,
+                                    folder)
+    if settings is None:
+        return {}, reason
+    decoder = settings["model"]["decoder"]
+    decoder["filename"] = "onnx/decoder_model_merged.onnx"
+    decoder["inputs"] = {"inputs_embeds": "inputs_embeds", **{k: v for k, v in decoder["inputs"].items()
+                                                              if k != "input_ids"}}
+    settings["model"].update(type="gemma3", embedding={
+        "filename": "onnx/embedding.onnx", "inputs": {"input_ids": "input_ids", "image_features": "image_features"},
+        "outputs": {"inputs_embeds": "inputs_embeds"}}, vision={
+        "filename": "onnx/vision_encoder.onnx", "config_filename": "genai_processor_config.json",
+        "inputs": {"pixel_values": "pixel_values"}, "outputs": {"image_features": "image_features"}})
+    size = model.config.vision_config.image_size
+    # DecodeImage gives RGB already: a ConvertRGB after it swaps the channels (measured: the logits then are those
+    # of the image in BGR order)
+    steps = [("decode_image", "DecodeImage", {"color_space": "RGB"}),
+             ("resize", "Resize", {"height": size, "width": size, "keep_aspect_ratio": 0}),
+             ("rescale", "Rescale", {"rescale_factor": 1 / 255}),
+             ("normalize", "Normalize", {"mean": [0.5] * 3, "std": [0.5] * 3}),
+             ("to_channel_first", "Permute3D", {"dims": [2, 0, 1]})]
+    processor = {"processor": {"name": "gemma3_image_processor", "transforms": [
+        {"operation": {"name": name, "type": kind, "attrs": attrs}} for name, kind, attrs in steps]}}
+    return {"genai_config.json": settings, "genai_processor_config.json": processor}, None
 
 
 def processor_configs(model) -> dict[str, dict]:
@@ -148,11 +220,13 @@ def export_vision_language(folder: Path, out: Path, exporter, stage) -> Path:
     with stage(f"loading {folder} with mlx-vlm"):
         model = load_vlm_folder(folder)
     with stage("tracing the vision encoder, the token embedding and the decoder, and translating them"):
-        graphs = export_graphs(model, exporter)
+        graphs, layout = export_graphs(model, exporter)
+        genai, genai_reason = genai_files(model, folder, layout)
     with stage(f"checking and writing {out}"), package_folder(out) as package:
         save_graphs(graphs, package, exporter.check)
-        notes = {"task": "image-text-to-text", "onnxruntime-genai": "cannot run: the package is written for "
-                 "transformers.js; onnxruntime-genai's multimodal gemma3 layout is not written yet"}
+        notes = {"task": "image-text-to-text"}
+        if genai_reason:
+            notes["onnxruntime-genai"] = f"cannot run: {genai_reason}"
         if not (folder / "chat_template.jinja").is_file():
             notes["transformers.js"] = ("cannot run: the folder has no chat_template.jinja, which transformers.js's "
                                         "Gemma3 processor loads")
@@ -160,7 +234,7 @@ def export_vision_language(folder: Path, out: Path, exporter, stage) -> Path:
         if any((package / "onnx").glob("*.onnx_data")):
             settings["transformers.js_config"] = {"use_external_data_format": True}
         (package / "config.json").write_text(json_text(settings))
-        for name, content in processor_configs(model).items():
+        for name, content in {**processor_configs(model), **genai}.items():
             (package / name).write_text(json_text(content))
         copy_present(folder, package, ("generation_config.json", *TOKENIZER_FILES))
     return out
@@ -179,10 +253,9 @@ def mlx_vlm_tokens(model, input_ids: mx.array, pixel_values: mx.array, new_token
     return tokens
 
 
-def first_logits(model, input_ids, pixel_values) -> np.ndarray:
+def first_logits(model, input_ids, pixel_values) -> mx.array:
     embeds = model.get_input_embeddings(input_ids, pixel_values, mask=mx.ones_like(input_ids)).inputs_embeds
-    out = model.language_model(input_ids, inputs_embeds=embeds, cache=model.language_model.make_cache()).logits
-    return np.array(out[0, -1].astype(mx.float32))
+    return model.language_model(input_ids, inputs_embeds=embeds, cache=model.language_model.make_cache()).logits[0, -1]
 
 
 
@@ -216,6 +289,8 @@ def package_vlm_tokens(package: Path, input_ids: np.ndarray, pixel_values: np.nd
 def check_vision_language(package: Path, folder: Path, seed: int = 0, new_tokens: int = 12) -> dict:
     """The package's greedy tokens and first logits for a random image and a prompt of
     random text tokens around the image tokens, against mlx-vlm's generation."""
+    from ..verify.plain import held_dtype
+
     model = load_vlm_folder(folder)
     config = model.config
     rng = np.random.default_rng(seed)
@@ -227,7 +302,8 @@ def check_vision_language(package: Path, folder: Path, seed: int = 0, new_tokens
     got, logits, decoder = package_vlm_tokens(package, ids, pixels, new_tokens, config.image_token_index)
     want = mlx_vlm_tokens(model, mx.array(ids), mx.array(pixels), new_tokens)
     want_logits = first_logits(model, mx.array(ids), mx.array(pixels))
-    error, bound = float(np.abs(logits - want_logits).max()), decoder.bound(want_logits)
+    held, want_logits = held_dtype(want_logits), np.array(want_logits.astype(mx.float32))
+    error, bound = float(np.abs(logits - want_logits).max()), decoder.bound(want_logits, held)
     row = {"input": f"a random {size} x {size} image in {ids.shape[1]} tokens", "detail":
            f"tokens {got} (MLX {want}), first logits", "tokens": got, "mlx_tokens": want, "max_abs_error": error,
            "tolerance": bound, "passed": got == want and error <= bound}

@@ -146,12 +146,11 @@ def genai_vision_language(folder: Path, package: Path, where: Path) -> str:
 
     import zoo
     from mlx2onnx.tasks.vision_language import mlx_vlm_tokens
-    from test_vlm_packages import _genai_tokens
 
     model = load_model(folder)
     image = zoo.generated_image(model.config.vision_config.image_size, seed=4)
     Image.fromarray(image).save(where / "genai.png")
-    ids, got = _genai_tokens(package, where / "genai.png", "<start_of_image> a small tokenizer", 12)
+    ids, got = zoo.genai_vlm_tokens(package, where / "genai.png", "<start_of_image> a small tokenizer", 12)
     pixels = (image.astype(np.float32) / 255 - 0.5) / 0.5
     want = mlx_vlm_tokens(model, mx.array([ids]), mx.array(pixels.transpose(2, 0, 1)[None]), 12)
     return f"{'PASS' if got == want else 'FAIL'}: {len(want)} greedy tokens {'equal' if got == want else 'differ'}"

@@ -80,29 +80,6 @@ def test_vlm_folder_kinds(tmp_path):
     assert folder_task(folder) == "text-generation"
 
 
-def _genai_tokens(package, png, text: str, new_tokens: int) -> tuple[list[int], list[int]]:
-    """onnxruntime-genai's prompt ids (its gemma3 processor's expansion of the image) and
-    greedy tokens for a PNG and a prompt."""
-    import onnxruntime_genai as og
-
-    model = og.Model(str(package))
-    processor = model.create_multimodal_processor()
-    inputs = processor(text, images=og.Images.open(str(png)))
-    expanded = text.replace("<start_of_image>", "\n\n<start_of_image>" + "<image_soft_token>" * 256 + "<end_of_image>\n\n")
-    from tokenizers import Tokenizer
-
-    ids = Tokenizer.from_file(str(package / "tokenizer.json")).encode(expanded).ids
-    params = og.GeneratorParams(model)
-    params.set_search_options(do_sample=False, max_length=len(ids) + new_tokens)
-    generator = og.Generator(model, params)
-    generator.set_inputs(inputs)
-    while not generator.is_done():
-        generator.generate_next_token()
-    sequence = [int(t) for t in generator.get_sequence(0)]
-    assert sequence[:len(ids)] == ids  # genai's prompt is the expansion written above
-    return ids, sequence[len(ids):]
-
-
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_gemma3_folder_generates_mlx_vlm_tokens_in_onnxruntime_genai(tmp_path, variant):
     from PIL import Image
@@ -120,7 +97,7 @@ def test_gemma3_folder_generates_mlx_vlm_tokens_in_onnxruntime_genai(tmp_path, v
     assert "onnxruntime-genai" not in json.loads((package / "config.json").read_text())["mlx2onnx"]
     image = zoo.generated_image(64, seed=4)
     Image.fromarray(image).save(tmp_path / "image.png")
-    ids, got = _genai_tokens(package, tmp_path / "image.png", "<start_of_image> a small tokenizer", 12)
+    ids, got = zoo.genai_vlm_tokens(package, tmp_path / "image.png", "<start_of_image> a small tokenizer", 12)
     pixels = (image.astype(np.float32) / 255 - 0.5) / 0.5
     want = mlx_vlm_tokens(load_model(folder), mx.array([ids]), mx.array(pixels.transpose(2, 0, 1)[None]), 12)
     assert len(set(want)) > 1

@@ -816,3 +816,26 @@ def write_vlm_folder(folder, scale: float = 0.1, dtype=None, bits: int | None = 
     (folder / "chat_template.jinja").write_text(
         "{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n{% endfor %}")
     return folder
+
+
+def genai_vlm_tokens(package, png, text: str, new_tokens: int) -> tuple[list[int], list[int]]:
+    """onnxruntime-genai's prompt ids (its gemma3 processor's expansion of the image) and
+    greedy tokens for a PNG and a prompt."""
+    import onnxruntime_genai as og
+
+    model = og.Model(str(package))
+    processor = model.create_multimodal_processor()
+    inputs = processor(text, images=og.Images.open(str(png)))
+    expanded = text.replace("<start_of_image>", "\n\n<start_of_image>" + "<image_soft_token>" * 256 + "<end_of_image>\n\n")
+    from tokenizers import Tokenizer
+
+    ids = Tokenizer.from_file(str(package / "tokenizer.json")).encode(expanded).ids
+    params = og.GeneratorParams(model)
+    params.set_search_options(do_sample=False, max_length=len(ids) + new_tokens)
+    generator = og.Generator(model, params)
+    generator.set_inputs(inputs)
+    while not generator.is_done():
+        generator.generate_next_token()
+    sequence = [int(t) for t in generator.get_sequence(0)]
+    assert sequence[:len(ids)] == ids  # genai's prompt is the expansion written above
+    return ids, sequence[len(ids):]

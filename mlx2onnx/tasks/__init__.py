@@ -20,10 +20,6 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-TASKS = ("text-generation", "feature-extraction", "image-classification", "automatic-speech-recognition",
-         "image-text-to-text")
-
-
 def folder_task(folder: str | os.PathLike) -> str:
     """The task of a model folder: ``image-classification`` for a folder of weights
     without config.json (mlx-image), ``automatic-speech-recognition`` for a config.json of

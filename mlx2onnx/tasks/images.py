@@ -50,22 +50,26 @@ def identify(folder: Path) -> tuple[str, int]:
         raise UsageError(f"{folder} has no config.json and not one weights file (*.safetensors or *.npz): an "
                          "mlx-image folder holds one, an mlx-lm or mlx-embeddings folder a config.json")
     weights = {k: tuple(v.shape) for k, v in mx.load(str(path)).items()}
-    heads = [shape[0] for key, shape in weights.items() if len(shape) == 2 and key.endswith("weight")]
-    classes = heads[-1] if heads else 1000
     matches = []
     for name, build in MODEL_ENTRYPOINT.items():
-        shapes = {k: tuple(v.shape) for k, v in tree_flatten(build(num_classes=classes).parameters())}
-        if shapes == weights:
-            matches.append(name)
+        shapes = {k: tuple(v.shape) for k, v in tree_flatten(build(num_classes=1000).parameters())}
+        if set(shapes) != set(weights):
+            continue
+        # the classifier's parameters lead with 1000 at 1000 classes: their size in the weights is the class count
+        heads = [k for k, shape in shapes.items() if shape[:1] == (1000,)]
+        classes = weights[heads[0]][0] if heads and weights[heads[0]] else 1000
+        if {k: tuple(v.shape) for k, v in tree_flatten(build(num_classes=classes).parameters())} == weights:
+            matches.append((name, classes))
     if not matches:
         raise UsageError(f"{folder} has no config.json, which an mlx-lm or mlx-embeddings model folder holds, and "
                          f"the weights in {path.name} match no mlx-image model (their parameter names and shapes are "
                          "those of none of mlxim.model.list_models())")
-    named = [m for m in matches if f"{m}-mlxim" in str(folder.resolve())]
-    if len(matches) > 1 and len(named) != 1 and len({_transform(m) for m in matches}) > 1:
-        raise UsageError(f"the weights in {path} fit the mlx-image models {', '.join(matches)}, which preprocess "
-                         "images differently: name the folder <model>-mlxim, as mlx-vision's repositories are named")
-    return (named or matches)[0], classes
+    named = [m for m in matches if f"{m[0]}-mlxim" in str(folder.resolve())]
+    if len(matches) > 1 and len(named) != 1 and len({_transform(m) for m, _ in matches}) > 1:
+        raise UsageError(f"the weights in {path} fit the mlx-image models {', '.join(m for m, _ in matches)}, which "
+                         "preprocess images differently: name the folder <model>-mlxim, as mlx-vision's repositories "
+                         "are named")
+    return (named or matches)[0]
 
 
 def _transform(name: str):

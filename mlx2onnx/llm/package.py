@@ -193,7 +193,7 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
     exporter = exporter or Exporter(bfloat16=PACKAGE_BFLOAT16)
     exporter = exporter.with_options(input_names=names, output_names=outputs, path=None, dynamic=dynamic)
     with stage(f"tracing the decoder ({layers} layers) at several sizes and translating it"):
-        graph, forward, masked = _traced(exporter, model, layout, mask_rank, arrays)
+        graph, forward, masked = traced_decoder(exporter, model, layout, mask_rank, arrays)
     padding = None
     if has_states(layout):  # attention caches mask padding by construction
         with stage("running the decoder in MLX (float32) on a fresh and a left-padded prompt"), float32(model):
@@ -261,7 +261,7 @@ def float32(model):
         model.update(saved)
 
 
-def _traced(exporter: Exporter, model, layout: list, mask_rank: int, arrays: list):
+def traced_decoder(exporter: Exporter, model, layout: list, mask_rank: int, arrays: list):
     """The package graph and the decoder function it was traced from. Where the padding
     mask given to recurrent layers keeps the traces from being one program (qwen3_next's
     scan applies it in every step but its last, which the loop recovery cannot carry), the

@@ -57,10 +57,15 @@ class _Language:
         return self.language(None, inputs_embeds=x, cache=cache).logits
 
 
+def embedding_dtype(model):
+    """The dtype of the model's token embeddings, which mlx-vlm casts pixels and features to."""
+    return model.language_model.model.embed_tokens(mx.zeros((1, 1), mx.int32)).dtype
+
+
 def vision_function(model):
     """pixel_values [batch, 3, H, W] -> the image features mlx-vlm scatters into the
     embeddings (its vision tower, projector and 1/sqrt(hidden_size) scaling)."""
-    dtype = model.language_model.model.embed_tokens(mx.zeros((1, 1), mx.int32)).dtype  # mlx-vlm casts to it
+    dtype = embedding_dtype(model)
 
     def encode(pixel_values):
         hidden, _, _ = model.vision_tower(pixel_values.transpose(0, 2, 3, 1).astype(dtype), output_hidden_states=True)
@@ -102,7 +107,7 @@ def genai_embedding_function(model):
 def decoder_graph(model, exporter):
     """The text package's decoder over ``inputs_embeds`` (its layout, its names)."""
     from ..capture.dynamic import Dim
-    from ..llm.package import _traced, attention_mask_rank, carried_arrays
+    from ..llm.package import attention_mask_rank, carried_arrays, traced_decoder
     from ..llm.states import has_states, package_layout, slot_names
 
     language = _Language(model)
@@ -113,8 +118,8 @@ def decoder_graph(model, exporter):
     mask_rank = attention_mask_rank(language, layout)
     width = model.config.text_config.hidden_size
     rng = np.random.default_rng(0)
-    dtype = embed_function(model)(mx.zeros((1, 1), mx.int64)).dtype  # the embeddings the model is given
-    arrays = [mx.array(rng.standard_normal((2, 3, width)), dtype=dtype), mx.ones((2, 7), dtype=mx.int64),
+    arrays = [mx.array(rng.standard_normal((2, 3, width)), dtype=embedding_dtype(model)),
+              mx.ones((2, 7), dtype=mx.int64),
               mx.array(np.tile(np.arange(4, 7), (2, 1)).astype(np.int64))] + carried_arrays(layout, 2, 4, rng)
     slots = slot_names(layout)
     names = ["inputs_embeds", "attention_mask", "position_ids"] + [past for past, _ in slots]
@@ -123,7 +128,7 @@ def decoder_graph(model, exporter):
                **{f"past_{k}": {0: "batch_size", 2: Dim("past_sequence")} for k in range(len(slots))}}
     exporter = exporter.with_options(input_names=names, output_names=["logits"] + [p for _, p in slots], path=None,
                                      dynamic=dynamic)
-    graph, _, _ = _traced(exporter, language, layout, mask_rank, arrays)
+    graph, _, _ = traced_decoder(exporter, language, layout, mask_rank, arrays)
     return graph, layout
 
 
@@ -139,7 +144,7 @@ def export_graphs(model, exporter) -> dict:
     decoder, layout = decoder_graph(model, exporter)
     tokens = model.config.text_config.mm_tokens_per_image
     features = mx.array(np.random.default_rng(3).standard_normal((1, tokens, model.config.text_config.hidden_size)),
-                        dtype=embed_function(model)(ids[:1, :1]).dtype)
+                        dtype=embedding_dtype(model))
     prompt = mx.concatenate([ids[:1, :2], mx.full((1, tokens), model.config.image_token_index, mx.int64), ids[:1, 2:]],
                             axis=1)
     merged = exporter.with_options(input_names=["input_ids", "image_features"], output_names=["inputs_embeds"],

@@ -22,7 +22,7 @@ import mlx.core as mx
 import numpy as np
 
 from ..errors import UnsupportedModelError
-from ..targets import UsageError, UserCodeError
+from .loading import load_with
 
 TOKEN_TYPES = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -81,19 +81,10 @@ def encoder_of(config: dict) -> Encoder:
 
 def load_embeddings_folder(folder: Path):
     """(model, tokenizer, config) as mlx-embeddings loads the folder."""
-    try:
-        from mlx_embeddings.utils import load
-    except ImportError as exc:
-        raise UsageError(f"{folder} is an mlx-embeddings model folder: install mlx-embeddings to load it "
-                         f"(pip install mlx-embeddings): {exc}") from None
     config = json.loads((folder / "config.json").read_text())
     encoder_of(config)
-    try:
-        model, tokenizer = load(str(folder))
-    except (ValueError, FileNotFoundError) as exc:
-        raise UsageError(f"mlx-embeddings cannot load {folder}: {exc}") from None
-    except Exception as exc:
-        raise UserCodeError(f"loading the model folder {folder}", exc) from exc
+    model, tokenizer = load_with(folder, "mlx-embeddings", "mlx_embeddings.utils", "load", lambda load: load(str(folder)),
+                                 usage=(ValueError, FileNotFoundError))
     return model, getattr(tokenizer, "_tokenizer", tokenizer), config
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..capture.dynamic import Dim
 from ..errors import UnsupportedModelError
-from ..targets import UsageError, UserCodeError
+from .loading import load_with
 from .seq2seq import Seq2Seq, check_clip, greedy, save_graphs, transcription_row, transformers_js_graphs
 
 SAMPLE_RATE = 16000
@@ -25,15 +25,7 @@ TOKENS_PER_SECOND = 6  # transformers.js's limit for Moonshine (from the Moonshi
 
 def load_moonshine_folder(folder: Path):
     """The model as ``mlx_audio.stt.utils.load`` loads the folder."""
-    try:
-        from mlx_audio.stt.utils import load
-    except ImportError as exc:
-        raise UsageError(f"{folder} is an mlx-audio speech-to-text folder: install mlx-audio to load it "
-                         f"(pip install mlx-audio): {exc}") from None
-    try:
-        model = load(str(folder))
-    except Exception as exc:
-        raise UserCodeError(f"loading the mlx-audio folder {folder}", exc) from exc
+    model = load_with(folder, "mlx-audio", "mlx_audio.stt.utils", "load", lambda load: load(str(folder)))
     config = model.config
     if config.decoder_num_key_value_heads != config.decoder_num_attention_heads:
         raise UnsupportedModelError(

@@ -22,22 +22,14 @@ import mlx.core as mx
 import numpy as np
 
 from ..errors import UnsupportedModelError
-from ..targets import UsageError, UserCodeError
+from .loading import load_with
 
 VLM_TYPES = ("gemma3",)
 
 
 def load_vlm_folder(folder: Path):
     """The model as ``mlx_vlm.utils.load_model`` loads the folder."""
-    try:
-        from mlx_vlm.utils import load_model
-    except ImportError as exc:
-        raise UsageError(f"{folder} is an mlx-vlm model folder: install mlx-vlm to load it (pip install mlx-vlm): "
-                         f"{exc}") from None
-    try:
-        return load_model(folder)
-    except Exception as exc:
-        raise UserCodeError(f"loading the mlx-vlm folder {folder}", exc) from exc
+    return load_with(folder, "mlx-vlm", "mlx_vlm.utils", "load_model", lambda load_model: load_model(folder))
 
 
 class _Language:

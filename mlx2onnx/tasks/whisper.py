@@ -13,7 +13,8 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
-from ..targets import UsageError, UserCodeError
+from ..targets import UsageError
+from .loading import load_with
 from .seq2seq import Seq2Seq, check_clip, genai_graphs, greedy, save_graphs, transcription_row, transformers_js_graphs
 
 
@@ -23,17 +24,9 @@ def is_whisper_config(config: dict) -> bool:
 
 def load_whisper_folder(folder: Path):
     """The model as ``mlx_whisper.load_models.load_model`` loads the folder."""
-    try:
-        from mlx_whisper.load_models import load_model
-    except ImportError as exc:
-        raise UsageError(f"{folder} is an mlx-whisper model folder: install mlx-whisper to load it "
-                         f"(pip install mlx-whisper): {exc}") from None
     if not any((folder / name).is_file() for name in ("weights.safetensors", "weights.npz")):
         raise UsageError(f"{folder} has no weights.safetensors or weights.npz, which mlx-whisper loads")
-    try:
-        return load_model(str(folder))
-    except Exception as exc:
-        raise UserCodeError(f"loading the mlx-whisper folder {folder}", exc) from exc
+    return load_with(folder, "mlx-whisper", "mlx_whisper.load_models", "load_model", lambda load: load(str(folder)))
 
 
 def _heads(x: mx.array, heads: int) -> mx.array:

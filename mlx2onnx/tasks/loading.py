@@ -1,0 +1,28 @@
+"""A folder loaded with its MLX package's own loader, as its users load it: the package's
+absence and the loader's failures as errors that say what is wrong."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any, Callable
+
+from ..targets import UsageError, UserCodeError
+
+
+def load_with(folder: Path, package: str, module: str, name: str, call: Callable[[Callable], Any],
+              usage: tuple[type[Exception], ...] = ()) -> Any:
+    """``call(module.name)``: the pip package ``package``'s loader applied to ``folder``.
+    Its absence is a UsageError naming the install; an error of ``usage`` (the loader's
+    own complaint about the folder) a UsageError; any other a UserCodeError."""
+    try:
+        loader = getattr(importlib.import_module(module), name)
+    except ImportError as exc:
+        raise UsageError(f"{folder} is a {package} model folder: install {package} to load it "
+                         f"(pip install {package}): {exc}") from None
+    try:
+        return call(loader)
+    except usage as exc:
+        raise UsageError(f"{package} cannot load {folder}: {exc}") from None
+    except Exception as exc:
+        raise UserCodeError(f"loading the {package} folder {folder}", exc) from exc

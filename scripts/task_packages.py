@@ -56,6 +56,9 @@ ROWS = [  # (task, MLX package, architecture, variant)
     ("image-text-to-text", "mlx-vlm", "gemma3", "float32"),
     ("image-text-to-text", "mlx-vlm", "gemma3", "4-bit"),
     ("image-text-to-text", "mlx-vlm", "gemma3", "bfloat16"),
+    ("image-text-to-text", "mlx-vlm", "idefics3", "float32"),
+    ("image-text-to-text", "mlx-vlm", "idefics3", "4-bit"),
+    ("image-text-to-text", "mlx-vlm", "idefics3", "bfloat16"),
 ]
 
 
@@ -69,8 +72,8 @@ def write_folder(where: Path, architecture: str, variant: str) -> Path:
         return zoo.write_whisper_folder(where / "folder", **options)
     if architecture == "moonshine":
         return zoo.write_moonshine_folder(where / "folder", **options)
-    if architecture == "gemma3":
-        return zoo.write_vlm_folder(where / "folder", **options)
+    if architecture in ("gemma3", "idefics3"):
+        return zoo.write_vlm_folder(where / "folder", architecture, **options)
     if architecture in ("resnet18", "mobilenet_v2"):
         return zoo.write_image_folder(where / f"{architecture}-mlxim", architecture, dtype=options.get("dtype"))
     if variant == "float32":
@@ -104,7 +107,7 @@ def transformers_js(task: str, architecture: str, folder: Path, package: Path, w
         error = max(abs(row["score"] - want[int(row["label"].split("_")[1])]) for row in got)
         return f"{'PASS' if error <= 1e-5 else 'FAIL'}: 10 class probabilities, max abs {error:.2g}"
     if task == "image-text-to-text":
-        return vision_language(folder, package, where)
+        return vision_language(architecture, folder, package, where)
     audio = zoo.speech_clip(seconds=2.7, seed=5)
     want, limit = mlx_tokens(architecture, folder, audio)
     audio.tofile(where / "clip.f32")
@@ -114,11 +117,10 @@ def transformers_js(task: str, architecture: str, folder: Path, package: Path, w
     return f"{'PASS' if got == want else 'FAIL'}: {len(want)} greedy tokens {'equal' if got == want else 'differ'}"
 
 
-def vision_language(folder: Path, package: Path, where: Path) -> str:
-    """transformers.js's Gemma3 processor and model on a PNG and a prompt, against mlx-vlm's
+def vision_language(architecture: str, folder: Path, package: Path, where: Path) -> str:
+    """transformers.js's processor and model on a PNG and a prompt, against mlx-vlm's
     generation on the processor's ids and the same pixels."""
     import mlx.core as mx
-    import numpy as np
     from mlx_vlm.utils import load_model
     from PIL import Image
 
@@ -130,9 +132,8 @@ def vision_language(folder: Path, package: Path, where: Path) -> str:
     image = zoo.generated_image(size, seed=4)
     Image.fromarray(image).save(where / "image.png")
     heard = json.loads(zoo._node("transformers_vlm.mjs", str(package), str(where / "image.png"), "12",
-                                 "<start_of_image> a small tokenizer")[-1])
-    pixels = (image.astype(np.float32) / 255 - 0.5) / 0.5
-    want = mlx_vlm_tokens(model, mx.array([heard["ids"]]), mx.array(pixels.transpose(2, 0, 1)[None]), 12)
+                                 zoo.VLM_PROMPTS[architecture])[-1])
+    want = mlx_vlm_tokens(model, mx.array([heard["ids"]]), zoo.vlm_pixels(architecture, image), 12)[0]
     same = heard["tokens"] == want
     return f"{'PASS' if same else 'FAIL'}: {len(want)} greedy tokens {'equal' if same else 'differ'}"
 
@@ -140,7 +141,6 @@ def vision_language(folder: Path, package: Path, where: Path) -> str:
 def genai_vision_language(folder: Path, package: Path, where: Path) -> str:
     """onnxruntime-genai's gemma3 type (its processor on the PNG) against mlx-vlm."""
     import mlx.core as mx
-    import numpy as np
     from mlx_vlm.utils import load_model
     from PIL import Image
 
@@ -150,9 +150,8 @@ def genai_vision_language(folder: Path, package: Path, where: Path) -> str:
     model = load_model(folder)
     image = zoo.generated_image(model.config.vision_config.image_size, seed=4)
     Image.fromarray(image).save(where / "genai.png")
-    ids, got = zoo.genai_vlm_tokens(package, where / "genai.png", "<start_of_image> a small tokenizer", 12)
-    pixels = (image.astype(np.float32) / 255 - 0.5) / 0.5
-    want = mlx_vlm_tokens(model, mx.array([ids]), mx.array(pixels.transpose(2, 0, 1)[None]), 12)
+    ids, got = zoo.genai_vlm_tokens(package, where / "genai.png", zoo.VLM_PROMPTS["gemma3"], 12)
+    want = mlx_vlm_tokens(model, mx.array([ids]), zoo.vlm_pixels("gemma3", image), 12)[0]
     return f"{'PASS' if got == want else 'FAIL'}: {len(want)} greedy tokens {'equal' if got == want else 'differ'}"
 
 

@@ -1,13 +1,13 @@
-"""mlx-vlm folders -> transformers.js image-text-to-text packages.
+"""mlx-vlm folders -> image-text-to-text packages, run by transformers.js and onnxruntime-genai.
 
-A gemma3 folder is written by mlx-vlm's own save functions (tiny text and SigLIP vision
-configs, a tokenizer trained here with Gemma 3's image tokens, a chat template), exported
-with ``mlx2onnx export``, checked with ``mlx2onnx check`` and run by transformers.js under
-Node (its Gemma3 processor expands the image tokens and preprocesses the PNG; its model
-runs the three graphs and merges the image features), and by onnxruntime-genai's gemma3
-type (its own processor on the PNG, its embedding model merging inside the graph): the
-greedy tokens of both are mlx-vlm's generation on the same ids and pixels (float32, 4-bit
-and bfloat16 folders).
+gemma3 and idefics3 (SmolVLM) folders are written by mlx-vlm's own save functions (tiny
+text and SigLIP vision configs, a tokenizer trained here with the architecture's image
+tokens), exported with ``mlx2onnx export``, checked with ``mlx2onnx check`` and run by
+transformers.js under Node (its processor expands the image tokens and preprocesses the
+PNG; its model runs the three graphs and merges the image features), and the gemma3
+package by onnxruntime-genai's gemma3 type (its own processor on the PNG, its embedding
+model merging inside the graph): the greedy tokens are mlx-vlm's generation on the same
+ids and pixels (float32, 4-bit and bfloat16 folders).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 
 import mlx.core as mx
-import numpy as np
 import onnx
 import pytest
 
@@ -24,21 +23,38 @@ from test_cli import cli
 from test_packages import _node_available
 
 VARIANTS = {"float32": {}, "4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16}}
+CASES = [(arch, variant) for arch in ("gemma3", "idefics3") for variant in sorted(VARIANTS)]
 GRAPHS = ("vision_encoder", "embed_tokens", "decoder_model_merged")
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_gemma3_folder_generates_mlx_vlm_tokens_in_transformers_js(tmp_path, variant):
-    from PIL import Image
+@pytest.fixture(scope="module")
+def vlm_packages(tmp_path_factory):
+    made = {}
 
-    pytest.importorskip("mlx_vlm.utils")
+    def make(architecture, variant):
+        if (architecture, variant) not in made:
+            where = tmp_path_factory.mktemp(architecture + variant.replace("-", ""))
+            folder = zoo.write_vlm_folder(where / "folder", architecture, **VARIANTS[variant])
+            cli("export", folder, "-o", where / "package", cwd=where, check_rc=0)
+            made[architecture, variant] = folder, where / "package"
+        return made[architecture, variant]
+    return make
+
+
+def _mlx_tokens(folder, ids, pixels):
     from mlx_vlm.utils import load_model
 
     from mlx2onnx.tasks.vision_language import mlx_vlm_tokens
 
-    folder = zoo.write_vlm_folder(tmp_path / "folder", **VARIANTS[variant])
-    package = tmp_path / "package"
-    cli("export", folder, "-o", package, cwd=tmp_path, check_rc=0)
+    return mlx_vlm_tokens(load_model(folder), mx.array([ids]), pixels, 12)[0]
+
+
+@pytest.mark.parametrize("architecture,variant", CASES)
+def test_vlm_folder_generates_mlx_vlm_tokens_in_transformers_js(tmp_path, vlm_packages, architecture, variant):
+    from PIL import Image
+
+    pytest.importorskip("mlx_vlm.utils")
+    folder, package = vlm_packages(architecture, variant)
     for graph in GRAPHS:
         onnx.checker.check_model(onnx.load(str(package / "onnx" / f"{graph}.onnx")), full_check=True)
     checked = cli("check", package, folder, "--json", cwd=tmp_path)
@@ -49,25 +65,43 @@ def test_gemma3_folder_generates_mlx_vlm_tokens_in_transformers_js(tmp_path, var
         assert "MatMulNBits" in ops, ops
     if not _node_available():
         pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
-    image = zoo.generated_image(64, seed=4)
+    size = json.loads((folder / "config.json").read_text())["vision_config"]["image_size"]
+    image = zoo.generated_image(size, seed=4)
     Image.fromarray(image).save(tmp_path / "image.png")
     heard = json.loads(zoo._node("transformers_vlm.mjs", str(package), str(tmp_path / "image.png"), "12",
-                                 "<start_of_image> a small tokenizer")[-1])
-    model = load_model(folder)
-    assert heard["ids"].count(model.config.image_token_index) == model.config.text_config.mm_tokens_per_image
-    pixels = (image.astype(np.float32) / 255 - 0.5) / 0.5  # the SigLIP input the package's processor config asks for
-    want = mlx_vlm_tokens(model, mx.array([heard["ids"]]), mx.array(pixels.transpose(2, 0, 1)[None]), 12)
+                                 zoo.VLM_PROMPTS[architecture])[-1])
+    want = _mlx_tokens(folder, heard["ids"], zoo.vlm_pixels(architecture, image))
     assert len(set(want)) > 1  # greedy tokens that tell a wrong logit from a right one
     assert heard["tokens"] == want
 
 
-def test_vlm_folder_kinds(tmp_path):
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_gemma3_folder_generates_mlx_vlm_tokens_in_onnxruntime_genai(tmp_path, vlm_packages, variant):
+    from PIL import Image
+
+    pytest.importorskip("onnxruntime_genai")
+    pytest.importorskip("mlx_vlm.utils")
+    folder, package = vlm_packages("gemma3", variant)
+    onnx.checker.check_model(onnx.load(str(package / "onnx" / "embedding.onnx")), full_check=True)
+    assert "onnxruntime-genai" not in json.loads((package / "config.json").read_text())["mlx2onnx"]
+    image = zoo.generated_image(64, seed=4)
+    Image.fromarray(image).save(tmp_path / "image.png")
+    ids, got = zoo.genai_vlm_tokens(package, tmp_path / "image.png", zoo.VLM_PROMPTS["gemma3"], 12)
+    want = _mlx_tokens(folder, ids, zoo.vlm_pixels("gemma3", image))
+    assert len(set(want)) > 1
+    assert got == want
+
+
+def test_vlm_folder_kinds(tmp_path, vlm_packages):
     """A gemma3 folder without its vision tower's weights (as mlx-lm writes a VLM's text
     model) stays a text-generation folder; one without a chat template is exported with
-    transformers.js declared unable (its Gemma3 processor loads the template)."""
+    transformers.js declared unable (its Gemma3 processor loads the template); an
+    idefics3 package says onnxruntime-genai has no such type."""
     pytest.importorskip("mlx_vlm.utils")
     from mlx2onnx.tasks import folder_task
 
+    _, package = vlm_packages("idefics3", "float32")
+    assert "no idefics3 type" in json.loads((package / "config.json").read_text())["mlx2onnx"]["onnxruntime-genai"]
     folder = zoo.write_vlm_folder(tmp_path / "folder")
     assert folder_task(folder) == "image-text-to-text"
     (folder / "chat_template.jinja").unlink()
@@ -78,27 +112,3 @@ def test_vlm_folder_kinds(tmp_path):
     mx.save_safetensors(str(folder / "model.safetensors"),
                         {k: v for k, v in weights.items() if not k.startswith("vision_tower.")})
     assert folder_task(folder) == "text-generation"
-
-
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_gemma3_folder_generates_mlx_vlm_tokens_in_onnxruntime_genai(tmp_path, variant):
-    from PIL import Image
-
-    pytest.importorskip("onnxruntime_genai")
-    pytest.importorskip("mlx_vlm.utils")
-    from mlx_vlm.utils import load_model
-
-    from mlx2onnx.tasks.vision_language import mlx_vlm_tokens
-
-    folder = zoo.write_vlm_folder(tmp_path / "folder", **VARIANTS[variant])
-    package = tmp_path / "package"
-    cli("export", folder, "-o", package, cwd=tmp_path, check_rc=0)
-    onnx.checker.check_model(onnx.load(str(package / "onnx" / "embedding.onnx")), full_check=True)
-    assert "onnxruntime-genai" not in json.loads((package / "config.json").read_text())["mlx2onnx"]
-    image = zoo.generated_image(64, seed=4)
-    Image.fromarray(image).save(tmp_path / "image.png")
-    ids, got = zoo.genai_vlm_tokens(package, tmp_path / "image.png", "<start_of_image> a small tokenizer", 12)
-    pixels = (image.astype(np.float32) / 255 - 0.5) / 0.5
-    want = mlx_vlm_tokens(load_model(folder), mx.array([ids]), mx.array(pixels.transpose(2, 0, 1)[None]), 12)
-    assert len(set(want)) > 1
-    assert got == want

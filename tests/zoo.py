@@ -759,47 +759,66 @@ def genai_transcription(package, wav, max_length: int) -> list[int]:
 
 
 # -- mlx-vlm folders ---------------------------------------------------------------------------
-VLM_SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_image>", "<end_of_image>", "<image_soft_token>"]
+VLM_SPECIALS = {
+    "gemma3": ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_image>", "<end_of_image>", "<image_soft_token>"],
+    "idefics3": ["<pad>", "<eos>", "<bos>", "<unk>", "<fake_token_around_image>", "<global-img>", "<image>",
+                 "<end_of_utterance>"],
+}
+VLM_PROMPTS = {"gemma3": "<start_of_image> a small tokenizer", "idefics3": "<image> a small tokenizer"}
 
 
-def write_vlm_folder(folder, scale: float = 0.1, dtype=None, bits: int | None = None):
-    """An mlx-vlm gemma3 folder as mlx-vlm's save functions write it (config.json with text
-    and vision configs, model.safetensors with the vision tower), a byte-level BPE
-    tokenizer trained here with Gemma 3's image tokens, and its tokenizer_config naming
-    them (as transformers.js's Gemma3 processor reads them)."""
+def _vlm_settings(architecture: str, ids: dict, vocab: int) -> dict:
+    if architecture == "gemma3":
+        return dict(model_type="gemma3", image_token_index=ids["<image_soft_token>"], hidden_size=64,
+                    pad_token_id=ids["<pad>"], vocab_size=vocab, eos_token_id=[ids["<eos>"]],
+                    text_config=dict(model_type="gemma3_text", hidden_size=64, num_hidden_layers=2,
+                                     intermediate_size=128, num_attention_heads=4, head_dim=16, num_key_value_heads=2,
+                                     vocab_size=vocab, sliding_window=8, sliding_window_pattern=2,
+                                     mm_tokens_per_image=256, query_pre_attn_scalar=16),
+                    # 16 x 16 patches, one token each: the 256 image tokens onnxruntime-genai's gemma3 processor expands
+                    vision_config=dict(model_type="siglip_vision_model", num_hidden_layers=2, hidden_size=32,
+                                       intermediate_size=64, num_attention_heads=4, patch_size=4, image_size=64))
+    return dict(model_type="idefics3", image_token_id=ids["<image>"], vocab_size=vocab, scale_factor=2,
+                eos_token_id=[ids["<end_of_utterance>"]], pad_token_id=ids["<pad>"],
+                text_config=dict(model_type="llama", hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                                 num_key_value_heads=2, num_hidden_layers=2, rms_norm_eps=1e-5, vocab_size=vocab),
+                # 8 x 8 patches, pixel-shuffled by 2: 16 image tokens
+                vision_config=dict(model_type="idefics3_vision", hidden_size=32, num_attention_heads=4, patch_size=4,
+                                   num_hidden_layers=2, intermediate_size=64, image_size=32))
+
+
+def write_vlm_folder(folder, architecture: str = "gemma3", scale: float = 0.1, dtype=None, bits: int | None = None):
+    """An mlx-vlm folder (gemma3 or idefics3) as mlx-vlm's save functions write it
+    (config.json with text and vision configs, model.safetensors with the vision tower),
+    a byte-level BPE tokenizer trained here with the architecture's image tokens, its
+    tokenizer_config naming them (as transformers.js's processors read them) and a chat
+    template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    gemma3 = pytest.importorskip("mlx_vlm.models.gemma3.gemma3")
-    configs = pytest.importorskip("mlx_vlm.models.gemma3.config")
+    module = pytest.importorskip(f"mlx_vlm.models.{architecture}.{architecture}")
+    configs = pytest.importorskip(f"mlx_vlm.models.{architecture}.config")
     saving = pytest.importorskip("mlx_vlm.utils")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    specials = VLM_SPECIALS[architecture]
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.train_from_iterator(PACKAGE_TEXTS * 20, trainers.BpeTrainer(
-        vocab_size=300, special_tokens=VLM_SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        vocab_size=300, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     tokenizer.save(str(folder / "tokenizer.json"))
-    ids = {t: tokenizer.token_to_id(t) for t in VLM_SPECIALS}
-    (folder / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>",
-        "unk_token": "<unk>", "boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
-        "image_token": "<image_soft_token>", "add_bos_token": False, "model_max_length": 512}))
-    vocab = tokenizer.get_vocab_size()
-    settings = dict(model_type="gemma3", image_token_index=ids["<image_soft_token>"], hidden_size=64,
-                    pad_token_id=ids["<pad>"], vocab_size=vocab, eos_token_id=[ids["<eos>"]],
-                    text_config=dict(model_type="gemma3_text", hidden_size=64, num_hidden_layers=2, intermediate_size=128,
-                                     num_attention_heads=4, head_dim=16, num_key_value_heads=2, vocab_size=vocab,
-                                     sliding_window=8, sliding_window_pattern=2, mm_tokens_per_image=256,
-                                     query_pre_attn_scalar=16),
-                    # 16 x 16 patches, one token each: the 256 image tokens onnxruntime-genai's gemma3 processor expands
-                    vision_config=dict(model_type="siglip_vision_model", num_hidden_layers=2, hidden_size=32,
-                                       intermediate_size=64, num_attention_heads=4, patch_size=4, image_size=64))
+    ids = {t: tokenizer.token_to_id(t) for t in specials}
+    names = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<bos>", "eos_token": "<eos>",
+             "pad_token": "<pad>", "unk_token": "<unk>", "add_bos_token": False, "model_max_length": 512}
+    if architecture == "gemma3":
+        names.update(boi_token="<start_of_image>", eoi_token="<end_of_image>", image_token="<image_soft_token>")
+    (folder / "tokenizer_config.json").write_text(json.dumps(names))
+    settings = _vlm_settings(architecture, ids, tokenizer.get_vocab_size())
     config = configs.ModelConfig.from_dict(settings)
     config.text_config = configs.TextConfig.from_dict(settings["text_config"])
     config.vision_config = configs.VisionConfig.from_dict(settings["vision_config"])
     mx.random.seed(0)
-    model = gemma3.Model(config)
+    model = module.Model(config)
     model.update(tree_map(lambda a: mx.random.normal(a.shape) * scale if a.ndim > 1 else 1 + 0.1 * mx.random.normal(a.shape),
                           model.parameters()))
     if dtype is not None:
@@ -811,11 +830,21 @@ def write_vlm_folder(folder, scale: float = 0.1, dtype=None, bits: int | None = 
     mx.eval(model.parameters())
     saving.save_weights(folder, model)
     saving.save_config(dict(settings), folder / "config.json")
-    (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": ids["<eos>"], "pad_token_id": ids["<pad>"],
-                                                               "bos_token_id": ids["<bos>"]}))
+    (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": settings["eos_token_id"][0],
+                                                               "pad_token_id": ids["<pad>"], "bos_token_id": ids["<bos>"]}))
     (folder / "chat_template.jinja").write_text(
         "{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n{% endfor %}")
     return folder
+
+
+def vlm_pixels(architecture: str, image: np.ndarray) -> dict[str, np.ndarray]:
+    """The pixel inputs both runtimes' processors make of an image at the tower's size:
+    scaled to [-1, 1] (SigLIP's mean and std 0.5), channels first; idefics3's with an
+    images axis and its all-true pixel mask."""
+    pixels = ((image.astype(np.float32) / 255 - 0.5) / 0.5).transpose(2, 0, 1)[None]
+    if architecture == "gemma3":
+        return {"pixel_values": pixels}
+    return {"pixel_values": pixels[:, None], "pixel_attention_mask": np.ones((1, 1, *image.shape[:2]), bool)}
 
 
 def genai_vlm_tokens(package, png, text: str, new_tokens: int) -> tuple[list[int], list[int]]:

@@ -1,0 +1,147 @@
+"""mlx-vlm's gemma3 as an image-text-to-text package (:mod:`.vision_language`): its SigLIP
+tower and projector with mlx-vlm's 1/sqrt(hidden_size) feature scaling, its text
+embeddings with image and padding tokens zeroed (the language model scales both), the
+Gemma3 processor files of transformers.js, and onnxruntime-genai's gemma3 type."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+
+from .vlm_architecture import Architecture
+
+
+def embeddings(model):
+    return model.language_model.model.embed_tokens
+
+
+def vision_function(model, dtype):
+    """pixel_values [batch, 3, H, W] -> the image features mlx-vlm scatters into the
+    embeddings (its vision tower, projector and 1/sqrt(hidden_size) scaling)."""
+    def encode(pixel_values):
+        hidden, _, _ = model.vision_tower(pixel_values.transpose(0, 2, 3, 1).astype(dtype), output_hidden_states=True)
+        features = model.multi_modal_projector(hidden)
+        return features / (model.config.hidden_size ** 0.5)
+    return encode
+
+
+def vision_inputs(model, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    size = model.config.vision_config.image_size
+    return {"pixel_values": rng.uniform(-1, 1, (batch, 3, size, size)).astype(np.float32)}
+
+
+def text_function(model):
+    """input_ids -> mlx-vlm's text embeddings before the merge (image and padding tokens 0)."""
+    embed, config = embeddings(model), model.config
+    pad = config.pad_token_id if config.pad_token_id is not None else 0
+
+    def embed_tokens(input_ids):
+        keep = (input_ids != config.image_token_index) & (input_ids != pad)
+        return mx.where(keep[..., None], embed(input_ids), mx.zeros((), embed.weight.dtype))
+    return embed_tokens
+
+
+def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> mx.array:
+    """mlx-vlm's merged embeddings, as its generate step asks for them."""
+    return model.get_input_embeddings(input_ids, mx.array(inputs["pixel_values"]),
+                                      mask=mx.ones_like(input_ids)).inputs_embeds
+
+
+def processor_configs(model) -> dict[str, dict]:
+    """transformers.js's Gemma3 processor files: the image processor (mlx-vlm's SigLIP
+    input: resize to image_size, 1/255, mean and std 0.5) and the image token count."""
+    size = model.config.vision_config.image_size
+    image = {"image_processor_type": "Gemma3ImageProcessor", "processor_class": "Gemma3Processor",
+             "do_resize": True, "size": {"height": size, "width": size}, "resample": 2, "do_rescale": True,
+             "rescale_factor": 1 / 255, "do_normalize": True, "image_mean": [0.5] * 3, "image_std": [0.5] * 3,
+             "do_convert_rgb": True}
+    return {"preprocessor_config.json": image,
+            "processor_config.json": {"processor_class": "Gemma3Processor",
+                                      "image_seq_length": model.config.text_config.mm_tokens_per_image}}
+
+
+def genai_embedding_function(model):
+    """(input_ids, image_features [images, tokens, width]) -> inputs_embeds: the text
+    embeddings with the image token's positions taken by the features in order (what
+    transformers.js merges outside its graphs, onnxruntime-genai's embedding model does
+    inside). After the prompt the features are empty: a zero row stands first, so the
+    text positions gather from it."""
+    embed_tokens, image_token = text_function(model), model.config.image_token_index
+
+    def embedding(input_ids, image_features):
+        text = embed_tokens(input_ids)
+        width = image_features.shape[-1]
+        rows = mx.concatenate([mx.zeros((1, width), image_features.dtype), image_features.reshape(-1, width)])
+        is_image = (input_ids == image_token).reshape(-1)
+        order = mx.cumsum(is_image.astype(mx.int32)) * is_image.astype(mx.int32)  # 1-based, 0 for text
+        picked = mx.take(rows, order, axis=0).reshape(*input_ids.shape, width).astype(text.dtype)
+        return mx.where((input_ids == image_token)[..., None], picked, text)
+    return embedding
+
+
+# onnxruntime-genai's gemma3 processor expands every image to this many tokens
+GENAI_IMAGE_TOKENS = 256
+
+
+def genai_files(model, folder: Path, layout: list, exporter) -> tuple[dict, dict[str, dict], str | None]:
+    """(graphs, files, None): onnxruntime-genai's own embedding model (:func:`genai_embedding_function`),
+    genai_config.json (its gemma3 type over the package's vision encoder, that embedding
+    model and the text decoder) and its image processor's configuration
+    (onnxruntime-extensions' operations: the SigLIP input of :func:`processor_configs`);
+    or ({}, {}, why genai cannot run the package)."""
+    from ..llm.configs import genai_config, text_settings
+    from ..llm.package import stored_layout
+
+    tokens = model.config.text_config.mm_tokens_per_image
+    if tokens != GENAI_IMAGE_TOKENS:
+        return {}, {}, (f"onnxruntime-genai's gemma3 processor expands an image to {GENAI_IMAGE_TOKENS} tokens; "
+                        f"this model's vision tower gives {tokens}")
+    config = json.loads((folder / "config.json").read_text())
+    settings, reason = genai_config(text_settings(config), stored_layout(layout), model.config.text_config.vocab_size,
+                                    folder)
+    if settings is None:
+        return {}, {}, reason
+    decoder = settings["model"]["decoder"]
+    decoder["filename"] = "onnx/decoder_model_merged.onnx"
+    decoder["inputs"] = {"inputs_embeds": "inputs_embeds", **{k: v for k, v in decoder["inputs"].items()
+                                                              if k != "input_ids"}}
+    settings["model"].update(type="gemma3", embedding={
+        "filename": "onnx/embedding.onnx", "inputs": {"input_ids": "input_ids", "image_features": "image_features"},
+        "outputs": {"inputs_embeds": "inputs_embeds"}}, vision={
+        "filename": "onnx/vision_encoder.onnx", "config_filename": "genai_processor_config.json",
+        "inputs": {"pixel_values": "pixel_values"}, "outputs": {"image_features": "image_features"}})
+    size = model.config.vision_config.image_size
+    # DecodeImage gives RGB already: a ConvertRGB after it swaps the channels (measured: the logits then are those
+    # of the image in BGR order)
+    steps = [("decode_image", "DecodeImage", {"color_space": "RGB"}),
+             ("resize", "Resize", {"height": size, "width": size, "keep_aspect_ratio": 0}),
+             ("rescale", "Rescale", {"rescale_factor": 1 / 255}),
+             ("normalize", "Normalize", {"mean": [0.5] * 3, "std": [0.5] * 3}),
+             ("to_channel_first", "Permute3D", {"dims": [2, 0, 1]})]
+    processor = {"processor": {"name": "gemma3_image_processor", "transforms": [
+        {"operation": {"name": name, "type": kind, "attrs": attrs}} for name, kind, attrs in steps]}}
+    return ({"onnx/embedding.onnx": embedding_graph(model, exporter)},
+            {"genai_config.json": settings, "genai_processor_config.json": processor}, None)
+
+
+def embedding_graph(model, exporter):
+    """The genai embedding model: input_ids [batch, sequence], image_features [images,
+    tokens, width] -> inputs_embeds."""
+    rng = np.random.default_rng(3)
+    tokens, width = model.config.text_config.mm_tokens_per_image, model.config.text_config.hidden_size
+    ids = rng.integers(0, model.config.text_config.vocab_size, (1, 5))
+    prompt = np.concatenate([ids[:, :2], np.full((1, tokens), model.config.image_token_index), ids[:, 2:]], axis=1)
+    dtype = text_function(model)(mx.zeros((1, 1), mx.int64)).dtype
+    features = mx.array(rng.standard_normal((1, tokens, width)), dtype=dtype)
+    return exporter.with_options(input_names=["input_ids", "image_features"], output_names=["inputs_embeds"],
+                                 path=None, dynamic={"input_ids": {0: "batch_size", 1: "sequence"},
+                                                     "image_features": {0: "num_images", 1: "num_image_tokens"}}
+                                 ).to_ir(genai_embedding_function(model), mx.array(prompt.astype(np.int64)), features)
+
+
+ARCHITECTURE = Architecture("Gemma3", embeddings, vision_function, vision_inputs, {"pixel_values": {0: "batch_size"}},
+                            text_function, mlx_embeddings, processor_configs, genai_files,
+                            lambda model: model.config.text_config.mm_tokens_per_image)

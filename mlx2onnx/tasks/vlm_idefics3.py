@@ -1,0 +1,81 @@
+"""mlx-vlm's idefics3 (SmolVLM) as an image-text-to-text package (:mod:`.vision_language`):
+its SigLIP tower over each image, the pixel-shuffle connector, the plain text
+embeddings, and transformers.js's Idefics3 processor files (one global image per image,
+resized to the tower's size: ``do_image_splitting`` false). onnxruntime-genai has no
+idefics3 type.
+
+Whole images only: mlx-vlm drops images whose pixels are all zero and buckets the patch
+positions of partly masked ones with Python numbers read from the mask (``int()`` of an
+array, which no exported graph can follow). Resized to the tower's size without splitting,
+every image transformers.js gives for one prompt is whole (its pixel mask all true),
+where mlx-vlm's tower equals its unmasked path; the graph takes ``pixel_attention_mask``
+and does not read it. A batch of prompts with different image counts (padded images) is
+outside what the package serves."""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+
+from .vlm_architecture import Architecture
+
+
+def embeddings(model):
+    return model.language_model.embed_tokens
+
+
+def vision_function(model, dtype):
+    """(pixel_values [batch, images, 3, H, W], pixel_attention_mask [batch, images, H, W])
+    -> image features [batch * images * tokens, width], as mlx-vlm's get_input_embeddings
+    computes them for whole images (see the module; ``dtype`` is not used: mlx-vlm gives
+    its tower the pixels as they come)."""
+    def encode(pixel_values, pixel_attention_mask):
+        b, n, c, h, w = pixel_values.shape
+        pixels = pixel_values.reshape(b * n, c, h, w)
+        hidden, *_ = model.vision_model(pixels.transpose(0, 2, 3, 1), output_hidden_states=True)
+        features = model.connector(hidden.astype(pixels.dtype))
+        return features.reshape(-1, features.shape[-1])
+    return encode
+
+
+def vision_inputs(model, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    size = model.config.vision_config.image_size
+    return {"pixel_values": rng.uniform(-1, 1, (batch, 1, 3, size, size)).astype(np.float32),
+            "pixel_attention_mask": np.ones((batch, 1, size, size), bool)}
+
+
+def text_function(model):
+    embed = embeddings(model)
+
+    def embed_tokens(input_ids):
+        return embed(input_ids)
+    return embed_tokens
+
+
+def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> mx.array:
+    return model.get_input_embeddings(input_ids, mx.array(inputs["pixel_values"]),
+                                      pixel_attention_mask=mx.array(inputs["pixel_attention_mask"])).inputs_embeds
+
+
+def image_tokens(model) -> int:
+    vision = model.config.vision_config
+    return (vision.image_size // vision.patch_size) ** 2 // model.config.scale_factor ** 2
+
+
+def processor_configs(model) -> dict[str, dict]:
+    """transformers.js's Idefics3 processor files: one global image resized to the tower's
+    image_size, scaled to [-1, 1] (SigLIP's mean and std 0.5), and its token count."""
+    size = model.config.vision_config.image_size
+    image = {"image_processor_type": "Idefics3ImageProcessor", "processor_class": "Idefics3Processor",
+             "do_resize": True, "size": {"longest_edge": size}, "max_image_size": {"longest_edge": size},
+             "do_image_splitting": False, "resample": 2, "do_rescale": True, "rescale_factor": 1 / 255,
+             "do_normalize": True, "image_mean": [0.5] * 3, "image_std": [0.5] * 3, "do_pad": True,
+             "do_convert_rgb": True}
+    return {"preprocessor_config.json": image,
+            "processor_config.json": {"processor_class": "Idefics3Processor", "image_seq_len": image_tokens(model)}}
+
+
+ARCHITECTURE = Architecture("Idefics3", embeddings, vision_function, vision_inputs,
+                            {"pixel_values": {0: "batch_size", 1: "num_images"},
+                             "pixel_attention_mask": {0: "batch_size", 1: "num_images"}},
+                            text_function, mlx_embeddings, processor_configs, None, image_tokens)

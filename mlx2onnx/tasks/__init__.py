@@ -6,8 +6,8 @@ runtimes' own pipelines load, and checked against the MLX package that wrote the
 - ``image-classification``: mlx-image weights folders, :mod:`.images`;
 - ``automatic-speech-recognition``: mlx-whisper folders, :mod:`.whisper`, and mlx-audio
   Moonshine folders, :mod:`.moonshine` (both through :mod:`.seq2seq`);
-- ``image-text-to-text``: mlx-vlm folders with their vision tower's weights (gemma3),
-  :mod:`.vision_language`.
+- ``image-text-to-text``: mlx-vlm folders with their vision tower's weights (gemma3,
+  idefics3 / SmolVLM), :mod:`.vision_language`.
 
 Text generation (mlx-lm folders) is :mod:`mlx2onnx.llm`; :func:`folder_task` tells them
 apart."""

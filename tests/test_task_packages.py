@@ -139,3 +139,15 @@ def test_task_package_errors(tmp_path):
                                                         model_type="modernbert")))
     bad = cli("export", folder, "-o", tmp_path / "p2", cwd=tmp_path)
     assert bad.returncode != 0 and "no pooled embedding" in bad.stderr and not (tmp_path / "p2").exists()
+
+
+def test_python_entry_points_serve_every_task(tmp_path):
+    """mlx2onnx.tasks.export_folder and check_folder_package: a text-generation folder
+    through them as through the command line."""
+    from mlx2onnx.tasks import check_folder_package, export_folder, package_task
+
+    folder = zoo.write_model_folder(tmp_path / "folder", "llama")
+    package = export_folder(folder, tmp_path / "package")
+    assert package_task(package) == "text-generation"
+    result = check_folder_package(package, folder)
+    assert result["passed"] and len(result["rows"]) == 2

@@ -88,9 +88,8 @@ def _check_package(ns, progress: Progress) -> int:
     does not serve padded batches) against mlx-lm's own forward."""
     from pathlib import Path
 
-    import numpy as np
 
-    from ..llm.check import check_package
+    from ..llm.check import check_package, check_prompts
     from ..targets import UsageError
 
     from ..tasks import package_task
@@ -100,9 +99,7 @@ def _check_package(ns, progress: Progress) -> int:
     config = Path(ns.target) / "config.json"
     if not config.is_file():
         raise UsageError(f"{ns.model} is a package: give the mlx-lm model folder it was exported from as TARGET")
-    vocab = int(json.loads(config.read_text()).get("vocab_size", 2))
-    rng = np.random.default_rng(ns.seed)
-    prompts = [rng.integers(0, vocab, n).tolist() for n in (7, 4)]
+    prompts = check_prompts(Path(ns.model), ns.seed)
     with progress.stage("generating with the package in onnxruntime and with mlx-lm"):
         result = check_package(ns.model, ns.target, prompts)
     if ns.json:

@@ -62,6 +62,13 @@ def package_tokens(session, package: Path, prompts: list[list[int]], new_tokens:
     return tokens, logits, padding
 
 
+def check_prompts(package: Path, seed: int = 0) -> list[list[int]]:
+    """The check's two prompts: random token ids of lengths 7 and 4 from the package's vocabulary."""
+    vocab = int(json.loads((Path(package) / "config.json").read_text()).get("vocab_size", 2))
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, vocab, n).tolist() for n in (7, 4)]
+
+
 def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts: list[list[int]],
                   new_tokens: int = 12, atol: float | None = None, rtol: float | None = None) -> dict:
     """Greedy tokens and first-step logits of the package in onnxruntime (the prompts in

@@ -88,8 +88,11 @@ def package_task(package: str | os.PathLike) -> str:
 
 
 def check_folder_package(package: str | os.PathLike, folder: str | os.PathLike, **options) -> dict:
-    """:func:`~.embeddings.check_embeddings` or :func:`~.images.check_classifier` by the
-    package's task (text generation: :func:`mlx2onnx.llm.check_package`)."""
+    """The check of the package's task: :func:`mlx2onnx.llm.check_package` (text
+    generation, on :func:`~mlx2onnx.llm.check.check_prompts`),
+    :func:`~.embeddings.check_embeddings`, :func:`~.images.check_classifier`,
+    :func:`~.whisper.check_whisper` / :func:`~.moonshine.check_moonshine` or
+    :func:`~.vision_language.check_vision_language`."""
     from ..targets import UsageError
 
     package, folder = Path(package), Path(folder)
@@ -100,6 +103,10 @@ def check_folder_package(package: str | os.PathLike, folder: str | os.PathLike, 
     if task != source:
         raise UsageError(f"{package} is a {task} package but {folder} is a {source} folder: give the folder it "
                          "was exported from")
+    if task == "text-generation":
+        from ..llm.check import check_package, check_prompts
+
+        return check_package(package, folder, check_prompts(package, options.pop("seed", 0)), **options)
     if task == "feature-extraction":
         from .embeddings import check_embeddings
 

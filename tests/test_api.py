@@ -326,3 +326,23 @@ def test_int8_activations_apply_to_the_packed_blocks_only():
 def test_unknown_quantized_weight_storage_is_refused():
     with pytest.raises(mlx2onnx.ExportOptionError, match="quantized_weights='int3'"):
         mlx2onnx.Exporter(quantized_weights="int3").export(mx.abs, mx.ones(2))
+
+
+def test_verify_names_the_input_the_call_does_not_give():
+    """The model's inputs are bound to the call's arrays by the export's metadata (one
+    typed reader, io.metadata.input_bindings); an input the call lacks is named."""
+    import mlx.core as mx
+    import pytest
+
+    import mlx2onnx
+    from mlx2onnx.errors import VerificationError
+
+    def masked(x, *, mask):
+        return x * mask
+
+    x = mx.random.normal((3, 4))
+    model = mlx2onnx.export(masked, x, mask=mx.ones((3, 4)))
+    with pytest.raises(VerificationError, match="keyword 'mask', which the call does not have"):
+        mlx2onnx.verify(model, lambda x: x, x)
+    with pytest.raises(VerificationError, match="positional array 0, but the call has 0 positional array"):
+        mlx2onnx.verify(model, lambda *, mask: mask, mask=mx.ones((3, 4)))

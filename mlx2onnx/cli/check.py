@@ -38,29 +38,21 @@ def _check_interface(proto, fun, args, kwargs) -> None:
 
     from .. import dtypes
     from ..capture.inputs import normalize_inputs
-    from ..io.metadata import float_policy
-    from ..io.metadata import io as io_metadata
+    from ..io.metadata import float_policy, input_bindings
 
-    io = io_metadata(proto)
     policy = float_policy(proto)
     signature = normalize_inputs(args, kwargs)
     positional, keywords = signature.arrays()
     graph_inputs = {i.name: i for i in proto.graph.input}
     problems = []
-    for entry in io["inputs"]:
-        if entry["keyword"] is None:
-            if entry["position"] >= len(positional):
-                problems.append(f"the model's input {entry['name']!r} is positional array {entry['position']}, "
-                                f"but the callable has {len(positional)} positional array(s)")
-                continue
-            array = positional[entry["position"]]
-        else:
-            if entry["keyword"] not in keywords:
-                problems.append(f"the model's input {entry['name']!r} is keyword {entry['keyword']!r}, "
-                                f"which the callable's inputs do not have")
-                continue
-            array = keywords[entry["keyword"]]
-        value = graph_inputs.get(entry["name"])
+    bindings = input_bindings(proto)
+    for binding in bindings:
+        problem = binding.missing(positional, keywords)
+        if problem:
+            problems.append(problem)
+            continue
+        array = binding.pick(positional, keywords)
+        value = graph_inputs.get(binding.name)
         if value is None:
             continue
         tensor = value.type.tensor_type
@@ -70,12 +62,12 @@ def _check_interface(proto, fun, args, kwargs) -> None:
         fixed = all(d is not None for d in want_shape)
         if want_dtype != policy.get(array.dtype, array.dtype) or (fixed and want_shape != got_shape) or len(want_shape) != len(got_shape):
             problems.append(
-                f"input {entry['name']!r}: the model takes {dtypes.name(want_dtype)}{want_shape}, "
+                f"input {binding.name!r}: the model takes {dtypes.name(want_dtype)}{want_shape}, "
                 f"the callable gives {dtypes.name(array.dtype)}{got_shape}"
             )
-    used = {e["position"] for e in io["inputs"] if e["keyword"] is None}
+    used = {b.slot for b in bindings}
     extra = [f"positional array {i}" for i in range(len(positional)) if i not in used]
-    extra += [f"keyword {k!r}" for k in keywords if k not in {e["keyword"] for e in io["inputs"]}]
+    extra += [f"keyword {k!r}" for k in keywords if k not in used]
     if extra:
         problems.append(f"the callable has inputs the model does not take: {', '.join(extra)}")
     if problems:

@@ -10,6 +10,7 @@ parity check allocate terabytes, divide by zero or fail with a raw ``KeyError``.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import mlx.core as mx
@@ -134,6 +135,37 @@ def io(proto: onnx.ModelProto) -> dict:
     if missing:
         raise _bad(key, f"it names {missing} that are not graph inputs or outputs")
     return data
+
+
+@dataclass(frozen=True)
+class InputBinding:
+    """Which of the exported function's arrays a graph input takes: its ``position``
+    among the positional arrays, or its ``keyword`` (the io metadata's input entry, read)."""
+
+    name: str
+    position: int | None
+    keyword: str | None
+
+    @property
+    def slot(self) -> int | str:
+        return self.keyword if self.position is None else self.position
+
+    def missing(self, positional: Sequence, keywords: Mapping[str, Any]) -> str | None:
+        """Why the call's arrays have nothing for this input (None when they do)."""
+        if self.position is not None and self.position >= len(positional):
+            return (f"the model's input {self.name!r} is positional array {self.position}, but the call has "
+                    f"{len(positional)} positional array(s)")
+        if self.keyword is not None and self.keyword not in keywords:
+            return f"the model's input {self.name!r} is keyword {self.keyword!r}, which the call does not have"
+        return None
+
+    def pick(self, positional: Sequence, keywords: Mapping[str, Any]):
+        return keywords[self.keyword] if self.position is None else positional[self.position]
+
+
+def input_bindings(proto: onnx.ModelProto) -> list[InputBinding]:
+    """The graph inputs' bindings to the function's arrays, from the checked io metadata."""
+    return [InputBinding(e["name"], e.get("position"), e.get("keyword")) for e in io(proto)["inputs"]]
 
 
 def dynamic(proto: onnx.ModelProto) -> dict | None:

@@ -27,7 +27,7 @@ from ..capture.inputs import normalize_inputs
 from ..capture.trace import Primitive, Trace
 from ..capture.tracing import capture
 from ..errors import VerificationError
-from ..io.metadata import float_policy
+from ..io.metadata import float_policy, input_bindings
 from ..io.metadata import io as io_metadata
 from . import interpret
 from .compare import DEFAULT_TOLERANCES, EXACT, OutputReport, compare
@@ -301,9 +301,8 @@ def _feeds(proto: onnx.ModelProto, call_args: tuple, call_kwargs: Mapping[str, A
     """The model's graph inputs by name, from the call's arrays (its metadata binds them)."""
     positional = [a for a in call_args if isinstance(a, mx.array)]
     feeds = {}
-    for entry in io_metadata(proto)["inputs"]:
-        array = positional[entry["position"]] if entry["keyword"] is None else call_kwargs[entry["keyword"]]
-        feeds[entry["name"]] = dtypes.array_to_numpy(array)
+    for binding in input_bindings(proto):
+        feeds[binding.name] = dtypes.array_to_numpy(binding.pick(positional, call_kwargs))
     return feeds
 
 

@@ -220,9 +220,8 @@ class Verifier:
 
     def _run_once(self, runner, proto, io, policy, call, signature, rng, dynamic, sizes, trades=()):
         axes_of = {name: {int(a): s for a, s in axes.items()} for name, axes in (dynamic or {}).get("inputs", {}).items()}
-        by_slot = {}
-        for entry in io["inputs"]:
-            by_slot[entry["position"] if entry["keyword"] is None else entry["keyword"]] = entry["name"]
+        bindings = metadata.input_bindings(proto)
+        by_slot = {b.slot: b.name for b in bindings}
 
         def fresh(array, slot):
             if not (self.random_inputs and isinstance(array, mx.array)):
@@ -240,15 +239,11 @@ class Verifier:
         call_kwargs = {k: fresh(v, k) for k, v in sorted(signature.kwargs.items())}
         positional = [a for a in call_args if isinstance(a, mx.array)]
         feeds: dict[str, np.ndarray] = {}
-        for entry in io["inputs"]:
-            if entry["keyword"] is None and entry["position"] >= len(positional):
-                raise VerificationError(f"the model's input {entry['name']!r} is positional array {entry['position']}, "
-                                        f"but the function is given {len(positional)} positional array(s)")
-            if entry["keyword"] is not None and entry["keyword"] not in call_kwargs:
-                raise VerificationError(f"the model's input {entry['name']!r} is keyword {entry['keyword']!r}, "
-                                        "which the function is not given")
-            array = positional[entry["position"]] if entry["keyword"] is None else call_kwargs[entry["keyword"]]
-            feeds[entry["name"]] = dtypes.array_to_numpy(array)
+        for binding in bindings:
+            problem = binding.missing(positional, call_kwargs)
+            if problem:
+                raise VerificationError(problem)
+            feeds[binding.name] = dtypes.array_to_numpy(binding.pick(positional, call_kwargs))
         where = f" at {_sizes_text(sizes)}" if sizes is not None else ""
         names = [o["name"] for o in io["outputs"]]
         try:  # first: the runtime checks indices, so inputs MLX would read out of bounds never reach MLX

@@ -22,6 +22,7 @@ from ..dtypes import name as dtype_name
 from ..errors import ConversionError
 from .builder import OpBuilder, OpsetHelpers, infer_dtype
 from .dims import DimBuilder
+from .markers import PRIMITIVE_TAG, primitive_tag, value_name
 from .settings import ExportSettings
 
 
@@ -126,7 +127,7 @@ class Context(DimBuilder, OpsetHelpers):
 
     def _prefix(self) -> str:
         rec = self._current
-        return "graph" if rec is None else f"{rec.name.lower()}_{rec.index}"
+        return "graph" if rec is None else value_name(rec)
 
     # -- values -----------------------------------------------------------------------
     def bind_input(self, spec: TensorSpec, name: str) -> ir.Value:
@@ -218,7 +219,7 @@ class Context(DimBuilder, OpsetHelpers):
             name=f"{prefix}/{op_type}_{self._counter}",
         )
         if self._current is not None:
-            node.metadata_props["mlx.primitive"] = f"{self._current.name}:{self._current.index}"
+            node.metadata_props[PRIMITIVE_TAG] = primitive_tag(self._current)
         if domain:
             self.domains.setdefault(domain, 1)
         for k, out in enumerate(node.outputs):
@@ -281,7 +282,7 @@ class Context(DimBuilder, OpsetHelpers):
                     rec.index,
                 )
             if id(value) not in self.bound and value.producer() is not None and not value.is_graph_input():
-                value.name = self._rename(value.name, f"{rec.name.lower()}_{rec.index}" + (f":{k}" if k else ""))
+                value.name = self._rename(value.name, value_name(rec, k))
                 value.type = ir.TensorType(expected)
                 value.shape = ir_shape(shape)
                 self.bound.add(id(value))

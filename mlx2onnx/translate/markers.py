@@ -28,3 +28,18 @@ WORDS_FROM_BYTES = "mlx2onnx.words_from_bytes"
 # softmax as in MLX (which replaces masked scores by finfo.min), instead of the zero row
 # onnxruntime writes when a row's maximum is -inf or finfo.min.
 BOOL_MASK_BIAS = float(np.finfo(np.float32).min) / 2
+
+# Node metadata: the MLX record a node translates, "Primitive:index" (primitive_tag); the
+# value a record's k-th output becomes is named value_name(record, k). verify.localize reads
+# both back to match the graph to a trace.
+PRIMITIVE_TAG = "mlx.primitive"
+
+
+def primitive_tag(record) -> str:
+    """``"Name:index"`` of a record (anything with ``name`` and ``index``)."""
+    return f"{record.name}:{record.index}"
+
+
+def value_name(record, k: int = 0) -> str:
+    """The ONNX name of a record's ``k``-th output: ``name_index`` (``:k`` after the first)."""
+    return f"{record.name.lower()}_{record.index}" + (f":{k}" if k else "")

@@ -28,6 +28,7 @@ from ..capture.trace import Primitive, Trace
 from ..capture.tracing import capture
 from ..errors import VerificationError
 from ..io.metadata import float_policy, input_bindings
+from ..translate.markers import PRIMITIVE_TAG, primitive_tag, value_name
 from ..io.metadata import io as io_metadata
 from . import interpret
 from .compare import DEFAULT_TOLERANCES, EXACT, OutputReport, compare
@@ -156,22 +157,22 @@ def onnx_names(proto: onnx.ModelProto, trace: Trace) -> tuple[dict[str, str], st
     io = io_metadata(proto)
     produced: dict[str, str] = {}  # ONNX value name -> the node's mlx.primitive tag
     for node in proto.graph.node:
-        tag = next((p.value for p in node.metadata_props if p.key == "mlx.primitive"), "")
+        tag = next((p.value for p in node.metadata_props if p.key == PRIMITIVE_TAG), "")
         for out in node.output:
             produced[out] = tag
     mapping: dict[str, str] = {}
     problem = ""
-    foreign = sorted({t for t in produced.values() if t} - {f"{r.name}:{r.index}" for r in trace.primitives})
+    foreign = sorted({t for t in produced.values() if t} - {primitive_tag(r) for r in trace.primitives})
     if foreign:
         return {}, (f"the model has nodes for MLX records {', '.join(foreign[:4])} that this function's trace does "
                     "not contain: it was not exported from this function and these example inputs")
     for rec in trace.primitives:
         for k, spec in enumerate(rec.outputs):
-            name = f"{rec.name.lower()}_{rec.index}" + (f":{k}" if k else "")
+            name = value_name(rec, k)
             if name in produced:
-                if produced[name] not in ("", f"{rec.name}:{rec.index}"):
+                if produced[name] not in ("", primitive_tag(rec)):
                     problem = (f"the model's value {name} comes from MLX record {produced[name]}, not "
-                               f"{rec.name}:{rec.index}: the model was not exported from this function and inputs")
+                               f"{primitive_tag(rec)}: the model was not exported from this function and inputs")
                     return {}, problem
                 mapping[spec.name] = name
     for out, entry in zip(trace.outputs, io["outputs"]):

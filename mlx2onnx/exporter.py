@@ -140,7 +140,7 @@ class Exporter:
         ctx = Context(trace, settings)
         translate(trace, ctx, input_names)
         model = build_model(ctx, trace, input_names, output_names)
-        report = optimize(model, settings, parameters=frozenset(ctx.parameters)) if self.optimize else None
+        report = optimize(model, settings) if self.optimize else None
         describe_export(model, trace, input_names, output_names, floats=settings.floats, plan=plan, passes=report)
         return model
 

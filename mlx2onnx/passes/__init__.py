@@ -42,7 +42,7 @@ PIPELINE: list[Pass] = [
          "small constant subgraphs (Arange, masks, RoPE tables) are folded; onnxscript's exact rewrite rules "
          "are applied to a fixed point; functions inlined, constants lifted to initializers. First: its "
          "Reshape-MatMul-Reshape collapse must see the MatMuls before they become Gemms",
-         inputs=("opset", "parameters")),
+         inputs=("opset",)),
     Pass("fields_from_bytes", byte_fields.fields_from_bytes,
          "no bit field ((w << a) >> b, or (w >> t) & mask) of packed words joined from bytes is cut from the "
          "words: it is assembled from the bytes it spans (OpenVINO's CPU plugin misreads uint32 values at or "
@@ -107,9 +107,9 @@ def reference_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-def optimize(model: ir.Model, settings: ExportSettings, parameters: frozenset[int] = frozenset()) -> dict[str, int]:
+def optimize(model: ir.Model, settings: ExportSettings) -> dict[str, int]:
     """Run :data:`PIPELINE` on ``model``; returns the rewrites each pass made."""
-    return run(PIPELINE, model, settings, parameters)
+    return run(PIPELINE, model, settings)
 
 
 __all__ = ["PIPELINE", "Kernel", "Pass", "PassContractError", "optimize", "reference_markdown"]

@@ -38,8 +38,8 @@ class Kernel:
 @dataclass(frozen=True)
 class Pass:
     """``run(model, **inputs)`` returns the rewrites it made; ``inputs`` names what it reads
-    from the export (``opset``, ``plan``, ``parameters``: the ids of the initializers that
-    hold module parameters, whose values are not assumed)."""
+    from the export (``opset``, ``plan``). Module parameters are marked on their values
+    (:func:`mlx2onnx.translate.markers.is_parameter`)."""
 
     name: str
     run: Callable[..., int]
@@ -74,10 +74,9 @@ def _outputs(model: ir.Model) -> list[tuple[str | None, object]]:
     return [(v.name, v.dtype) for v in model.graph.outputs]
 
 
-def run(passes: list[Pass], model: ir.Model, settings: ExportSettings,
-        parameters: frozenset[int] = frozenset()) -> dict[str, int]:
+def run(passes: list[Pass], model: ir.Model, settings: ExportSettings) -> dict[str, int]:
     """Apply ``passes`` in order; returns {pass name: rewrites} for the passes that ran."""
-    available = {"opset": settings.opset, "plan": settings.plan, "parameters": parameters}
+    available = {"opset": settings.opset, "plan": settings.plan}
     dynamic = _has_dynamic_inputs(model)
     declared = [(v.shape, v.type) for v in model.graph.outputs]
     report: dict[str, int] = {}

@@ -17,7 +17,7 @@ import onnx_ir.passes.common as common_passes
 from onnxscript import optimizer, rewriter
 from onnxscript.rewriter.rules import common as onnxscript_rules
 
-from ..translate.markers import KEEP_PACKED
+from ..translate.markers import KEEP_PACKED, is_parameter
 from ..translate.opset import has
 from .exact_rules import exact_rules
 from .graph import const_eval, initializer, named_shape, replace_value, slice_bounds
@@ -82,7 +82,7 @@ def _fold(model: ir.Model) -> int:
     return int(result.modified)
 
 
-def fold_and_rewrite(model: ir.Model, opset: int, parameters: frozenset[int] = frozenset()) -> int:
+def fold_and_rewrite(model: ir.Model, opset: int) -> int:
     """Inline functions, then fold constants and apply the rewrite rules, exact no-op
     removal and :func:`split_slice_halves` until nothing changes (at most twice); then lift
     constants to initializers, deduplicate, CSE and fix names. Returns the nodes removed."""
@@ -91,7 +91,7 @@ def fold_and_rewrite(model: ir.Model, opset: int, parameters: frozenset[int] = f
         [
             _Counting(_fold),
             rewriter.RewritePass(rules()),
-            _Counting(remove_exact_no_ops, parameters),
+            _Counting(remove_exact_no_ops),
             _Counting(split_slice_halves),
             common_passes.RemoveUnusedNodesPass(),
             common_passes.RemoveUnusedFunctionsPass(),
@@ -120,7 +120,7 @@ def fold_and_rewrite(model: ir.Model, opset: int, parameters: frozenset[int] = f
 _FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE)
 
 
-def _identity_operand(node: ir.Node, parameters: frozenset[int]) -> ir.Value | None:
+def _identity_operand(node: ir.Node) -> ir.Value | None:
     """x when ``node`` gives x exactly, bit for bit: x * 1, 1 * x, x / 1, x - (+0), x + (-0),
     -0 + x (integers: any zero), with a constant of those values that does not broadcast x."""
     if node.domain != "" or node.op_type not in ("Mul", "Div", "Sub", "Add") or len(node.inputs) != 2:
@@ -128,7 +128,7 @@ def _identity_operand(node: ir.Node, parameters: frozenset[int]) -> ir.Value | N
     slots = (0, 1) if node.op_type in ("Mul", "Add") else (0,)
     for slot in slots:
         x, c = node.inputs[slot], node.inputs[1 - slot]
-        if c is None or id(c) in parameters:
+        if c is None or is_parameter(c):
             continue
         array = const_eval(c, limit=1 << 16, depth=0)
         shape, out = named_shape(x), named_shape(node.outputs[0])
@@ -142,13 +142,13 @@ def _identity_operand(node: ir.Node, parameters: frozenset[int]) -> ir.Value | N
     return None
 
 
-def remove_exact_no_ops(model: ir.Model, parameters: frozenset[int] = frozenset()) -> int:
+def remove_exact_no_ops(model: ir.Model) -> int:
     """Bypass arithmetic that returns its operand bit for bit (:func:`_identity_operand`),
     where the constant is not a module parameter."""
     graph = model.graph
     changed = 0
     for node in list(graph):
-        x = _identity_operand(node, parameters)
+        x = _identity_operand(node)
         out = node.outputs[0] if x is not None else None
         if x is None or (out.is_graph_output() and (x.is_graph_input() or x.is_initializer() or x.is_graph_output())):
             continue  # (a graph output keeps its name: x takes it, unless x has a name of its own to keep)

@@ -22,7 +22,7 @@ from ..dtypes import name as dtype_name
 from ..errors import ConversionError
 from .builder import OpBuilder, OpsetHelpers, infer_dtype
 from .dims import DimBuilder
-from .markers import PRIMITIVE_TAG, primitive_tag, value_name
+from .markers import PARAMETER, PRIMITIVE_TAG, primitive_tag, value_name
 from .settings import ExportSettings
 
 
@@ -75,7 +75,6 @@ class Context(DimBuilder, OpsetHelpers):
         self.settings = settings
         self.nodes: list[ir.Node] = []
         self.initializers: list[ir.Value] = []
-        self.parameters: set[int] = set()  # ids of the initializers that hold module parameters
         self.byte_views: dict[int, ir.Value] = {}  # id(uint32 initializer) -> its bytes (portable target)
         self.domains: dict[str, int] = {}
         self.values: dict[str, ir.Value] = {}  # MLX name -> ONNX value
@@ -160,7 +159,7 @@ class Context(DimBuilder, OpsetHelpers):
         base = constant.path or (self._const_name(array) if array.size <= 4 else f"const_{spec.name}")
         value = self.const(array, name=base)
         if constant.path:
-            self.parameters.add(id(value))
+            value.meta[PARAMETER] = True
         self.values[spec.name] = value
         self.specs[spec.name] = spec
         return value

@@ -29,6 +29,17 @@ WORDS_FROM_BYTES = "mlx2onnx.words_from_bytes"
 # onnxruntime writes when a row's maximum is -inf or finfo.min.
 BOOL_MASK_BIAS = float(np.finfo(np.float32).min) / 2
 
+# Value metadata (``value.meta``, in memory only): an initializer that holds a module
+# parameter (translate.context), whose value passes do not assume (passes.constants leaves
+# x * w alone where w happens to be all ones). On the value, so no pass's replacement of
+# another value can make a stale identity claim it.
+PARAMETER = "mlx2onnx.parameter"
+
+
+def is_parameter(value) -> bool:
+    return value is not None and bool(value.meta.get(PARAMETER))
+
+
 # Node metadata: the MLX record a node translates, "Primitive:index" (primitive_tag); the
 # value a record's k-th output becomes is named value_name(record, k). verify.localize reads
 # both back to match the graph to a trace.

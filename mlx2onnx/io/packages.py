@@ -44,14 +44,24 @@ def package_folder(out: Path) -> Iterator[Path]:
         os.replace(package, out)
 
 
-def copy_present(folder: Path, package: Path, names) -> list[str]:
-    """Copy the files of ``names`` that ``folder`` has into ``package``; their names."""
-    copied = []
+def copy_present(folder: Path, package: Path, names) -> None:
+    """Copy the files of ``names`` that ``folder`` has into ``package``."""
     for name in names:
         if (folder / name).is_file():
             shutil.copy2(folder / name, package / name)
-            copied.append(name)
-    return copied
+
+
+def write_json_files(package: Path, files: dict[str, dict]) -> None:
+    """Write each ``{file name: content}`` as strict JSON (:func:`json_text`) into
+    ``package``; config.json tells transformers.js (``use_external_data_format``) when a
+    graph under ``onnx/`` keeps its weights in an ``.onnx_data`` file (write the graphs
+    first)."""
+    external = any((package / "onnx").glob("*.onnx_data"))
+    for name, content in files.items():
+        if name == "config.json" and external:
+            content = dict(content, **{"transformers.js_config": {**content.get("transformers.js_config", {}),
+                                                                  "use_external_data_format": True}})
+        (package / name).write_text(json_text(content))
 
 
 def json_text(config: dict) -> str:

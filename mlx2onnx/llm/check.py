@@ -78,7 +78,7 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
     asks for int8 activations, or MLX's device computes float32 products in TF32, the
     result says so and the logits are compared at that arithmetic's tolerance (the tokens
     must still be MLX's)."""
-    from ..verify.plain import held_dtype, plain_session
+    from ..verify.plain import plain_session, reference
     from .decoder import mlx_generate
 
     package, folder = Path(package), Path(folder)
@@ -92,10 +92,8 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
     rows = []
     for row, prompt in enumerate(prompts):
         want_tokens = mlx_generate(model, mx.array([prompt]), new_tokens)[0]
-        computed = model(mx.array([prompt]))[0, -1]
-        want_logits, held = np.array(computed.astype(mx.float32)), held_dtype(computed)
-        error = float(np.abs(logits[row] - want_logits).max())
-        bound = plain.bound(want_logits, held)
+        want_logits, held = reference(model(mx.array([prompt]))[0, -1])
+        error, bound = plain.compare(logits[row], want_logits, held)
         rows.append({"prompt": list(map(int, prompt)), "tokens": tokens[row].tolist(), "mlx_tokens": want_tokens.tolist(),
                      "max_abs_logit_error": error, "tolerance": bound,
                      "passed": bool(np.array_equal(tokens[row], want_tokens) and error <= bound)})

@@ -83,7 +83,7 @@ def transformers_js_hybrid(layout: list) -> tuple[dict | None, str | None]:
                   f"values in every layer); this model's caches carry {_described(layout)}, which none of them has")
 
 
-def transformers_js_config(config: dict, layout: list, vocab: int, external: bool) -> tuple[dict, str | None]:
+def transformers_js_config(config: dict, layout: list, vocab: int) -> tuple[dict, str | None]:
     """The package's config.json (see module), and why transformers.js cannot run the
     package (None when it can; the export records it under ``mlx2onnx``)."""
     settings = text_settings(config)
@@ -109,8 +109,6 @@ def transformers_js_config(config: dict, layout: list, vocab: int, external: boo
         if given["model_type"] != model_type and not reason:
             out["mlx2onnx"]["why"] = (f"transformers.js runs the package's decoder as its {given['model_type']}: it "
                                       "does not run this model type, or not with this graph's inputs")
-    if external:
-        out["transformers.js_config"] = {**config.get("transformers.js_config", {}), "use_external_data_format": True}
     return out, reason
 
 

@@ -42,7 +42,7 @@ import numpy as np
 from ..capture.dynamic import Dim
 from ..errors import DynamicShapeError, UnsupportedModelError
 from ..exporter import Exporter
-from ..io.packages import TOKENIZER_FILES, check_package_path, copy_present, json_text, package_folder
+from ..io.packages import TOKENIZER_FILES, check_package_path, copy_present, package_folder, write_json_files
 from ..io.saving import save_model
 from ..targets import load_model_folder
 from .check import left_padded
@@ -204,9 +204,8 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
         save_model(graph, package / "onnx" / "model.onnx", check=exporter.check, data_name="model.onnx_data",
                    external_data=external_data)
         copy_present(folder, package, ("generation_config.json", *TOKENIZER_FILES))
-        external = (package / "onnx" / "model.onnx_data").is_file()
         stored = stored_layout(layout)
-        package_config, js_reason = transformers_js_config(config, stored, vocab, external)
+        package_config, js_reason = transformers_js_config(config, stored, vocab)
         settings, genai_reason = genai_config(text_settings(config), stored, vocab, folder)
         notes = {"transformers.js": js_reason and f"cannot run: {js_reason}",
                  "onnxruntime-genai": genai_reason and f"cannot run: {genai_reason}",
@@ -214,9 +213,8 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
         for key, note in notes.items():
             if note:
                 package_config.setdefault("mlx2onnx", {})[key] = note
-        (package / "config.json").write_text(json_text(package_config))
-        if settings is not None:
-            (package / "genai_config.json").write_text(json_text(settings))
+        write_json_files(package, {"config.json": package_config,
+                                   **({"genai_config.json": settings} if settings is not None else {})})
     return out
 
 

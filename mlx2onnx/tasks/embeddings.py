@@ -112,7 +112,7 @@ def pooled(states: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:
 def export_embeddings(folder: Path, out: Path, exporter, stage) -> Path:
     """Write the feature-extraction package of the mlx-embeddings folder ``folder`` (see
     module) to ``out`` (already checked), whole or not at all."""
-    from ..io.packages import TOKENIZER_FILES, copy_present, json_text, package_folder
+    from ..io.packages import TOKENIZER_FILES, copy_present, package_folder, write_json_files
     from ..io.saving import save_model
 
     with stage(f"loading {folder} with mlx-embeddings"):
@@ -127,12 +127,8 @@ def export_embeddings(folder: Path, out: Path, exporter, stage) -> Path:
     with stage(f"checking and writing {out}"), package_folder(out) as package:
         save_model(graph, package / "onnx" / "model.onnx", check=exporter.check, data_name="model.onnx_data")
         copy_present(folder, package, TOKENIZER_FILES)
-        settings = dict(config, mlx2onnx={"task": "feature-extraction", "pooling": encoder.pooling(config),
-                                          "normalize": True})
-        if (package / "onnx" / "model.onnx_data").is_file():
-            settings["transformers.js_config"] = {**config.get("transformers.js_config", {}),
-                                                  "use_external_data_format": True}
-        (package / "config.json").write_text(json_text(settings))
+        write_json_files(package, {"config.json": dict(config, mlx2onnx={
+            "task": "feature-extraction", "pooling": encoder.pooling(config), "normalize": True})})
     return out
 
 
@@ -144,7 +140,7 @@ def check_embeddings(package: Path, folder: Path, texts=CHECK_TEXTS, atol=None, 
     """The package's pooled, normalised embeddings of ``texts`` (one padded batch, the
     folder's tokenizer, a plain onnxruntime session, pooled as transformers.js pools)
     against mlx-embeddings' ``text_embeds`` of the same batch."""
-    from ..verify.plain import held_dtype, plain_session
+    from ..verify.plain import plain_session, reference
 
     model, tokenizer, config = load_embeddings_folder(folder)
     encoder = encoder_of(config)
@@ -154,12 +150,10 @@ def check_embeddings(package: Path, folder: Path, texts=CHECK_TEXTS, atol=None, 
              for name in encoder.inputs}
     pooling = json.loads((package / "config.json").read_text()).get("mlx2onnx", {}).get("pooling", "mean")
     got = pooled(plain.session.run(["last_hidden_state"], feeds)[0], feeds["attention_mask"], pooling)
-    embeds = encoder.embeddings(model, *(mx.array(feeds[n]) for n in encoder.inputs))
-    want, held = np.array(embeds.astype(mx.float32)), held_dtype(embeds)
+    want, held = reference(encoder.embeddings(model, *(mx.array(feeds[n]) for n in encoder.inputs)))
     rows = []
     for text, row_got, row_want in zip(texts, got, want):
-        error, bound = float(np.abs(row_got - row_want).max()), plain.bound(row_want, held)
+        error, bound = plain.compare(row_got, row_want, held)
         rows.append({"input": repr(text), "detail": "pooled, normalised embedding", "max_abs_error": error,
                      "tolerance": bound, "passed": error <= bound})
-    return {"task": "feature-extraction", "package": str(package), "folder": str(folder), **plain.describe(),
-            "pooling": pooling, "rows": rows, "passed": all(r["passed"] for r in rows)}
+    return plain.result("feature-extraction", package, folder, rows, pooling=pooling)

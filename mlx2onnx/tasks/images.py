@@ -126,7 +126,7 @@ def model_config(name: str, classes: int) -> tuple[dict, str | None]:
 def export_classifier(folder: Path, out: Path, exporter, stage) -> Path:
     """Write the image-classification package of the mlx-image folder ``folder`` (see
     module) to ``out`` (already checked), whole or not at all."""
-    from ..io.packages import json_text, package_folder
+    from ..io.packages import package_folder, write_json_files
     from ..io.saving import save_model
 
     with stage(f"loading {folder} with mlx-image"):
@@ -139,31 +139,26 @@ def export_classifier(folder: Path, out: Path, exporter, stage) -> Path:
         graph = exporter.to_ir(classify(model), example)
     with stage(f"checking and writing {out}"), package_folder(out) as package:
         save_model(graph, package / "onnx" / "model.onnx", check=exporter.check, data_name="model.onnx_data")
-        config, _ = model_config(name, classes)
-        if (package / "onnx" / "model.onnx_data").is_file():
-            config["transformers.js_config"] = {"use_external_data_format": True}
-        (package / "config.json").write_text(json_text(config))
-        (package / "preprocessor_config.json").write_text(json_text(preprocessor_config(name)))
+        write_json_files(package, {"config.json": model_config(name, classes)[0],
+                                   "preprocessor_config.json": preprocessor_config(name)})
     return out
 
 
 def check_classifier(package: Path, folder: Path, seed: int = 0, atol=None, rtol=None) -> dict:
     """The package's logits for random ``pixel_values`` (a batch of 2, a plain onnxruntime
     session) against the mlx-image model's on the same values."""
-    from ..verify.plain import held_dtype, plain_session
+    from ..verify.plain import plain_session, reference
 
     model, name, _ = load_image_folder(folder)
     plain = plain_session(package / "onnx" / "model.onnx", atol, rtol)
     size = _transform(name)[0]
     pixels = np.random.default_rng(seed).standard_normal((2, 3, size, size)).astype(np.float32)
     got = plain.session.run(["logits"], {"pixel_values": pixels})[0]
-    logits = classify(model)(mx.array(pixels))
-    want, held = np.array(logits.astype(mx.float32)), held_dtype(logits)
+    want, held = reference(classify(model)(mx.array(pixels)))
     rows = []
     for row, (row_got, row_want) in enumerate(zip(got, want)):
-        error, bound = float(np.abs(row_got - row_want).max()), plain.bound(row_want, held)
+        error, bound = plain.compare(row_got, row_want, held)
         rows.append({"input": f"random pixel_values {row}", "max_abs_error": error, "tolerance": bound,
                      "detail": f"top-1 {int(row_got.argmax())} (MLX {int(row_want.argmax())}), logits",
                      "passed": error <= bound and int(row_got.argmax()) == int(row_want.argmax())})
-    return {"task": "image-classification", "package": str(package), "folder": str(folder), "model": name,
-            **plain.describe(), "rows": rows, "passed": all(r["passed"] for r in rows)}
+    return plain.result("image-classification", package, folder, rows, model=name)

@@ -17,7 +17,7 @@ import numpy as np
 from ..capture.dynamic import Dim
 from ..errors import UnsupportedModelError
 from .loading import load_with
-from .seq2seq import Seq2Seq, check_clip, greedy, save_graphs, transcription_row, transformers_js_graphs
+from .seq2seq import Seq2Seq, check_clip, greedy, save_graphs, transformers_js_graphs
 
 SAMPLE_RATE = 16000
 TOKENS_PER_SECOND = 6  # transformers.js's limit for Moonshine (from the Moonshine paper)
@@ -90,7 +90,7 @@ def package_configs(model, folder: Path) -> dict[str, dict]:
 def export_moonshine(folder: Path, out: Path, exporter, stage) -> Path:
     """Write the automatic-speech-recognition package of the mlx-audio Moonshine folder
     ``folder`` to ``out`` (already checked), whole or not at all."""
-    from ..io.packages import TOKENIZER_FILES, copy_present, json_text, package_folder
+    from ..io.packages import TOKENIZER_FILES, copy_present, package_folder, write_json_files
 
     with stage(f"loading {folder} with mlx-audio"):
         model = load_moonshine_folder(folder)
@@ -99,11 +99,7 @@ def export_moonshine(folder: Path, out: Path, exporter, stage) -> Path:
         graphs = transformers_js_graphs(parts, exporter, "input_values")
     with stage(f"checking and writing {out}"), package_folder(out) as package:
         save_graphs(graphs, package, exporter.check)
-        configs = package_configs(model, folder)
-        if any((package / "onnx").glob("*.onnx_data")):
-            configs["config.json"]["transformers.js_config"] = {"use_external_data_format": True}
-        for name, settings in configs.items():
-            (package / name).write_text(json_text(settings))
+        write_json_files(package, package_configs(model, folder))
         copy_present(folder, package, TOKENIZER_FILES)
     return out
 
@@ -138,6 +134,5 @@ def check_moonshine(package: Path, folder: Path, seed: int = 0, atol=None, rtol=
     got, logits = greedy(encoder.session, decoder.session, audio, [start], limit, eos)
     hidden, _ = model.decoder(mx.array([[start]]), model.encoder(mx.array(audio)[None]))
     want_logits = model._get_logits(hidden)[0, -1]
-    row = transcription_row(got, want, logits, want_logits, decoder, eos)
-    return {"task": "automatic-speech-recognition", "package": str(package), "folder": str(folder),
-            **decoder.describe(), "rows": [row], "passed": row["passed"]}
+    row = decoder.tokens_row("2 s of tones and noise", got, want, logits, want_logits, eos)
+    return decoder.result("automatic-speech-recognition", package, folder, [row])

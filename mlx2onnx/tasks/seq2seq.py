@@ -173,19 +173,6 @@ def greedy(encoder, decoder, features: np.ndarray, prompt: list[int], new_tokens
     return tokens, first
 
 
-def transcription_row(got: list[int], want: list[int], logits, want_logits, plain, eos: int) -> dict:
-    """The check's row: the package's tokens (without a final end token) against MLX's,
-    and the first step's logits (an MLX array) at the plain session's tolerance."""
-    from ..verify.plain import held_dtype
-
-    held, want_logits = held_dtype(want_logits), np.array(want_logits.astype(mx.float32))
-    got = got[:-1] if got and got[-1] == eos else got
-    error, bound = float(np.abs(logits - want_logits).max()), plain.bound(want_logits, held)
-    return {"input": "2 s of tones and noise", "detail": f"tokens {got} (MLX {want}), first logits",
-            "tokens": got, "mlx_tokens": want, "max_abs_error": error, "tolerance": bound,
-            "passed": got == want and error <= bound}
-
-
 def check_clip(seed: int = 0, seconds: float = 2.0) -> np.ndarray:
     """The check's clip: float32 tones and noise at 16 kHz."""
     rng = np.random.default_rng(seed)

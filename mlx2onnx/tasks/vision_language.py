@@ -116,7 +116,7 @@ def export_graphs(model, exporter, arch: Architecture):
 def export_vision_language(folder: Path, out: Path, exporter, stage) -> Path:
     """Write the image-text-to-text package of the mlx-vlm folder ``folder`` to ``out``
     (already checked), whole or not at all."""
-    from ..io.packages import TOKENIZER_FILES, copy_present, json_text, package_folder
+    from ..io.packages import TOKENIZER_FILES, copy_present, package_folder, write_json_files
     from .seq2seq import save_graphs
 
     config = json.loads((folder / "config.json").read_text())
@@ -135,12 +135,8 @@ def export_vision_language(folder: Path, out: Path, exporter, stage) -> Path:
         if arch.processor == "Gemma3" and not (folder / "chat_template.jinja").is_file():
             notes["transformers.js"] = ("cannot run: the folder has no chat_template.jinja, which transformers.js's "
                                         "Gemma3 processor loads")
-        settings = dict(config, mlx2onnx=notes)
-        if any((package / "onnx").glob("*.onnx_data")):
-            settings["transformers.js_config"] = {"use_external_data_format": True}
-        (package / "config.json").write_text(json_text(settings))
-        for name, content in {**arch.processor_configs(model), **genai}.items():
-            (package / name).write_text(json_text(content))
+        write_json_files(package, {"config.json": dict(config, mlx2onnx=notes), **arch.processor_configs(model),
+                                   **genai})
         copy_present(folder, package, ("generation_config.json", *TOKENIZER_FILES))
     return out
 
@@ -189,8 +185,6 @@ def package_vlm_tokens(package: Path, input_ids: np.ndarray, pixels: dict, new_t
 def check_vision_language(package: Path, folder: Path, seed: int = 0, new_tokens: int = 12) -> dict:
     """The package's greedy tokens and first logits for a random image and a prompt of
     random text tokens around the image tokens, against mlx-vlm's generation."""
-    from ..verify.plain import held_dtype
-
     model = load_vlm_folder(folder)
     config, arch = model.config, architecture(model.config.model_type)
     rng = np.random.default_rng(seed)
@@ -199,10 +193,5 @@ def check_vision_language(package: Path, folder: Path, seed: int = 0, new_tokens
     ids = np.array([text[:4] + [config.image_token_index] * arch.image_tokens(model) + text[4:]], np.int64)
     got, logits, decoder = package_vlm_tokens(package, ids, pixels, new_tokens, config.image_token_index)
     want, want_logits = mlx_vlm_tokens(model, mx.array(ids), pixels, new_tokens)
-    held, want_logits = held_dtype(want_logits), np.array(want_logits.astype(mx.float32))
-    error, bound = float(np.abs(logits - want_logits).max()), decoder.bound(want_logits, held)
-    row = {"input": f"a random image in {ids.shape[1]} tokens", "detail": f"tokens {got} (MLX {want}), first logits",
-           "tokens": got, "mlx_tokens": want, "max_abs_error": error, "tolerance": bound,
-           "passed": got == want and error <= bound}
-    return {"task": "image-text-to-text", "package": str(package), "folder": str(folder), **decoder.describe(),
-            "rows": [row], "passed": row["passed"]}
+    row = decoder.tokens_row(f"a random image in {ids.shape[1]} tokens", got, want, logits, want_logits)
+    return decoder.result("image-text-to-text", package, folder, [row])

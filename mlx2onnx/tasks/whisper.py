@@ -15,7 +15,7 @@ import numpy as np
 
 from ..targets import UsageError
 from .loading import load_with
-from .seq2seq import Seq2Seq, check_clip, genai_graphs, greedy, save_graphs, transcription_row, transformers_js_graphs
+from .seq2seq import Seq2Seq, check_clip, genai_graphs, greedy, save_graphs, transformers_js_graphs
 
 
 def is_whisper_config(config: dict) -> bool:
@@ -88,7 +88,7 @@ def whisper_parts(model) -> Seq2Seq:
 def export_whisper(folder: Path, out: Path, exporter, stage) -> Path:
     """Write the automatic-speech-recognition package of the mlx-whisper folder
     ``folder`` to ``out`` (already checked), whole or not at all."""
-    from ..io.packages import json_text, package_folder
+    from ..io.packages import package_folder, write_json_files
     from . import whisper_files as files
 
     with stage(f"loading {folder} with mlx-whisper"):
@@ -99,14 +99,12 @@ def export_whisper(folder: Path, out: Path, exporter, stage) -> Path:
         graphs = {**transformers_js_graphs(parts, exporter, "input_features"), **genai_graphs(parts, exporter)}
     with stage(f"checking and writing {out}"), package_folder(out) as package:
         save_graphs(graphs, package, exporter.check)
-        config = dict(files.model_config(model.dims, tokenizer), mlx2onnx={"task": "automatic-speech-recognition"})
-        if any((package / "onnx").glob("*.onnx_data")):
-            config["transformers.js_config"] = {"use_external_data_format": True}
-        (package / "config.json").write_text(json_text(config))
-        (package / "generation_config.json").write_text(json_text(files.generation_config(model, tokenizer)))
-        (package / "preprocessor_config.json").write_text(json.dumps(files.preprocessor_config(model.dims.n_mels)))
-        (package / "genai_config.json").write_text(json_text(files.genai_config(model, tokenizer)))
-        (package / "audio_processor_config.json").write_text(json_text(files.audio_processor_config(model.dims.n_mels)))
+        write_json_files(package, {
+            "config.json": dict(files.model_config(model.dims, tokenizer), mlx2onnx={"task": "automatic-speech-recognition"}),
+            "generation_config.json": files.generation_config(model, tokenizer),
+            "preprocessor_config.json": files.preprocessor_config(model.dims.n_mels),
+            "genai_config.json": files.genai_config(model, tokenizer),
+            "audio_processor_config.json": files.audio_processor_config(model.dims.n_mels)})
         files.write_tokenizer(tokenizer, package)
     return out
 
@@ -150,6 +148,5 @@ def check_whisper(package: Path, folder: Path, seed: int = 0, atol=None, rtol=No
     got, logits = greedy(encoder.session, decoder.session, np.array(features).T, prompt, model.dims.n_text_ctx // 2,
                          settings["eos_token_id"], settings["suppress_tokens"], settings["begin_suppress_tokens"])
     want_logits = model.decoder(mx.array([prompt]), model.encoder(features[None]))[0][0, -1]
-    row = transcription_row(got, want, logits, want_logits, decoder, settings["eos_token_id"])
-    return {"task": "automatic-speech-recognition", "package": str(package), "folder": str(folder),
-            **decoder.describe(), "rows": [row], "passed": row["passed"]}
+    row = decoder.tokens_row("2 s of tones and noise", got, want, logits, want_logits, settings["eos_token_id"])
+    return decoder.result("automatic-speech-recognition", package, folder, [row])

@@ -37,8 +37,27 @@ class PlainSession:
         atol, rtol = atol if self.atol is None else self.atol, rtol if self.rtol is None else self.rtol
         return atol + rtol * float(np.abs(want).max()) if want.size else atol
 
+    def compare(self, got: np.ndarray, want: np.ndarray, held: str | None = None) -> tuple[float, float]:
+        """(largest absolute error of ``got`` against ``want``, the bound allowed)."""
+        return float(np.abs(got - want).max()), self.bound(want, held)
+
     def describe(self) -> dict:
         return {"arithmetic": [str(t) for t in self.trades], "reference": self.reference.to_dict()}
+
+    def result(self, task: str, package, folder, rows: list[dict], **extra) -> dict:
+        """A package check's result: its rows, passed when every row is."""
+        return {"task": task, "package": str(package), "folder": str(folder), **extra, **self.describe(),
+                "rows": rows, "passed": all(r["passed"] for r in rows)}
+
+    def tokens_row(self, what: str, got: list[int], want: list[int], logits: np.ndarray, want_logits,
+                   eos: int | None = None) -> dict:
+        """A check row of greedy tokens (the package's, without a final ``eos``, against
+        MLX's) and the first step's logits (``want_logits``: MLX's array)."""
+        want_logits, held = reference(want_logits)
+        got = got[:-1] if eos is not None and got and got[-1] == eos else got
+        error, bound = self.compare(logits, want_logits, held)
+        return {"input": what, "detail": f"tokens {got} (MLX {want}), first logits", "tokens": got,
+                "mlx_tokens": want, "max_abs_error": error, "tolerance": bound, "passed": got == want and error <= bound}
 
 
 def plain_session(model_file: Path, atol: float | None = None, rtol: float | None = None) -> PlainSession:
@@ -55,3 +74,10 @@ def held_dtype(array) -> str | None:
     import mlx.core as mx
 
     return {mx.bfloat16: "bfloat16", mx.float16: "float16"}.get(array.dtype)
+
+
+def reference(array) -> tuple[np.ndarray, str | None]:
+    """An MLX reference array as float32 NumPy, and the narrower dtype MLX computed it in."""
+    import mlx.core as mx
+
+    return np.array(array.astype(mx.float32)), held_dtype(array)

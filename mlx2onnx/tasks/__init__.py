@@ -9,74 +9,79 @@ runtimes' own pipelines load, and checked against the MLX package that wrote the
 - ``image-text-to-text``: mlx-vlm folders with their vision tower's weights (gemma3,
   idefics3 / SmolVLM), :mod:`.vision_language`.
 
-Text generation (mlx-lm folders) is :mod:`mlx2onnx.llm`; :func:`folder_task` tells them
+Text generation (mlx-lm folders) is :mod:`mlx2onnx.llm`; :func:`folder_kind` tells them
 apart."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 from pathlib import Path
 from typing import Any, Callable
 
-def folder_task(folder: str | os.PathLike) -> str:
-    """The task of a model folder: ``image-classification`` for a folder of weights
-    without config.json (mlx-image), ``automatic-speech-recognition`` for a config.json of
-    Whisper's dimensions (mlx-whisper) or of Moonshine (mlx-audio), ``image-text-to-text``
-    for an mlx-vlm folder that holds its vision tower's weights (one without them, as
-    mlx-lm writes a VLM's text model, is text generation), ``feature-extraction`` for a
-    config.json whose model_type is an mlx-embeddings encoder, else ``text-generation``
-    (mlx-lm)."""
+# folder kind -> (task, module under mlx2onnx.tasks, its export function, its check function)
+KINDS = {
+    "mlx-lm": ("text-generation", None, None, None),
+    "mlx-embeddings": ("feature-extraction", "embeddings", "export_embeddings", "check_embeddings"),
+    "mlx-image": ("image-classification", "images", "export_classifier", "check_classifier"),
+    "mlx-whisper": ("automatic-speech-recognition", "whisper", "export_whisper", "check_whisper"),
+    "mlx-audio moonshine": ("automatic-speech-recognition", "moonshine", "export_moonshine", "check_moonshine"),
+    "mlx-vlm": ("image-text-to-text", "vision_language", "export_vision_language", "check_vision_language"),
+}
+
+
+def folder_kind(folder: str | os.PathLike) -> str:
+    """Which MLX package wrote the folder (a key of :data:`KINDS`): mlx-image for weights
+    without config.json, mlx-whisper for a config.json of Whisper's dimensions, mlx-audio
+    for Moonshine, mlx-vlm for a VLM folder that holds its vision tower's weights (one
+    without them, as mlx-lm writes a VLM's text model, is mlx-lm's), mlx-embeddings for
+    its encoders' model types, else mlx-lm."""
     from .embeddings import ENCODERS
     from .vision_language import VLM_TYPES
     from .whisper import is_whisper_config
 
     config = Path(folder) / "config.json"
     if not config.is_file():
-        return "image-classification"
+        return "mlx-image"
     try:
         settings = json.loads(config.read_text())
         model_type = str(settings.get("model_type", "")).replace("_", "-")
     except (ValueError, AttributeError):
-        return "text-generation"  # mlx-lm's loader says what is wrong with it
-    if is_whisper_config(settings) or model_type == "moonshine":
-        return "automatic-speech-recognition"
+        return "mlx-lm"  # mlx-lm's loader says what is wrong with it
+    if is_whisper_config(settings):
+        return "mlx-whisper"
+    if model_type == "moonshine":
+        return "mlx-audio moonshine"
     if model_type in VLM_TYPES and "vision_config" in settings and _has_vision_weights(Path(folder)):
-        return "image-text-to-text"
-    return "feature-extraction" if model_type in ENCODERS else "text-generation"
+        return "mlx-vlm"
+    return "mlx-embeddings" if model_type in ENCODERS else "mlx-lm"
+
+
+def folder_task(folder: str | os.PathLike) -> str:
+    """The task of a model folder's package (:func:`folder_kind`)."""
+    return KINDS[folder_kind(folder)][0]
+
+
+def _function(kind: str, which: int) -> Callable:
+    _, module, export, check = KINDS[kind]
+    return getattr(importlib.import_module(f"{__name__}.{module}"), (export, check)[which])
 
 
 def export_folder(folder: str | os.PathLike, out: str | os.PathLike, *, overwrite: bool = False,
                   stage: Callable[[str], Any] = lambda text: contextlib.nullcontext(), exporter=None) -> Path:
-    """Export the model folder ``folder`` as the package of its task (:func:`folder_task`)
+    """Export the model folder ``folder`` as the package of its task (:func:`folder_kind`)
     to the folder ``out``, written whole or not at all."""
     from ..exporter import Exporter
     from ..io.packages import check_package_path
     from ..llm.package import export_package
 
     folder, out = Path(folder), check_package_path(out, overwrite)
-    task = folder_task(folder)
-    if task == "text-generation":
+    kind = folder_kind(folder)
+    if kind == "mlx-lm":
         return export_package(folder, out, overwrite=overwrite, stage=stage, exporter=exporter)
-    exporter = exporter or Exporter()
-    if task == "feature-extraction":
-        from .embeddings import export_embeddings
-
-        return export_embeddings(folder, out, exporter, stage)
-    if task == "image-text-to-text":
-        from .vision_language import export_vision_language
-
-        return export_vision_language(folder, out, exporter, stage)
-    if task == "automatic-speech-recognition":
-        from .moonshine import export_moonshine
-        from .whisper import export_whisper
-
-        export = export_moonshine if _model_type(folder) == "moonshine" else export_whisper
-        return export(folder, out, exporter, stage)
-    from .images import export_classifier
-
-    return export_classifier(folder, out, exporter, stage)
+    return _function(kind, 0)(folder, out, exporter or Exporter(), stage)
 
 
 def package_task(package: str | os.PathLike) -> str:
@@ -88,46 +93,26 @@ def package_task(package: str | os.PathLike) -> str:
 
 
 def check_folder_package(package: str | os.PathLike, folder: str | os.PathLike, **options) -> dict:
-    """The check of the package's task: :func:`mlx2onnx.llm.check_package` (text
-    generation, on :func:`~mlx2onnx.llm.check.check_prompts`),
-    :func:`~.embeddings.check_embeddings`, :func:`~.images.check_classifier`,
-    :func:`~.whisper.check_whisper` / :func:`~.moonshine.check_moonshine` or
-    :func:`~.vision_language.check_vision_language`."""
+    """The check of the package's task against the folder it was exported from:
+    :func:`mlx2onnx.llm.check_package` for text generation (on
+    :func:`~mlx2onnx.llm.check.check_prompts`), else the check function of the folder's
+    kind (:data:`KINDS`)."""
     from ..targets import UsageError
 
     package, folder = Path(package), Path(folder)
     if not (package / "onnx").is_dir():
         raise UsageError(f"{package} is not a package: it has no onnx/ folder (write one with "
                          "`mlx2onnx export MODEL_FOLDER -o PACKAGE/`)")
-    task, source = package_task(package), folder_task(folder)
+    kind = folder_kind(folder)
+    task, source = package_task(package), KINDS[kind][0]
     if task != source:
         raise UsageError(f"{package} is a {task} package but {folder} is a {source} folder: give the folder it "
                          "was exported from")
-    if task == "text-generation":
+    if kind == "mlx-lm":
         from ..llm.check import check_package, check_prompts
 
         return check_package(package, folder, check_prompts(package, options.pop("seed", 0)), **options)
-    if task == "feature-extraction":
-        from .embeddings import check_embeddings
-
-        return check_embeddings(package, folder, **options)
-    if task == "image-text-to-text":
-        from .vision_language import check_vision_language
-
-        return check_vision_language(package, folder, **options)
-    if task == "automatic-speech-recognition":
-        from .moonshine import check_moonshine
-        from .whisper import check_whisper
-
-        check = check_moonshine if _model_type(folder) == "moonshine" else check_whisper
-        return check(package, folder, **options)
-    from .images import check_classifier
-
-    return check_classifier(package, folder, **options)
-
-
-def _model_type(folder: Path) -> str:
-    return str(json.loads((folder / "config.json").read_text()).get("model_type", ""))
+    return _function(kind, 1)(package, folder, **options)
 
 
 def _has_vision_weights(folder: Path) -> bool:

@@ -349,22 +349,44 @@ MAMBA_CONFIG = dict(model_type="mamba", vocab_size=LM_VOCAB, hidden_size=32, int
                     tie_word_embeddings=True)
 
 
-def train_tokenizer(folder):
-    """A byte-level BPE tokenizer trained on PACKAGE_TEXTS, saved as tokenizer.json and
-    tokenizer_config.json in ``folder``; returns its vocabulary size."""
+def byte_level_bpe(folder, specials: list[str]):
+    """A byte-level BPE tokenizer trained on PACKAGE_TEXTS with ``specials`` first, saved
+    as tokenizer.json in ``folder`` (the tokenizers library's object)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator(PACKAGE_TEXTS * 20, trainer)
+    tokenizer.train_from_iterator(PACKAGE_TEXTS * 20, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     tokenizer.save(str(Path(folder) / "tokenizer.json"))
+    return tokenizer
+
+
+def train_tokenizer(folder):
+    """A byte-level BPE tokenizer trained on PACKAGE_TEXTS, saved as tokenizer.json and
+    tokenizer_config.json in ``folder``; returns its vocabulary size."""
+    tokenizer = byte_level_bpe(folder, ["<unk>", "<s>", "</s>"])
     (Path(folder) / "tokenizer_config.json").write_text(json.dumps({
         "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
         "model_max_length": 512, "add_bos_token": False}))
     return tokenizer.get_vocab_size()
+
+
+def as_variant(model, settings: dict, dtype=None, bits: int | None = None, group_size: int = 32,
+               predicate=None, record_dtype: bool = True) -> None:
+    """The folder's variant of ``model``, as the MLX packages' converters make it: cast to
+    ``dtype`` (named in ``settings`` as ``torch_dtype`` where the package's config takes
+    it), or quantized to ``bits`` (``settings["quantization"]``, which their loaders read);
+    then evaluated."""
+    if dtype is not None:
+        model.set_dtype(dtype)
+        if record_dtype:
+            settings["torch_dtype"] = str(dtype).rsplit(".", 1)[-1]
+    if bits:
+        nn.quantize(model, group_size=group_size, bits=bits, class_predicate=predicate)
+        settings["quantization"] = {"group_size": group_size, "bits": bits}
+    mx.eval(model.parameters())
 
 
 def write_model_folder(folder, name: str, bits: int | None = None, group_size: int = 64, seed: int = 0,
@@ -385,13 +407,7 @@ def write_model_folder(folder, name: str, bits: int | None = None, group_size: i
     model = module.Model(module.ModelArgs.from_dict(settings))
     model.update(tree_map(lambda a: mx.random.normal(a.shape) * 0.5 if a.ndim > 1 else 1 + 0.1 * mx.random.normal(a.shape),
                           model.parameters()))
-    if dtype is not None:
-        model.set_dtype(dtype)
-        settings["torch_dtype"] = str(dtype).rsplit(".", 1)[-1]
-    if bits:
-        nn.quantize(model, group_size=group_size, bits=bits)
-        settings["quantization"] = {"group_size": group_size, "bits": bits}
-    mx.eval(model.parameters())
+    as_variant(model, settings, dtype, bits, group_size)
     mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())))
     (folder / "config.json").write_text(json.dumps(settings))
     (folder / "generation_config.json").write_text(json.dumps({"bos_token_id": 1, "eos_token_id": 2}))
@@ -595,14 +611,8 @@ def write_embedding_folder(folder, name: str, bits: int | None = None, dtype=Non
     module = embedding_models(name)
     mx.random.seed(0)
     model = module.Model(module.ModelArgs.from_dict(settings))
-    if dtype is not None:
-        model.set_dtype(dtype)
-        settings["torch_dtype"] = str(dtype).rsplit(".", 1)[-1]
-    if bits:
-        nn.quantize(model, group_size=32, bits=bits,
-                    class_predicate=lambda p, m: hasattr(m, "to_quantized") and m.weight.size % 64 == 0)
-        settings["quantization"] = {"group_size": 32, "bits": bits}
-    mx.eval(model.parameters())
+    as_variant(model, settings, dtype, bits,
+               predicate=lambda p, m: hasattr(m, "to_quantized") and m.weight.size % 64 == 0)
     saving.save_weights(folder, dict(tree_flatten(model.parameters())))
     saving.save_config(settings, folder / "config.json")
     return folder
@@ -647,12 +657,7 @@ def write_whisper_folder(folder, dims: dict | None = None, bits: int | None = No
     model = whisper.Whisper(whisper.ModelDimensions(**settings), dtype=mx.float32)
     model.update(tree_map(lambda a: mx.random.normal(a.shape) * (0.3 if a.ndim > 1 else 0.1)
                           if mx.issubdtype(a.dtype, mx.floating) else a, model.parameters()))
-    if dtype is not None:
-        model.set_dtype(dtype)
-    if bits:
-        nn.quantize(model, group_size=32, bits=bits)
-        settings["quantization"] = {"group_size": 32, "bits": bits}
-    mx.eval(model.parameters())
+    as_variant(model, settings, dtype, bits, record_dtype=False)  # mlx-whisper's config holds dimensions only
     mx.save_safetensors(str(folder / "weights.safetensors"), dict(tree_flatten(model.parameters())))
     (folder / "config.json").write_text(json.dumps({"model_type": "whisper", **settings}))
     return folder
@@ -684,13 +689,7 @@ def write_moonshine_folder(folder, bits: int | None = None, dtype=None):
     mx.random.seed(0)
     model = moonshine.Model(config.ModelConfig.from_dict(settings))
     model.update(tree_map(lambda a: mx.random.normal(a.shape) * (1.0 if a.ndim > 1 else 0.1), model.parameters()))
-    if dtype is not None:
-        model.set_dtype(dtype)
-        settings["torch_dtype"] = str(dtype).rsplit(".", 1)[-1]
-    if bits:
-        nn.quantize(model, group_size=32, bits=bits)
-        settings["quantization"] = {"group_size": 32, "bits": bits}
-    mx.eval(model.parameters())
+    as_variant(model, settings, dtype, bits)
     weights = {k: (v.transpose(0, 2, 1) if "conv" in k and k.endswith("weight") and v.ndim == 3 else v)
                for k, v in tree_flatten(model.parameters())}
     mx.save_safetensors(str(folder / "model.safetensors"), weights)
@@ -793,20 +792,13 @@ def write_vlm_folder(folder, architecture: str = "gemma3", scale: float = 0.1, d
     a byte-level BPE tokenizer trained here with the architecture's image tokens, its
     tokenizer_config naming them (as transformers.js's processors read them) and a chat
     template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
     module = pytest.importorskip(f"mlx_vlm.models.{architecture}.{architecture}")
     configs = pytest.importorskip(f"mlx_vlm.models.{architecture}.config")
     saving = pytest.importorskip("mlx_vlm.utils")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     specials = VLM_SPECIALS[architecture]
-    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.train_from_iterator(PACKAGE_TEXTS * 20, trainers.BpeTrainer(
-        vocab_size=300, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tokenizer.save(str(folder / "tokenizer.json"))
+    tokenizer = byte_level_bpe(folder, specials)
     ids = {t: tokenizer.token_to_id(t) for t in specials}
     names = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<bos>", "eos_token": "<eos>",
              "pad_token": "<pad>", "unk_token": "<unk>", "add_bos_token": False, "model_max_length": 512}
@@ -821,13 +813,8 @@ def write_vlm_folder(folder, architecture: str = "gemma3", scale: float = 0.1, d
     model = module.Model(config)
     model.update(tree_map(lambda a: mx.random.normal(a.shape) * scale if a.ndim > 1 else 1 + 0.1 * mx.random.normal(a.shape),
                           model.parameters()))
-    if dtype is not None:
-        model.set_dtype(dtype)
-    if bits:
-        nn.quantize(model, group_size=32, bits=bits,
-                    class_predicate=lambda p, m: hasattr(m, "to_quantized") and m.weight.shape[-1] % 32 == 0)
-        settings["quantization"] = {"group_size": 32, "bits": bits}
-    mx.eval(model.parameters())
+    as_variant(model, settings, dtype, bits, record_dtype=False,
+               predicate=lambda p, m: hasattr(m, "to_quantized") and m.weight.shape[-1] % 32 == 0)
     saving.save_weights(folder, model)
     saving.save_config(dict(settings), folder / "config.json")
     (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": settings["eos_token_id"][0],

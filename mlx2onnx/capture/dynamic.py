@@ -178,7 +178,8 @@ def far_offset(step: int, base: int = 0) -> int:
     pools down to a constant at the nearby sizes changes there; and at least half the
     example size, so that a size floored by more than 37 (an audio encoder's strided
     convolutions divide 16000 samples by 384: the same frame count at every nearby size)
-    changes there too and is refused, not taken for a constant."""
+    changes there too and is followed from the traced values (or the dimension refused
+    where nothing follows it), not taken for a constant."""
     return step * max(5, -(-37 // step), -(-base // (2 * step)))
 
 

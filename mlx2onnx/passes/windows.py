@@ -33,9 +33,10 @@ class Windows:
 
 class _Grid:
     """An array of :class:`Poly` held as one coefficient array per monomial (int64 where
-    the coefficients are integers, else Fractions), so that the large broadcast sums of an index grid are NumPy additions
-    of small terms instead of millions of Poly objects (a ResNet stem's pooling index at a
-    dynamic batch: 1.8M entries, 40 s as Poly objects)."""
+    the coefficients are integers, else Fractions), so that the large broadcast sums of an
+    index grid are NumPy additions of small terms instead of millions of Poly objects (a
+    ResNet stem's pooling index at a dynamic batch: 1.8M entries, 41 s as Poly objects,
+    benchmarks/dynamic_export.py)."""
 
     def __init__(self, coefficients: dict, shape: tuple):
         self.coefficients, self.shape = coefficients, shape

@@ -15,6 +15,7 @@ differs between architectures is an :class:`Architecture` (:mod:`.vlm_gemma3`,
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 import mlx.core as mx
@@ -25,18 +26,16 @@ from .loading import load_with
 from .vlm_architecture import Architecture
 
 
+# mlx-vlm model_type -> the module under mlx2onnx.tasks whose ARCHITECTURE exports it
+VLM_MODULES = {"gemma3": "vlm_gemma3", "idefics3": "vlm_idefics3", "smolvlm": "vlm_idefics3"}
+VLM_TYPES = tuple(VLM_MODULES)
+
+
 def architecture(model_type: str) -> Architecture:
-    from . import vlm_gemma3, vlm_idefics3
-
-    known = {"gemma3": vlm_gemma3.ARCHITECTURE, "idefics3": vlm_idefics3.ARCHITECTURE,
-             "smolvlm": vlm_idefics3.ARCHITECTURE}
-    if model_type not in known:
+    if model_type not in VLM_MODULES:
         raise UnsupportedModelError(f"model_type {model_type!r}: the image-text-to-text export handles mlx-vlm's "
-                                    f"{', '.join(sorted(known))}")
-    return known[model_type]
-
-
-VLM_TYPES = ("gemma3", "idefics3", "smolvlm")
+                                    f"{', '.join(sorted(VLM_MODULES))}")
+    return importlib.import_module(f"{__package__}.{VLM_MODULES[model_type]}").ARCHITECTURE
 
 
 def load_vlm_folder(folder: Path):

@@ -24,14 +24,13 @@ def cached_or_computed(main: ir.Model, first: ir.Model, past: dict[str, str], fl
     ``prefix`` (nothing in a branch may shadow the outer graph) and its weights move to
     the outer graph."""
     graph, sub = main.graph, first.graph
-    computed = {v.name: v for v in sub.outputs}
-    shared = {v.name for v in graph.inputs}
+    computed = [v.name for v in sub.outputs]
+    inputs = {v.name: v for v in graph.inputs}
     for value in list(sub.inputs):  # the branch reads the outer graph's inputs
-        if value.name not in shared:
-            graph.inputs.append(_value(value.name, value))
-            shared.add(value.name)
-        outer = next(v for v in graph.inputs if v.name == value.name)
-        value.replace_all_uses_with(outer)
+        if value.name not in inputs:
+            inputs[value.name] = _value(value.name, value)
+            graph.inputs.append(inputs[value.name])
+        value.replace_all_uses_with(inputs[value.name])
     for node in sub:
         for out in node.outputs:
             out.name = prefix + out.name
@@ -39,23 +38,20 @@ def cached_or_computed(main: ir.Model, first: ir.Model, past: dict[str, str], fl
         sub.initializers.pop(name)
         weight.name = prefix + name
         graph.register_initializer(weight)
-    nodes = list(sub)
+    nodes, outputs = list(sub), list(sub.outputs)
     sub.remove(nodes)
-    outputs = list(sub.outputs)
     sub.outputs.clear()
     else_graph = ir.Graph([], outputs, nodes=nodes, name="computed")
-    flag_value = ir.Value(name=flag, type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([1]))
-    then_nodes, passed = [], {}
-    for name in computed:
-        cached = next(v for v in graph.inputs if v.name == name)
-        passed[name] = _value(past[name], cached)
-        then_nodes.append(ir.Node("", "Identity", [passed[name]], outputs=[_value(f"cached/{name}", cached)]))
+    passed = {name: _value(past[name], inputs[name]) for name in computed}
+    then_nodes = [ir.Node("", "Identity", [passed[name]], outputs=[_value(f"cached/{name}", inputs[name])])
+                  for name in computed]
     then_graph = ir.Graph([], [n.outputs[0] for n in then_nodes], nodes=then_nodes, name="cached")
+    flag_value = ir.Value(name=flag, type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([1]))
     branch = ir.Node("", "If", [flag_value], [ir.AttrGraph("then_branch", then_graph),
                                                ir.AttrGraph("else_branch", else_graph)], num_outputs=len(computed))
     present = []
     for out, name in zip(branch.outputs, computed):
-        cached = next(v for v in graph.inputs if v.name == name)
+        cached = inputs[name]  # the step's input, now the If's output
         cached.name = f"replaced/{name}"
         out.name, out.type, out.shape = name, cached.type, cached.shape
         cached.replace_all_uses_with(out)

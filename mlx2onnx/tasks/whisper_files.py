@@ -18,8 +18,8 @@ def whisper_tokenizer(model):
     """mlx-whisper's tokenizer for ``model`` (English-only or multilingual)."""
     from mlx_whisper.tokenizer import get_tokenizer
 
-    return get_tokenizer(model.is_multilingual, num_languages=model.num_languages, language="en" if model.is_multilingual else None,
-                         task="transcribe")
+    return get_tokenizer(model.is_multilingual, num_languages=model.num_languages,
+                         language="en" if model.is_multilingual else None, task="transcribe")
 
 
 def suppressed(tokenizer) -> tuple[list[int], list[int]]:

@@ -14,22 +14,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from common import median_time  # noqa: E402
 from models import make_resnet18  # noqa: E402
-
-
-def seconds(export, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        export()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> int:
@@ -43,8 +33,9 @@ def main() -> int:
     def image(x):
         return fun(x)
 
-    static = seconds(lambda: mlx2onnx.Exporter().to_ir(image, x), args.repeats)
-    dynamic = seconds(lambda: mlx2onnx.Exporter(dynamic={"x": {0: "batch"}}).to_ir(image, x), args.repeats)
+    static = median_time(lambda: mlx2onnx.Exporter().to_ir(image, x), args.repeats, warmup=0)
+    dynamic = median_time(lambda: mlx2onnx.Exporter(dynamic={"x": {0: "batch"}}).to_ir(image, x), args.repeats,
+                          warmup=0)
     print(f"ResNet-18 224x224: static export {static:.2f} s, dynamic batch {dynamic:.2f} s, "
           f"ratio {dynamic / static:.2f}x (median of {args.repeats})")
     return 0

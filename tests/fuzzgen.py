@@ -1455,10 +1455,10 @@ def _runtime_outputs(program: Program, model) -> tuple[list, list]:
     from mlx2onnx.io import metadata
     from mlx2onnx.verify.session import as_declared_types, run_session
 
-    io = metadata.io(model)
-    feeds = {e["name"]: dtypes_numpy(program.inputs[e["position"]]) for e in io["inputs"]}
+    meta = metadata.read(model)
+    feeds = {b.name: dtypes_numpy(program.inputs[b.position]) for b in meta.inputs}
     session = ort_session(model)
-    got = run_session(session, [e["name"] for e in io["outputs"]], as_declared_types(session, feeds))
+    got = run_session(session, meta.output_names(), as_declared_types(session, feeds))
     values = program._values(program.inputs, in_float32=False)
     return got, [values[r] for r in program.returns]
 

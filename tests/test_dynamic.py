@@ -14,6 +14,7 @@ import pytest
 import mlx2onnx
 from mlx2onnx import Dim, DynamicShapeError, DynamicSpecError, Exporter, Verifier
 from mlx2onnx.models import example
+from mlx2onnx.io import metadata
 
 BATCH_SEQ = {"input_ids": {0: "batch", 1: "seq"}}
 
@@ -500,7 +501,7 @@ def test_a_bounded_dim_is_traced_inside_its_range():
     proto = export_dynamic(add_positions, x, dynamic={"x": {0: "batch", 1: Dim("seq", max=16)}})
     meta = json.loads({p.key: p.value for p in proto.metadata_props}["mlx2onnx.dynamic"])
     assert meta["range"] == {"batch": [1, None], "seq": [1, 16]}
-    runs = Verifier().size_assignments(meta)
+    runs = Verifier().size_assignments(metadata.read(proto).dynamic)
     assert all(run["seq"] <= 16 for run in runs) and len({run["seq"] for run in runs}) == 3
     assert_passes(Verifier(sizes={"seq": [1, 9, 16]}).verify(proto, add_positions, x))
 

@@ -159,8 +159,8 @@ def test_float32_outputs_computed_through_bfloat16_are_checked_at_bfloat16_preci
 
     x = mx.random.normal((4, 16))
     proto = mlx2onnx.Exporter().export(mixed, x)
-    outputs = metadata.io(proto)["outputs"]
-    assert outputs[0]["precision"] == "bfloat16" and "precision" not in outputs[1]
+    outputs = metadata.read(proto).outputs
+    assert outputs[0].precision == "bfloat16" and outputs[1].precision is None
     report = mlx2onnx.verify(proto, mixed, x)
     assert report.passed, str(report)
     assert [o.dtype for o in report.outputs] == ["float32(bfloat16)", "float32"]

@@ -38,15 +38,14 @@ def _check_interface(proto, fun, args, kwargs) -> None:
 
     from .. import dtypes
     from ..capture.inputs import normalize_inputs
-    from ..io.metadata import float_policy, input_bindings
+    from ..io import metadata
 
-    policy = float_policy(proto)
+    meta = metadata.read(proto)
     signature = normalize_inputs(args, kwargs)
     positional, keywords = signature.arrays()
     graph_inputs = {i.name: i for i in proto.graph.input}
     problems = []
-    bindings = input_bindings(proto)
-    for binding in bindings:
+    for binding in meta.inputs:
         problem = binding.missing(positional, keywords)
         if problem:
             problems.append(problem)
@@ -60,12 +59,12 @@ def _check_interface(proto, fun, args, kwargs) -> None:
         got_shape = list(array.shape)
         want_dtype = dtypes.from_onnx(ir.DataType(tensor.elem_type))
         fixed = all(d is not None for d in want_shape)
-        if want_dtype != policy.get(array.dtype, array.dtype) or (fixed and want_shape != got_shape) or len(want_shape) != len(got_shape):
+        if want_dtype != meta.carried(array.dtype) or (fixed and want_shape != got_shape) or len(want_shape) != len(got_shape):
             problems.append(
                 f"input {binding.name!r}: the model takes {dtypes.name(want_dtype)}{want_shape}, "
                 f"the callable gives {dtypes.name(array.dtype)}{got_shape}"
             )
-    used = {b.slot for b in bindings}
+    used = {b.slot for b in meta.inputs}
     extra = [f"positional array {i}" for i in range(len(positional)) if i not in used]
     extra += [f"keyword {k!r}" for k in keywords if k not in used]
     if extra:

@@ -27,6 +27,7 @@ IO_METADATA_KEY = "mlx2onnx.io"
 POLICY_METADATA_KEY = "mlx2onnx.dtype_policy"
 PASSES_METADATA_KEY = "mlx2onnx.passes"
 DYNAMIC_METADATA_KEY = "mlx2onnx.dynamic"
+DECODER_METADATA_KEY = "mlx2onnx.decoder"  # an LLM's prefill/decode graphs: lengths, batch, layers (llm.decoder)
 
 # The largest size a dynamic symbol may take in a check (the model may admit more; the
 # check draws inputs of this size at most), and the most elements one fed input may have.
@@ -95,7 +96,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def io(proto: onnx.ModelProto) -> dict:
+def _io(proto: onnx.ModelProto) -> dict:
     """``{"inputs": [{name, position, keyword}], "outputs": [{name, key[, order_free_axis][, precision]}]}``
     (``precision``: the narrower float a float32 output was computed through)."""
     data = _json(proto, IO_METADATA_KEY)
@@ -163,12 +164,7 @@ class InputBinding:
         return keywords[self.keyword] if self.position is None else positional[self.position]
 
 
-def input_bindings(proto: onnx.ModelProto) -> list[InputBinding]:
-    """The graph inputs' bindings to the function's arrays, from the checked io metadata."""
-    return [InputBinding(e["name"], e.get("position"), e.get("keyword")) for e in io(proto)["inputs"]]
-
-
-def dynamic(proto: onnx.ModelProto) -> dict | None:
+def _dynamic(proto: onnx.ModelProto) -> dict | None:
     """``{"symbols": {s: example}, "multiple_of": {s: n}, "range": {s: [lo, hi]}, "inputs": {...}}``."""
     data = _json(proto, DYNAMIC_METADATA_KEY)
     if data is None:
@@ -202,10 +198,77 @@ def dynamic(proto: onnx.ModelProto) -> dict | None:
     return data
 
 
-def float_policy(proto: onnx.ModelProto) -> dict:
+def _float_policy(proto: onnx.ModelProto) -> dict:
     """MLX dtype -> the dtype carrying it in this model (the export's float policy)."""
     names = {dtypes.name(d): d for d in (mx.bfloat16, mx.float16, mx.float32)}
     data = _json(proto, POLICY_METADATA_KEY) or {}
     if not isinstance(data, dict):
         raise _bad(POLICY_METADATA_KEY, "it must be an object {mlx dtype: carried dtype}")
     return {names[k]: names[v] for k, v in data.items() if k in names and v in names}
+
+
+@dataclass(frozen=True)
+class OutputEntry:
+    """A graph output: the function's output it is (``key``: its key path when the
+    function returned a dict), the axis along which it is an unordered set (partition,
+    topk), and the narrower float it was computed through (its tolerance row)."""
+
+    name: str
+    key: str | None
+    order_free_axis: int | None
+    precision: str | None
+
+
+@dataclass(frozen=True)
+class DynamicSizes:
+    """The export's dynamic symbols: each one's example size, the step it takes sizes
+    in, its ``[MIN, MAX]`` range (None: unbounded), and the axes of the graph inputs
+    that carry it (graph input -> {axis: symbol})."""
+
+    symbols: Mapping[str, int]
+    multiple_of: Mapping[str, int]
+    ranges: Mapping[str, tuple[int | None, int | None]]
+    axes: Mapping[str, Mapping[int, str]]
+
+    def step(self, symbol: str) -> int:
+        return self.multiple_of.get(symbol, 1)
+
+    def bounds(self, symbol: str) -> tuple[int, int | None]:
+        """The smallest size the symbol takes (its step when unset) and its largest."""
+        low, high = self.ranges.get(symbol, (None, None))
+        return (self.step(symbol) if low is None else low), high
+
+
+@dataclass(frozen=True)
+class ExportMetadata:
+    """Everything an export wrote about itself, read and checked once: the graph inputs'
+    bindings to the function's arrays, the outputs, the dynamic sizes (None when the
+    export is static) and the float policy (MLX dtype -> the dtype carrying it)."""
+
+    inputs: tuple[InputBinding, ...]
+    outputs: tuple[OutputEntry, ...]
+    dynamic: DynamicSizes | None
+    policy: Mapping[mx.Dtype, mx.Dtype]
+
+    def output_names(self) -> list[str]:
+        return [o.name for o in self.outputs]
+
+    def carried(self, dtype: mx.Dtype) -> mx.Dtype:
+        """The dtype that carries MLX dtype ``dtype`` in this model."""
+        return self.policy.get(dtype, dtype)
+
+
+def read(proto: onnx.ModelProto) -> ExportMetadata:
+    """The model's metadata as :class:`ExportMetadata`; :class:`VerificationError` naming
+    the key when a key is missing or malformed."""
+    io = _io(proto)
+    dynamic = _dynamic(proto)
+    sizes = None if dynamic is None else DynamicSizes(
+        symbols=dict(dynamic["symbols"]), multiple_of=dict(dynamic["multiple_of"]),
+        ranges={s: tuple(b) for s, b in dynamic["range"].items()},
+        axes={name: {int(a): s for a, s in axes.items()} for name, axes in dynamic["inputs"].items()})
+    return ExportMetadata(
+        inputs=tuple(InputBinding(e["name"], e.get("position"), e.get("keyword")) for e in io["inputs"]),
+        outputs=tuple(OutputEntry(e["name"], e.get("key"), e.get("order_free_axis"), e.get("precision"))
+                      for e in io["outputs"]),
+        dynamic=sizes, policy=_float_policy(proto))

@@ -36,6 +36,7 @@ import onnx_ir as ir
 from ..capture.dynamic import Dim
 from ..errors import ExportOptionError
 from ..exporter import Exporter
+from ..io.metadata import DECODER_METADATA_KEY
 from ..io.saving import check_output_path, staging_folder
 from .caches import KV, GrowingKVCache, ShapeProbe
 
@@ -162,7 +163,7 @@ def export_decoder(
     meta = {"max_length": max_length, "prompt_length": prompt_length, "batch": batch, "layers": n,
             "dynamic": bool(dynamic)}
     for m in (prefill_ir, decode_ir):
-        m.metadata_props["mlx2onnx.decoder"] = json.dumps(meta, sort_keys=True)
+        m.metadata_props[DECODER_METADATA_KEY] = json.dumps(meta, sort_keys=True)
     directory.mkdir(exist_ok=True)
     try:
         paths = save_sharing_weights(

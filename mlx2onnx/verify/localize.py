@@ -27,9 +27,8 @@ from ..capture.inputs import normalize_inputs
 from ..capture.trace import Primitive, Trace
 from ..capture.tracing import capture
 from ..errors import VerificationError
-from ..io.metadata import float_policy, input_bindings
+from ..io import metadata
 from ..translate.markers import PRIMITIVE_TAG, primitive_tag, value_name
-from ..io.metadata import io as io_metadata
 from . import interpret
 from .compare import DEFAULT_TOLERANCES, EXACT, OutputReport, compare
 from .inputs import random_like
@@ -154,7 +153,7 @@ def _random_inputs(args: tuple, kwargs: Mapping[str, Any], seed: int, random_inp
 def onnx_names(proto: onnx.ModelProto, trace: Trace) -> tuple[dict[str, str], str]:
     """MLX value name -> ONNX value name for every exposed record output, and a problem
     description when the model was evidently not exported from this trace."""
-    io = io_metadata(proto)
+    outputs = metadata.read(proto).outputs
     produced: dict[str, str] = {}  # ONNX value name -> the node's mlx.primitive tag
     for node in proto.graph.node:
         tag = next((p.value for p in node.metadata_props if p.key == PRIMITIVE_TAG), "")
@@ -175,8 +174,8 @@ def onnx_names(proto: onnx.ModelProto, trace: Trace) -> tuple[dict[str, str], st
                                f"{primitive_tag(rec)}: the model was not exported from this function and inputs")
                     return {}, problem
                 mapping[spec.name] = name
-    for out, entry in zip(trace.outputs, io["outputs"]):
-        mapping[out.spec.name] = entry["name"]
+    for out, entry in zip(trace.outputs, outputs):
+        mapping[out.spec.name] = entry.name
     return mapping, problem
 
 
@@ -184,12 +183,12 @@ def _with_outputs(proto: onnx.ModelProto, names: list[str], specs: dict) -> onnx
     model = onnx.ModelProto()
     model.CopyFrom(proto)
     existing = {o.name for o in model.graph.output}
-    policy = float_policy(proto)
+    meta = metadata.read(proto)
     for name in names:
         if name in existing:
             continue
         spec = specs[name]
-        elem = int(dtypes.to_onnx(policy.get(spec.dtype, spec.dtype)))
+        elem = int(dtypes.to_onnx(meta.carried(spec.dtype)))
         model.graph.output.append(onnx.helper.make_tensor_value_info(name, elem, list(spec.shape)))
     return model
 
@@ -302,7 +301,7 @@ def _feeds(proto: onnx.ModelProto, call_args: tuple, call_kwargs: Mapping[str, A
     """The model's graph inputs by name, from the call's arrays (its metadata binds them)."""
     positional = [a for a in call_args if isinstance(a, mx.array)]
     feeds = {}
-    for binding in input_bindings(proto):
+    for binding in metadata.read(proto).inputs:
         feeds[binding.name] = dtypes.array_to_numpy(binding.pick(positional, call_kwargs))
     return feeds
 

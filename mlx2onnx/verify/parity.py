@@ -150,19 +150,17 @@ class Verifier:
         """Run ``model`` and ``fun`` on the same inputs and compare every output (at
         every size of :attr:`sizes` when the model has dynamic dimensions)."""
         proto, path = _as_proto(model)
-        io = metadata.io(proto)
-        dynamic = metadata.dynamic(proto)
-        policy = metadata.float_policy(proto)
+        meta = metadata.read(proto)
         call, module, _ = resolve_callable(fun)
         signature = normalize_inputs(args, kwargs)
         problems = []
         if self.compare_weights:
             problems += weight_problems(proto, None if path is None else str(Path(path).parent), call, module)
-        listed = {e["name"] for e in io["outputs"]}
+        listed = set(meta.output_names())
         unlisted = [o.name for o in proto.graph.output if o.name not in listed]
         if unlisted:
             problems.append(f"the model has outputs {unlisted} that its mlx2onnx metadata does not list")
-        runs = self.size_assignments(dynamic) if dynamic and self.random_inputs else [None]
+        runs = self.size_assignments(meta.dynamic) if meta.dynamic and self.random_inputs else [None]
         reports: list[OutputReport] = []
         first_inputs: dict = {}
         reference, on_cpu = references.chosen(self.reference)
@@ -173,8 +171,7 @@ class Verifier:
             for k, sizes in enumerate(runs):
                 rng = np.random.default_rng(self.seed + k)
                 with mx.stream(mx.cpu) if on_cpu else contextlib.nullcontext():
-                    outputs, feeds = self._run_once(runner, proto, io, policy, call, signature, rng, dynamic, sizes,
-                                                    widened)
+                    outputs, feeds = self._run_once(runner, proto, meta, call, signature, rng, sizes, widened)
                 reports.extend(outputs)
                 first_inputs = first_inputs or {n: (tuple(v.shape), str(v.dtype)) for n, v in feeds.items()}
         return VerifyReport(
@@ -195,15 +192,12 @@ class Verifier:
         """The runtime options as the runtime takes them (strings)."""
         return {k: str(v) for k, v in (self.runtime_options or {}).items()}
 
-    def size_assignments(self, dynamic: Mapping) -> list[dict[str, int]]:
+    def size_assignments(self, dynamic: metadata.DynamicSizes) -> list[dict[str, int]]:
         """The ``{symbol: size}`` runs of a multi-size check (see :attr:`sizes`)."""
-        symbols = dict(dynamic["symbols"])
-        steps = {s: int(dynamic.get("multiple_of", {}).get(s, 1)) for s in symbols}
-        ranges = {s: dynamic.get("range", {}).get(s, [steps[s], None]) for s in symbols}
-        ranges = {s: [steps[s] if lo is None else lo, hi] for s, (lo, hi) in ranges.items()}
+        symbols = dict(dynamic.symbols)
         if self.sizes is None:  # the example, the smallest, and one no trace used (in range)
-            beyond = {s: _untraced_size(v, steps[s], *ranges[s]) for s, v in symbols.items()}
-            return [symbols, {s: ranges[s][0] for s in symbols}, beyond]
+            beyond = {s: _untraced_size(v, dynamic.step(s), *dynamic.bounds(s)) for s, v in symbols.items()}
+            return [symbols, {s: dynamic.bounds(s)[0] for s in symbols}, beyond]
         if isinstance(self.sizes, Mapping):
             unknown = set(self.sizes) - set(symbols)
             if unknown:
@@ -218,10 +212,9 @@ class Verifier:
             rows.append({**symbols, **{s: int(v) for s, v in row.items()}})
         return rows
 
-    def _run_once(self, runner, proto, io, policy, call, signature, rng, dynamic, sizes, trades=()):
-        axes_of = {name: {int(a): s for a, s in axes.items()} for name, axes in (dynamic or {}).get("inputs", {}).items()}
-        bindings = metadata.input_bindings(proto)
-        by_slot = {b.slot: b.name for b in bindings}
+    def _run_once(self, runner, proto, meta, call, signature, rng, sizes, trades=()):
+        axes_of = {} if meta.dynamic is None else meta.dynamic.axes
+        by_slot = {b.slot: b.name for b in meta.inputs}
 
         def fresh(array, slot):
             if not (self.random_inputs and isinstance(array, mx.array)):
@@ -239,13 +232,13 @@ class Verifier:
         call_kwargs = {k: fresh(v, k) for k, v in sorted(signature.kwargs.items())}
         positional = [a for a in call_args if isinstance(a, mx.array)]
         feeds: dict[str, np.ndarray] = {}
-        for binding in bindings:
+        for binding in meta.inputs:
             problem = binding.missing(positional, call_kwargs)
             if problem:
                 raise VerificationError(problem)
             feeds[binding.name] = dtypes.array_to_numpy(binding.pick(positional, call_kwargs))
         where = f" at {_sizes_text(sizes)}" if sizes is not None else ""
-        names = [o["name"] for o in io["outputs"]]
+        names = meta.output_names()
         try:  # first: the runtime checks indices, so inputs MLX would read out of bounds never reach MLX
             got = runner.run(declared_feeds(proto, feeds), names)
         except Exception as exc:
@@ -274,13 +267,13 @@ class Verifier:
                 reports.append(failed(f"output_{k}", dname, want[k].shape, self.tolerance(dname),
                                       f"the function returns this output; the model has only {len(names)} output(s)", at))
                 continue
-            expected = dtypes.to_numpy(policy.get(want[k].dtype, want[k].dtype))
-            held = io["outputs"][k].get("precision")  # computed through bfloat16: bfloat16's tolerance
+            expected = dtypes.to_numpy(meta.carried(want[k].dtype))
+            held = meta.outputs[k].precision  # computed through bfloat16: bfloat16's tolerance
             row = self.compared_as(dname, held, trades)
             shown = f"{dname}({row})" if row != dname else dname
             report = compare(names[k], np.asarray(got[k]), dtypes.array_to_numpy(want[k]), shown,
                              self.tolerance(row),
-                             order_free_axis=io["outputs"][k].get("order_free_axis"), expected_dtype=expected)
+                             order_free_axis=meta.outputs[k].order_free_axis, expected_dtype=expected)
             reports.append(replace(report, at=at) if at else report)
         return reports, feeds
 

@@ -122,6 +122,24 @@ def test_loop_trip_count_follows_the_size():
     assert dims == ["batch", "seq", 16]
 
 
+def test_a_recovered_loop_is_a_loop_record_translated_by_its_kinds_handler():
+    """The trace holds the loop as a record of its own kind (not a fake primitive): its
+    trip count a size, its body a trace of one step; the registry dispatches the kind."""
+    from mlx2onnx.capture.dynamic import capture_dynamic
+    from mlx2onnx.capture.trace import LoopRecord
+    from mlx2onnx.translate import registry
+    from mlx2onnx.translate.loops import translate_loop
+
+    trace, _ = capture_dynamic(rnn, (mx.random.normal((2, 8, 16)),), {}, DYNAMIC)
+    loops = [r for r in trace.primitives if r.kind == "loop"]
+    assert len(loops) == 1 and isinstance(loops[0], LoopRecord)
+    loop = loops[0]
+    assert repr(loop.trips) == "seq-1" and len(loop.body.primitives) < 10  # iteration 0 unrolled before it
+    assert loop.nested == loop.body.primitives and all(r.kind == "primitive" for r in loop.nested)
+    assert set(trace.all_records()) >= set(loop.nested)
+    assert registry.lookup_kind("loop") is translate_loop and registry.lookup("Loop") is None
+
+
 def test_loop_that_reads_two_steps_back_carries_both():
     """``a, b = b, f(a, b)`` reads the value of two steps back: the block is cut so that
     it carries both (``a + b`` computed for the next step); the loop starts at the third

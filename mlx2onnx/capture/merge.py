@@ -14,7 +14,7 @@ import mlx.core as mx
 import numpy as np
 
 from ..errors import DynamicShapeError
-from .loops import LOOP, Step, loop_parts
+from .loops import Step
 from .symbolic import Plan, StepInt, SymFloat, SymInt
 
 
@@ -22,7 +22,7 @@ def merge(traces: list, plan: Plan, space: tuple = ()):
     """One :class:`~mlx2onnx.capture.Trace` whose numbers are :class:`SymInt` where the
     traces differ; :class:`DynamicShapeError` where they are not one program. (``space``:
     the (trace, iteration) pairs of the loop whose bodies these traces are.)"""
-    from .trace import GraphInput, GraphOutput, Primitive, TensorSpec
+    from .trace import GraphInput, GraphOutput, TensorSpec
 
     base = traces[0]
     rename = [_name_map(base, other) for other in traces]
@@ -59,21 +59,18 @@ def merge(traces: list, plan: Plan, space: tuple = ()):
         recs = [tr.primitives[j] for tr in traces]
         for t, (other, names) in enumerate(zip(recs[1:], rename[1:]), 1):
             wiring = [names.get(s.name) for s in other.inputs]
-            if (other.name != rec.name or len(other.inputs) != len(rec.inputs)
+            if (other.kind != rec.kind or other.name != rec.name or len(other.inputs) != len(rec.inputs)
                     or len(other.outputs) != len(rec.outputs)
                     or wiring != [s.name for s in rec.inputs]
-                    or rec.name == LOOP and loop_parts(rec)[2] != loop_parts(other)[2]
-                    or rec.name != LOOP and not _same_structure(rec.arguments, other.arguments)):
+                    or not _same_record_structure(rec, other)):
                 raise _differs(plan, t, f"record {j}", _record_pair(base, traces[t], j))
         where = f"record {j} ({rec.name})"
-        primitives.append(Primitive(
-            index=rec.index,
-            name=rec.name,
-            arguments=_merge_loop(recs, plan) if rec.name == LOOP else
-            _merge_arguments([r.arguments for r in recs], plan, space),
-            inputs=tuple(spec([r.inputs[i] for r in recs], where) for i in range(len(rec.inputs))),
-            outputs=tuple(spec([r.outputs[i] for r in recs], where) for i in range(len(rec.outputs))),
-        ))
+        io = dict(inputs=tuple(spec([r.inputs[i] for r in recs], where) for i in range(len(rec.inputs))),
+                  outputs=tuple(spec([r.outputs[i] for r in recs], where) for i in range(len(rec.outputs))))
+        if rec.kind == "loop":
+            primitives.append(replace(rec, **_merge_loop(recs, plan), **io))
+        else:
+            primitives.append(replace(rec, arguments=_merge_arguments([r.arguments for r in recs], plan, space), **io))
     inputs = tuple(
         GraphInput(spec([tr.inputs[i].spec for tr in traces], "the inputs"), g.label, g.position, g.keyword)
         for i, g in enumerate(base.inputs)
@@ -147,13 +144,19 @@ def _same_values(a: mx.array, b: mx.array) -> bool:
         return False
 
 
-def _merge_loop(recs: list, plan: Plan) -> tuple:
-    """A loop record's arguments over the traces: the trip count a size, the bodies merged
-    with their :class:`Step` numbers as :class:`StepInt` over every iteration traced."""
-    parts = [loop_parts(r) for r in recs]
-    space = tuple((t, k) for t, (trips, _, _) in enumerate(parts) for k in range(trips))
-    body = merge([b for _, b, _ in parts], plan, space)
-    return _number([trips for trips, _, _ in parts], plan), body, parts[0][2]
+def _merge_loop(recs: list, plan: Plan) -> dict:
+    """A loop record's trip count and body over the traces: the trip count a size, the
+    bodies merged with their :class:`Step` numbers as :class:`StepInt` over every
+    iteration traced."""
+    space = tuple((t, k) for t, rec in enumerate(recs) for k in range(rec.trips))
+    return {"trips": _number([r.trips for r in recs], plan), "body": merge([r.body for r in recs], plan, space)}
+
+
+def _same_record_structure(a, b) -> bool:
+    """Whether two records of one kind are the same record up to their numbers."""
+    if a.kind == "loop":
+        return a.carried == b.carried
+    return _same_structure(a.arguments, b.arguments)
 
 
 def _same_structure(a, b) -> bool:
@@ -232,7 +235,8 @@ def _record_pair(a, b, j: int) -> str:
         if j >= len(trace.primitives):
             return "no record (the program ended)"
         rec = trace.primitives[j]
-        return f"{rec.name} with arguments {list(rec.arguments)} on inputs {[list(s.shape) for s in rec.inputs]}"
+        what = f"{rec.trips} steps" if rec.kind == "loop" else f"arguments {list(rec.arguments)}"
+        return f"{rec.name} with {what} on inputs {[list(s.shape) for s in rec.inputs]}"
     return f"{show(a)} | {show(b)}"
 
 

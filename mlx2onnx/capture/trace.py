@@ -1,11 +1,21 @@
 """The records of one trace as plain, immutable data: what :func:`mlx2onnx.capture.capture`
-returns and every later stage reads. Nothing here knows about ONNX."""
+returns and every later stage reads. Nothing here knows about ONNX.
+
+A trace's records are of two kinds (``record.kind``), each translated by its own handler:
+
+- :class:`Primitive` (``"primitive"``): one MLX primitive as the callback reported it;
+  handlers are registered by primitive name.
+- :class:`LoopRecord` (``"loop"``): a Python loop over a dynamic size that the exporter
+  recovered from unrolled traces (:mod:`mlx2onnx.capture.loops`); MLX has no such
+  primitive. Its body is a trace of its own, whose records are translated the same way.
+"""
 
 from __future__ import annotations
 
 import functools
 import math
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import mlx.core as mx
 
@@ -39,12 +49,37 @@ class Primitive:
     arguments: tuple
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
+    kind: ClassVar[str] = "primitive"
+    nested: ClassVar[tuple] = ()  # the records this one holds (none)
 
     @property
     def args(self) -> tuple:
         """The arguments as a named tuple of the records table (:mod:`~mlx2onnx.capture.records`):
         ``kind, axes = rec.args`` or ``rec.args.axes``, enum codes as their IntEnum."""
         return records.decode(self.name, self.arguments)
+
+
+@dataclass(frozen=True)
+class LoopRecord:
+    """A loop recovered from unrolled traces: ``body`` runs ``trips`` times (a size,
+    :class:`~mlx2onnx.capture.symbolic.SymInt`, once merged). The body's inputs are the
+    ``carried`` values, then the outside values it reads; its outputs are the carried
+    values' next values, then the per-iteration values the loop stacks. The record's
+    inputs are the carried values' first values, then the same outside values; its
+    outputs the carried values' last values, then the stacked ones (iterations first)."""
+
+    index: int
+    trips: Any
+    body: "Trace"
+    carried: int
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    kind: ClassVar[str] = "loop"
+    name: ClassVar[str] = "Loop"  # in messages and node names; MLX has no primitive of this name
+
+    @property
+    def nested(self) -> tuple:
+        return self.body.primitives
 
 
 @dataclass(frozen=True)
@@ -80,9 +115,13 @@ class Trace:
     inputs: tuple[GraphInput, ...]
     outputs: tuple[GraphOutput, ...]
     constants: tuple[Constant, ...]
-    primitives: tuple[Primitive, ...]
+    primitives: tuple[Primitive | LoopRecord, ...]
     device: str
     function_name: str
+
+    def all_records(self):
+        """Every record, and after a record the records it holds (a loop's body), depth first."""
+        return _walk(self.primitives)
 
     def primitive_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -152,6 +191,12 @@ class Trace:
                     and all(int(v) == 1 for v in slices[0].arguments[2]):
                 return axis
             return None
+
+
+def _walk(records):
+    for record in records:
+        yield record
+        yield from _walk(record.nested)
 
 
 def _whole_runs_axis(record, slices) -> int | None:

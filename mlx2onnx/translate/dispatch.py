@@ -1,10 +1,10 @@
-"""Translate: dispatch every primitive record of a :class:`Trace` to its handler."""
+"""Translate: dispatch every record of a :class:`Trace` to its handler: a primitive to
+its name's handler, a record of another kind (a recovered loop) to its kind's."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from ..capture.loops import LOOP, loop_parts
 from ..capture.symbolic import NeedsStatic, StepInt, SymInt
 from ..capture.trace import Trace
 from ..errors import (
@@ -13,15 +13,15 @@ from ..errors import (
     Mlx2OnnxError,
     UnsupportedPrimitiveError,
 )
+from . import loops  # noqa: F401  (registers the loop record kind's handler)
 from . import registry
 from .context import Context, is_complex, refuse_complex_io
-from .loops import translate_loop
 from .rounding import round_inputs, round_outputs
 
 
 def check_supported(trace: Trace) -> None:
     """Raise one :class:`UnsupportedPrimitiveError` naming every primitive we cannot export."""
-    counts = Counter(p.name for p in _records(trace.primitives) if p.name != LOOP)
+    counts = Counter(p.name for p in trace.all_records() if p.kind == "primitive")
     missing = {n: c for n, c in counts.items() if registry.lookup(n) is None and registry.refusal(n) is None}
     refused = {n: (c, str(registry.refusal(n))) for n, c in counts.items() if registry.refusal(n) is not None}
     if missing or refused:
@@ -39,19 +39,12 @@ def translate(trace: Trace, ctx: Context, input_names: list[str]) -> None:
     translate_records(ctx, trace.primitives)
 
 
-def _records(records):
-    """The records, and those in the bodies of loops."""
-    for rec in records:
-        yield rec
-        if rec.name == LOOP:
-            yield from _records(loop_parts(rec)[1].primitives)
-
-
 def translate_records(ctx: Context, records) -> None:
     for rec in records:
-        if rec.name == LOOP:
+        if rec.kind != "primitive":
             with ctx.primitive(rec):
-                ctx.bind_outputs(rec, translate_loop(ctx, rec, translate_records))
+                outputs = registry.lookup_kind(rec.kind)(ctx, rec, lambda inner: translate_records(ctx, inner))
+                ctx.bind_outputs(rec, outputs)
             continue
         handler = registry.lookup(rec.name)
         if any(is_complex(s) for s in rec.inputs + rec.outputs):

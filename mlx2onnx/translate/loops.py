@@ -1,4 +1,5 @@
-"""A loop recovered from an unrolled trace (:mod:`mlx2onnx.capture.loops`) as ONNX ``Loop``.
+"""The handler of the ``"loop"`` record kind: a loop recovered from an unrolled trace
+(:class:`~mlx2onnx.capture.trace.LoopRecord`) as ONNX ``Loop``.
 
 The body graph takes the iteration number, the loop condition and the carried values,
 and returns the condition, the carried values' next values and the per-iteration values
@@ -16,15 +17,16 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from ..capture.loops import loop_parts
+from ..capture.trace import LoopRecord
 from .context import make_value
+from .registry import handles_kind
 
 
-def translate_loop(ctx, rec, translate_records) -> list[ir.Value]:
-    """The outputs of :data:`~mlx2onnx.capture.loops.LOOP` record ``rec``: the carried
-    values' last values, then the stacked ones. ``translate_records(ctx, records)``
-    translates the body."""
-    trips, body, carried = loop_parts(rec)
+@handles_kind(LoopRecord.kind)
+def translate_loop(ctx, rec: LoopRecord, translate_records) -> list[ir.Value]:
+    """The outputs of loop record ``rec``: the carried values' last values, then the
+    stacked ones. ``translate_records(records)`` translates the body."""
+    trips, body, carried = rec.trips, rec.body, rec.carried
     first = [ctx.value(spec) for spec in rec.inputs[:carried]]
     count = ctx.ints(trips)  # a size: a loop is recovered only where traces run it different times
     graph = _body(ctx, body, carried, translate_records)
@@ -53,7 +55,7 @@ def _body(ctx, body, carried: int, translate_records) -> ir.Graph:
             ctx.values[spec.name], ctx.specs[spec.name] = value, spec
             ctx.offer_dims(value, spec)
             state.append(value)
-        translate_records(ctx, body.primitives)
+        translate_records(body.primitives)
         produced = [ctx.op.Identity(condition)]
         produced += [_produced(ctx, ctx.value(out.spec), out.spec, nodes, produced) for out in body.outputs]
     ctx.nodes.extend(_invariant(nodes, {id(v) for v in [iteration, condition, *state]}, {id(v) for v in produced}))

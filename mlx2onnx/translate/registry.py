@@ -1,8 +1,11 @@
-"""The handler registry: MLX callback primitive name -> the function that translates it.
+"""The handler registry: each record kind's handler, and for MLX primitives the
+handler of each primitive name.
 
-Handlers register with :func:`handles`; primitives that ONNX cannot express exactly
-register a documented reason with :func:`refuses`. A name can be registered once: a
-second registration is a bug and raises at import time.
+Primitive handlers register with :func:`handles`; primitives that ONNX cannot express
+exactly register a documented reason with :func:`refuses`. The records the exporter makes
+itself (:class:`~mlx2onnx.capture.trace.LoopRecord`) register their kind's handler with
+:func:`handles_kind`. A name or kind can be registered once: a second registration is a
+bug and raises at import time.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Callable
 from ..capture import records
 
 Handler = Callable  # (ctx, rec) -> list of ONNX values, one per rec.outputs
+KindHandler = Callable  # (ctx, rec, translate) -> list of ONNX values; translate(records) translates its nested records
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,28 @@ def complex_handlers() -> dict[str, Handler]:
 def complex_primitives() -> list[str]:
     """Sorted names of the primitives that have a complex64 handler."""
     return sorted(_COMPLEX_HANDLERS)
+
+
+_KIND_HANDLERS: dict[str, KindHandler] = {}
+
+
+def handles_kind(kind: str) -> Callable[[KindHandler], KindHandler]:
+    """Register the decorated function as the handler of every record of ``kind`` (a
+    record kind other than ``"primitive"``: ``"loop"``). It is called as
+    ``fn(ctx, rec, translate)``, where ``translate(records)`` translates the records the
+    record holds (a loop's body) in the same context."""
+
+    def register_kind(fn: KindHandler) -> KindHandler:
+        if kind == "primitive" or kind in _KIND_HANDLERS:
+            raise DuplicateRegistrationError(f"record kind {kind!r} already has a handler")
+        _KIND_HANDLERS[kind] = fn
+        return fn
+
+    return register_kind
+
+
+def lookup_kind(kind: str) -> KindHandler | None:
+    return _KIND_HANDLERS.get(kind)
 
 
 def lookup(name: str) -> Handler | None:

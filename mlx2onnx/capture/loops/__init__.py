@@ -4,7 +4,7 @@ A model that loops in Python over the sequence (``for t in range(T)``: mamba's s
 scan, rwkv7's state update, recurrent_gemma's linear recurrence) traces as the same block
 of records T times. Traced at two lengths, the traces agree up to the loop and after it,
 and differ by whole blocks inside it; :func:`recover_loops` finds each such run of
-blocks and replaces it with one :data:`~.steps.LOOP` record whose body is one block
+blocks and replaces it with one :class:`~mlx2onnx.capture.trace.LoopRecord` whose body is one block
 (:mod:`.order`, :mod:`.find`, :mod:`.fold`):
 
 - the traces are first put in a canonical order: records that read constants only
@@ -33,6 +33,6 @@ the folded traces like any others (the trip count becomes a size, ``seq-1``).
 from __future__ import annotations
 
 from .find import check_trips, recover_loops
-from .steps import LOOP, STEPPED, LoopError, Step, loop_parts
+from .steps import STEPPED, LoopError, Step
 
-__all__ = ["LOOP", "STEPPED", "LoopError", "Step", "check_trips", "loop_parts", "recover_loops"]
+__all__ = ["STEPPED", "LoopError", "Step", "check_trips", "recover_loops"]

@@ -7,7 +7,7 @@ from ..symbolic import affine_fit
 from ..trace import Trace
 from .fold import fold, fold_one
 from .order import ORDERS, coarse_key, hoisted
-from .steps import LOOP, LoopError, loop_parts
+from .steps import LoopError
 
 
 def find_loops(short: Trace, ka: list, kb: list) -> list[tuple[int, int, int]]:
@@ -125,9 +125,9 @@ def check_trips(trace: Trace, plan) -> None:
     """Refuse a loop that would run a negative number of times at the smallest sizes the
     export admits (its first iterations are unrolled before it): name the bound to declare."""
     for rec in trace.primitives:
-        if rec.name != LOOP:
+        if rec.kind != "loop":
             continue
-        trips = loop_parts(rec)[0]  # a SymInt: each trace runs it a size less a fixed number of times
+        trips = rec.trips  # a SymInt: each trace runs it a size less a fixed number of times
         for symbol, sizes in plan.sizes.items():
             fit = affine_fit(trips.values, sizes)
             if fit is None or fit[0] != 1 or plan.lowest(symbol) + fit[1] >= 0:

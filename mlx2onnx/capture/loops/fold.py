@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import mlx.core as mx
 
-from ..trace import GraphInput, GraphOutput, Primitive, TensorSpec, Trace
+from ..trace import GraphInput, GraphOutput, LoopRecord, Primitive, TensorSpec, Trace
 from .order import coarse_key
-from .steps import LOOP, STEPPED, LoopError, Step
+from .steps import STEPPED, LoopError, Step
 
 
 def fold(trace: Trace, loops: list) -> Trace:
@@ -55,9 +55,9 @@ def _fold_blocks(records: list, outputs: list, lo: int, p: int, r: int, tag: str
     rest = [exits.read(rec) for rec in records[lo + (len(blocks) - 1) * p + len(blocks[-1]):]]
     outputs = [replace(o, spec=exits.last(o.spec, "an output")) if o.spec.name in where else o for o in outputs]
     body, outer = _body(template, classes, counters, arguments, exits, tag, trace)
-    loop = Primitive(blocks[0][0].index, LOOP, (len(blocks), body, len(carried)),
-                     tuple(carried.values()) + tuple(outer),
-                     tuple(exits.finals.values()) + tuple(exits.scans.values()))
+    loop = LoopRecord(blocks[0][0].index, len(blocks), body, len(carried),
+                      tuple(carried.values()) + tuple(outer),
+                      tuple(exits.finals.values()) + tuple(exits.scans.values()))
     return records[:lo] + [loop] + exits.extra + rest, outputs
 
 

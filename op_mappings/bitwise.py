@@ -125,7 +125,7 @@ def view(ctx, rec):
         raise ctx.fail(
             f"argument dtype={dtypes.name(target)}: viewing {dtypes.name(source)} as {dtypes.name(target)} "
             f"reinterprets {floats[0]} bits, which needs ONNX BitCast (opset {FEATURES['BitCast']}); "
-            f"this export targets opset {ctx.opset}: use opset >= {FEATURES['BitCast']}"
+            + ctx.needs("BitCast")
         )
     src_u = UNSIGNED_OF_FLOAT.get(source) or UNSIGNED_OF[source]
     dst_u = UNSIGNED_OF_FLOAT.get(target) or UNSIGNED_OF[target]

@@ -15,7 +15,6 @@ import math
 import mlx.core as mx
 import numpy as np
 
-from mlx2onnx import dtypes
 from mlx2onnx.capture.symbolic import any_dynamic, is_dynamic
 from mlx2onnx.translate.markers import KEEP_PACKED
 from mlx2onnx.translate.registry import handles
@@ -25,26 +24,13 @@ TABLE_LIMIT = 4096  # AsStrided index tables above this many entries are built a
 
 
 # -- weights ----------------------------------------------------------------------------
-def constant_array(ctx, spec):
-    """(numpy array, parameter path) when the MLX value ``spec`` is a constant, else None."""
-    value = ctx.values.get(spec.name)
-    if value is not None:
-        if value.const_value is None:
-            return None
-        return value.const_value.numpy(), None
-    for constant in ctx.trace.constants:
-        if constant.spec.name == spec.name:
-            return dtypes.array_to_numpy(constant.array), constant.path
-    return None
-
-
 class Weight:
     """The convolution weight, re-laid out either at export time (a constant) or as ops."""
 
     def __init__(self, ctx, spec, work):
         self.ctx = ctx
         self.work = work
-        found = constant_array(ctx, spec)
+        found = ctx.constant(spec)
         self.array = None if found is None else np.asarray(found[0]).astype(ctx.numpy_type(work))
         self.path = None if found is None else found[1]
         self.value = None if found is not None else ctx.cast(ctx.value(spec), work)
@@ -280,8 +266,7 @@ def as_strided(ctx, rec):
         if index is None:
             index = ctx.const(part)
         else:
-            index = ctx.op.Add(index, ctx.const(part))
             # Keep it computed at runtime: the optimiser would otherwise fold it into the
             # full table (the flag the quantized handlers use for the same reason).
-            index.producer().metadata_props[KEEP_PACKED] = "1"
+            index = ctx.mark(ctx.op.Add(index, ctx.const(part)), KEEP_PACKED)
     return [ctx.op.Gather(x, index, axis=0)]

@@ -232,9 +232,8 @@ def select_value(ctx, cond, x, y, dtype):
     chosen = ctx.cast(result, work)
     inverse = ctx.op.Where(cond, _reciprocal(ctx, x, work), _reciprocal(ctx, y, work))
     flip = ctx.op.Less(ctx.op.Mul(ctx.op.Div(one, chosen), inverse), ctx.scalar(0, work))  # only at zeros
-    repaired = ctx.op.Mul(chosen, ctx.op.Where(flip, ctx.scalar(-1, work), one))
     # (mlx2onnx/passes/zero_sign.py bypasses the repair where no consumer can see the sign of a zero)
-    repaired.producer().metadata_props[ZERO_SIGN_REPAIR] = "1"
+    repaired = ctx.mark(ctx.op.Mul(chosen, ctx.op.Where(flip, ctx.scalar(-1, work), one)), ZERO_SIGN_REPAIR)
     return ctx.cast(repaired, dtype)
 
 

@@ -17,17 +17,16 @@ import mlx.core as mx
 import numpy as np
 
 from mlx2onnx import dtypes
-from mlx2onnx.translate import kernels
 from mlx2onnx.translate.markers import BOOL_MASK_BIAS
 from mlx2onnx.translate.registry import handles
 
 F32 = mx.float32
 
 
-def _fused(ctx, op_type: str, since: int, dtype: mx.Dtype) -> bool:
+def _fused(ctx, op_type: str, dtype: mx.Dtype) -> bool:
     """Whether the fused ``op_type`` exists at the target opset and ORT runs it on ``dtype``
     (as the graph carries it: the export's float policy may carry bfloat16 as float32)."""
-    return ctx.opset >= since and kernels.has_kernel(op_type, ctx.carried(dtype), ctx.opset)
+    return ctx.has(op_type) and ctx.has_kernel(op_type, ctx.carried(dtype))
 
 
 def _per_channel(ctx, value, spec, size: int, dtype: mx.Dtype):
@@ -49,7 +48,7 @@ def rms_norm(ctx, rec):
     x, w = ctx.inputs(rec)
     dtype = rec.outputs[0].dtype
     size = rec.inputs[0].shape[-1]
-    if _fused(ctx, "RMSNormalization", 23, dtype):
+    if _fused(ctx, "RMSNormalization", dtype):
         w = _per_channel(ctx, w, rec.inputs[1], size, dtype)
         return [ctx.op.RMSNormalization(x, w, axis=-1, epsilon=float(eps), stash_type=1)]
     x32 = ctx.cast(x, F32)
@@ -119,7 +118,7 @@ def rope(ctx, rec):
     if not forward:
         sin = ctx.op.Neg(sin)
 
-    if _fused(ctx, "RotaryEmbedding", 23, F32):
+    if _fused(ctx, "RotaryEmbedding", F32):
         if rec.inputs[1].size != batch:
             cos = ctx.op.Expand(cos, ctx.ints([batch, steps, half]))
             sin = ctx.op.Expand(sin, ctx.ints([batch, steps, half]))
@@ -190,7 +189,7 @@ def scaled_dot_product_attention(ctx, rec):
     bool_mask = mask_spec is not None and mask_spec.dtype == mx.bool_
     fused = (
         ctx.has("Attention")
-        and kernels.has_kernel("Attention", F32, ctx.opset, "T1")
+        and ctx.has_kernel("Attention", F32, "T1")
         and not has_sinks
         and not logsumexp
         and (mask is None or bool_mask)

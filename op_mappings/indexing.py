@@ -32,7 +32,6 @@ import numpy as np
 from mlx2onnx import dtypes
 from mlx2onnx.capture.records import ScatterAxisReduce, ScatterReduce
 from mlx2onnx.capture.symbolic import any_dynamic, is_dynamic
-from mlx2onnx.translate.opset import FEATURES
 from mlx2onnx.translate.registry import handles
 
 # Scatter / SliceUpdate reduce codes -> ONNX reduction names.
@@ -288,8 +287,7 @@ def scatter(ctx, rec):
         raise ctx.fail(
             f"reduce={int(reduce_code)} ({'Max' if reduction == 'max' else 'Min'}) on "
             f"{dtypes.name(src.dtype)} needs ScatterND reduction='{reduction}', which ONNX has from "
-            f"opset 18 (MLX's result with NaN depends on the write order); this export targets "
-            f"opset {ctx.opset}: export with opset >= {FEATURES['scatter max/min']}"
+            f"opset 18 (MLX's result with NaN depends on the write order); {ctx.needs('scatter max/min')}"
         )
     if upd.size == 0 or src.size == 0:
         return [ctx.op.Identity(a)]

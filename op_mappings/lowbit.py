@@ -45,7 +45,6 @@ import ml_dtypes
 import mlx.core as mx
 import numpy as np
 
-from mlx2onnx.translate import kernels
 
 NIBBLE = 4
 
@@ -132,7 +131,7 @@ def fits(ctx, rec, operands, group_size: int, transpose: bool) -> bool:
     if _contrib(ctx):
         return True
     # onnxruntime 1.32 runs DequantizeLinear up to version 25, not the opset 28 one
-    return ctx.has("blocked DequantizeLinear") and kernels.serves("DequantizeLinear", ctx.opset)
+    return ctx.has("blocked DequantizeLinear") and ctx.serves("DequantizeLinear")
 
 
 def _contrib(ctx) -> bool:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 
-from mlx2onnx.translate import kernels
 
 SIGN_BIT = 1 << 63
 
@@ -25,7 +24,7 @@ def ordered_key(ctx, x, dtype, op_type):
     """``x`` (MLX dtype ``dtype``) in a dtype onnxruntime runs ``op_type`` (TopK, ArgMax,
     ReduceMax ...) on, with the order of the values kept exactly. Returns (value, key dtype).
     uint64 has no wider type: its bits are viewed as int64 with the sign bit flipped."""
-    if dtype == mx.uint64 and not kernels.has_kernel(op_type, dtype, ctx.opset):
+    if dtype == mx.uint64 and not ctx.has_kernel(op_type, dtype):
         return flip_sign_bit(ctx, ctx.cast(x, mx.int64)), mx.uint64
     work = ctx.work_dtype(op_type, dtype)
     return ctx.cast(x, work), work

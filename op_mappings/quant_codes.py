@@ -67,15 +67,8 @@ def unpack_codes(ctx, packed, shape, bits: int):
 
     Every node is marked :data:`KEEP_PACKED`: folding them on constant words would store
     one uint32 per code (8x a 4-bit weight) instead of the packed words."""
-    first = len(ctx.nodes)
-    codes = _unpack_codes(ctx, packed, shape, bits)
-    _keep_packed(ctx, first)
-    return codes
-
-
-def _keep_packed(ctx, first: int) -> None:
-    for node in ctx.nodes[first:]:
-        node.metadata_props[KEEP_PACKED] = "1"
+    with ctx.marking(KEEP_PACKED):
+        return _unpack_codes(ctx, packed, shape, bits)
 
 
 def picked_codes(ctx, packed, spec, index, count: int, bits: int):
@@ -86,11 +79,9 @@ def picked_codes(ctx, packed, spec, index, count: int, bits: int):
     words = constant_array(packed)
     from_bytes = ctx.portable and words is not None
     source = as_bytes(ctx, packed, words) if from_bytes else packed
-    first = len(ctx.nodes)
-    picked = ctx.op.Gather(ctx.reshape(source, [-1, rows, width * 4 if from_bytes else width]), index, axis=0)
-    codes = (_unpack_bytes if from_bytes else _unpack_codes)(ctx, picked, [count, rows, width], bits)
-    _keep_packed(ctx, first)
-    return codes
+    with ctx.marking(KEEP_PACKED):
+        picked = ctx.op.Gather(ctx.reshape(source, [-1, rows, width * 4 if from_bytes else width]), index, axis=0)
+        return (_unpack_bytes if from_bytes else _unpack_codes)(ctx, picked, [count, rows, width], bits)
 
 
 def _unpack_codes(ctx, packed, shape, bits: int):
@@ -120,14 +111,11 @@ def as_bytes(ctx, packed, words: np.ndarray):
     the words' own name. A portable export stores them so: OpenVINO's CPU plugin computes
     uint32 (and 64-bit integers) in 32-bit signed or float arithmetic, which loses every
     word at or above 2^31, while its uint8 arithmetic is exact."""
-    if id(packed) in ctx.byte_views:
-        return ctx.byte_views[id(packed)]
-    raw = np.ascontiguousarray(words.astype("<u4", copy=False)).view(np.uint8)
-    name = packed.name
-    packed.name = ctx.fresh(f"{name}.words")  # left unused: the passes drop it
-    ctx.release(name)
-    ctx.byte_views[id(packed)] = ctx.const(raw.reshape(*words.shape[:-1], words.shape[-1] * 4), name=name)
-    return ctx.byte_views[id(packed)]
+    def raw():
+        return np.ascontiguousarray(words.astype("<u4", copy=False)).view(np.uint8).reshape(
+            *words.shape[:-1], words.shape[-1] * 4)
+
+    return ctx.relaid(packed, raw)
 
 
 def words_from_bytes(ctx, data, shape):
@@ -138,9 +126,7 @@ def words_from_bytes(ctx, data, shape):
     parts = ctx.cast(ctx.reshape(data, [*lead, words, 4]), mx.uint32)
     shifted = ctx.op.BitShift(parts, ctx.const(np.array([0, 8, 16, 24], np.uint32)), direction="LEFT")
     b0, b1, b2, b3 = (ctx.op.Gather(shifted, ctx.ints(k), axis=-1) for k in range(4))
-    words = ctx.op.Add(ctx.op.Add(b0, b1), ctx.op.Add(b2, b3))
-    words.producer().metadata_props[WORDS_FROM_BYTES] = "1"  # passes.byte_fields reads fields from the bytes
-    return words
+    return ctx.mark(ctx.op.Add(ctx.op.Add(b0, b1), ctx.op.Add(b2, b3)), WORDS_FROM_BYTES)  # passes.byte_fields
 
 
 def _unpack_bytes(ctx, data, shape, bits: int):

@@ -27,7 +27,6 @@ import onnx_ir as ir
 
 from mlx2onnx import dtypes
 from mlx2onnx.capture.records import ArgReduceType, ReduceType, ScanType
-from mlx2onnx.translate import kernels
 from mlx2onnx.translate.registry import handles
 from mlx2onnx.translate.rounding import NARROW, needs_rounding, round_to
 
@@ -274,7 +273,7 @@ def scan(ctx, rec):
         # float32/float64 CumSum/CumProd are sequential like MLX's loop (bit-exact); integer
         # results wrap exactly when cast back from the wider type (uint64: the int64 view)
         work = mx.int64 if dtype == mx.uint64 else ctx.work_dtype(native, dtype)
-        if kernels.has_kernel(native, work, ctx.opset):
+        if ctx.has_kernel(native, work):
             total = ctx.op.__getattr__(native)(ctx.cast(x, work), ctx.ints(axis), exclusive=int(not inclusive),
                                                reverse=int(reverse))
             return [ctx.cast(total, dtype)]

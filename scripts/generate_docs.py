@@ -7,12 +7,14 @@
   (``tests/cases/``; exporting every case takes about a minute);
 - ``docs/passes.md``: the pass pipeline in order, with each pass's contract
   (``mlx2onnx.passes.PIPELINE``);
+- ``docs/handlers.md``: the record kinds and the handler API
+  (``mlx2onnx.translate.handler_api``);
 - ``docs/runtimes.md``: the consumer matrix (``tests/test_runtimes.py``) run in every
   installed runtime.
 
 Run from a checkout::
 
-    python scripts/generate_docs.py            # rewrite all three
+    python scripts/generate_docs.py            # rewrite them all
     python scripts/generate_docs.py --check    # exit 1 when one is stale
 """
 
@@ -30,7 +32,7 @@ from pathlib import Path
 from mlx2onnx import dtypes, passes
 from mlx2onnx.capture import records
 from mlx2onnx.exporter import Exporter
-from mlx2onnx.translate import catalog
+from mlx2onnx.translate import catalog, handler_api
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_OPSET = 28  # fixed, so the table does not depend on the installed onnxruntime
@@ -266,6 +268,7 @@ PAGES = {
     "records.md": records.reference_markdown,
     "primitives.md": primitives_markdown,
     "passes.md": passes.reference_markdown,
+    "handlers.md": handler_api.reference_markdown,
     "runtimes.md": runtimes_markdown,
 }
 # pages whose committed text is held, under --check, only up to their measured part

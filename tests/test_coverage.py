@@ -46,3 +46,28 @@ def test_handler_families_import_no_other_family():
                 targets = [node.module] if node.module else [alias.name for alias in node.names]
                 crossing += [f"{name} -> {t}" for t in targets if t in families]
     assert not crossing, crossing
+
+
+def test_handlers_read_only_the_handler_api():
+    """Every ``ctx.<member>`` a module of ``op_mappings/`` reads is in the documented
+    handler API (translate.handler_api.HANDLER_API), and the context has every member the
+    API lists: handlers never reach the translator's state (its values, nodes, trace)."""
+    import ast
+    from pathlib import Path
+
+    import mlx2onnx.op_mappings as op_mappings
+    from mlx2onnx.translate.context import Context
+    from mlx2onnx.translate.handler_api import members
+
+    allowed = members()
+    outside = set()
+    for path in sorted(Path(op_mappings.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "ctx":
+                if node.attr not in allowed:
+                    outside.add(f"{path.name}: ctx.{node.attr}")
+    assert not outside, sorted(outside)
+    assert "values" not in allowed and "nodes" not in allowed and "trace" not in allowed
+    missing = [name for name in allowed if not hasattr(Context, name) and name not in ("op", "settings")]
+    assert not missing, missing
+    assert {"op", "settings"} <= set(Context.__init__.__code__.co_names)  # set per instance

@@ -1,6 +1,6 @@
 """The reference pages in docs/ are generated (python scripts/generate_docs.py) and must
 match what the code says now: records.md (record layouts), primitives.md (registry and
-case tables), passes.md (the pass pipeline)."""
+case tables), passes.md (the pass pipeline), handlers.md (the handler API)."""
 
 from __future__ import annotations
 
@@ -57,5 +57,14 @@ def test_committed_pass_reference_is_current():
         f"{path} is stale: regenerate it with `python scripts/generate_docs.py passes.md`")
 
 
+def test_committed_handler_api_reference_is_current():
+    """docs/handlers.md is generated from mlx2onnx.translate.handler_api (record kinds, ctx members)."""
+    from mlx2onnx.translate import handler_api
+
+    path = ROOT / "docs" / "handlers.md"
+    assert path.read_text() == handler_api.reference_markdown(), (
+        f"{path} is stale: regenerate it with `python scripts/generate_docs.py handlers.md`")
+
+
 def test_generate_docs_check_passes_on_the_committed_pages():
-    assert generate_docs.main(["--check", "records.md", "passes.md"]) == 0
+    assert generate_docs.main(["--check", "records.md", "passes.md", "handlers.md"]) == 0

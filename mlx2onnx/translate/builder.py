@@ -15,7 +15,7 @@ import onnx_ir as ir
 
 from ..capture.symbolic import NeedsStatic, is_dynamic, onnx_dim
 from . import kernels
-from .opset import has
+from .opset import FEATURES, has
 
 _BOOL_OUT = frozenset(
     "Equal Less Greater LessOrEqual GreaterOrEqual And Or Xor Not IsNaN IsInf".split()
@@ -78,6 +78,22 @@ class OpsetHelpers:
         """Whether the target opset has ``feature`` (:data:`~.opset.FEATURES`: the one place
         opset choices are named)."""
         return has(self.opset, feature)
+
+    def has_kernel(self, op_type: str, dtype: mx.Dtype, constraint: str | None = "T") -> bool:
+        """Whether onnxruntime's CPU provider runs ``op_type`` on ``dtype`` (type constraint
+        ``constraint``) at the target opset (:mod:`~.kernels`: the one place kernel choices
+        are read)."""
+        return kernels.has_kernel(op_type, dtype, self.opset, constraint)
+
+    def serves(self, op_type: str) -> bool:
+        """Whether onnxruntime's CPU provider has a kernel (of any type) for the version of
+        ``op_type`` the target opset uses."""
+        return kernels.serves(op_type, self.opset)
+
+    def needs(self, feature: str) -> str:
+        """The end of a refusal for want of ``feature``: the opset the export targets and the
+        one it would need."""
+        return f"this export targets opset {self.opset}: export with opset >= {FEATURES[feature]}"
 
     def carried(self, dtype: mx.Dtype) -> mx.Dtype:  # pragma: no cover
         raise NotImplementedError

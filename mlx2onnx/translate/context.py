@@ -1,15 +1,16 @@
 """Translation context: MLX value names -> ONNX values, constants, fresh names.
 
-One :class:`Context` lives for one export. Handlers get it as ``ctx``: they read their
-inputs with :meth:`Context.inputs`, create constants with :meth:`Context.const`, emit
-nodes with ``ctx.op.X(...)`` and the helpers of :class:`~mlx2onnx.builder.OpsetHelpers`,
-and refuse a record with :meth:`Context.fail`.
+One :class:`Context` lives for one export. Handlers get it as ``ctx`` and use the members
+:data:`~.handler_api.HANDLER_API` lists (their inputs, constants, ``ctx.op.X(...)`` and the
+helpers of :class:`~.builder.OpsetHelpers`, the export's choices, ``ctx.fail``); the rest
+(binding inputs and outputs, the current record, subgraphs, the node and initializer
+lists) is the translator's (:mod:`~.dispatch`, :mod:`~.loops`, :mod:`~.assemble`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import mlx.core as mx
 import numpy as np
@@ -75,7 +76,7 @@ class Context(DimBuilder, OpsetHelpers):
         self.settings = settings
         self.nodes: list[ir.Node] = []
         self.initializers: list[ir.Value] = []
-        self.byte_views: dict[int, ir.Value] = {}  # id(uint32 initializer) -> its bytes (portable target)
+        self._relaid: dict[int, ir.Value] = {}  # id(constant) -> the same constant in another layout
         self.domains: dict[str, int] = {}
         self.values: dict[str, ir.Value] = {}  # MLX name -> ONNX value
         self.graph_inputs: list[ir.Value] = []  # in the trace's input order
@@ -165,7 +166,44 @@ class Context(DimBuilder, OpsetHelpers):
         return value
 
     def inputs(self, rec: Primitive) -> list[ir.Value]:
+        """The ONNX values of the record's inputs, in order."""
         return [self.value(spec) for spec in rec.inputs]
+
+    def constant(self, spec: TensorSpec) -> tuple[np.ndarray, str | None] | None:
+        """``(array, parameter path or None)`` when MLX value ``spec`` is a constant (a weight,
+        a number the function closes over, a value already made an initializer), else None.
+        Reading it makes no initializer."""
+        value = self.values.get(spec.name)
+        if value is not None:
+            return None if value.const_value is None else (value.const_value.numpy(), None)
+        constant = self._constants.get(spec.name)
+        return None if constant is None else (array_to_numpy(constant.array), constant.path)
+
+    def relaid(self, value: ir.Value, array: Callable[[], np.ndarray]) -> ir.Value:
+        """Constant ``value`` stored in another layout: an initializer holding ``array()``
+        under ``value``'s own name, made once per value. ``value`` is renamed; left unread,
+        the passes drop it."""
+        if id(value) not in self._relaid:
+            name = value.name
+            value.name = self.fresh(f"{name}.replaced")
+            self.release(name)
+            self._relaid[id(value)] = self.const(array(), name=name)
+        return self._relaid[id(value)]
+
+    @staticmethod
+    def mark(value: ir.Value, key: str) -> ir.Value:
+        """Leave node metadata ``key`` (a :mod:`~.markers` key) on the node that makes
+        ``value``, for the passes; returns ``value``."""
+        value.producer().metadata_props[key] = "1"
+        return value
+
+    @contextlib.contextmanager
+    def marking(self, key: str) -> Iterator[None]:
+        """Leave node metadata ``key`` on every node emitted inside the block."""
+        first = len(self.nodes)
+        yield
+        for node in self.nodes[first:]:
+            node.metadata_props[key] = "1"
 
     def const(self, array: np.ndarray, name: str | None = None) -> ir.Value:
         """An initializer holding ``array`` (shared with any equal constant already made)."""

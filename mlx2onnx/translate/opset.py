@@ -32,6 +32,8 @@ FEATURES = {
     "DFT axis as input": 20,  # DFT's axis an input, and its real input of any rank
     "blocked DequantizeLinear": 21,  # block_size and 4-bit types
     "Attention": 23,          # the fused Attention op
+    "RMSNormalization": 23,
+    "RotaryEmbedding": 23,
     "CumProd": 26,
     "BitCast": 26,
     "signed BitShift": 28,    # BitShift of signed types (arithmetic right shift)

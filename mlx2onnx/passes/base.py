@@ -16,6 +16,7 @@ import mlx.core as mx
 import onnx_ir as ir
 
 from ..translate import kernels
+from ..translate.opset import FEATURES, has
 from ..translate.settings import ExportSettings
 
 
@@ -44,7 +45,7 @@ class Pass:
     name: str
     run: Callable[..., int]
     ensures: str
-    opset: int = 0
+    feature: str = ""  # the opset feature (translate.opset.FEATURES) the rewrite emits, if any
     kernels: tuple[Kernel, ...] = ()
     dynamic_only: bool = False
     portable_only: bool = False
@@ -52,14 +53,14 @@ class Pass:
 
     def requires(self) -> str:
         """The requirements in words ('' when the pass always runs)."""
-        parts = [f"opset >= {self.opset}"] if self.opset else []
+        parts = [f"opset >= {FEATURES[self.feature]}"] if self.feature else []
         parts += [f"onnxruntime runs {k.op_type} (float32)" for k in self.kernels]
         parts += ["dynamic inputs"] if self.dynamic_only else []
         parts += ["the portable target"] if self.portable_only else []
         return ", ".join(parts)
 
     def applies(self, settings: ExportSettings, dynamic: bool) -> bool:
-        if settings.opset < self.opset or (self.dynamic_only and not dynamic):
+        if (self.feature and not has(settings.opset, self.feature)) or (self.dynamic_only and not dynamic):
             return False
         if self.portable_only and not settings.portable:
             return False

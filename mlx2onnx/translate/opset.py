@@ -31,6 +31,8 @@ FEATURES = {
     "axes as input": 18,      # Reduce* (ReduceSum from 13) and Split take axes / sizes as an input
     "DFT axis as input": 20,  # DFT's axis an input, and its real input of any rank
     "blocked DequantizeLinear": 21,  # block_size and 4-bit types
+    "LayerNormalization": 17,
+    "Gelu": 20,
     "Attention": 23,          # the fused Attention op
     "RMSNormalization": 23,
     "RotaryEmbedding": 23,

@@ -59,34 +59,26 @@ COMPARISON = {
 LOGICAL = {"LogicalAnd": "And", "LogicalOr": "Or"}
 
 
-def _unary(onnx_op: str):
-    def unary(ctx, rec):
-        (x,) = ctx.inputs(rec)
-        return [ctx.run(onnx_op, [x], rec.outputs[0].dtype)]
-
-    unary.__name__ = f"unary_{onnx_op.lower()}"
-    unary.__doc__ = f"inputs (x,); arguments []: ONNX {onnx_op}."
-    return unary
+_MAPPED = {  # kind -> (name prefix, docstring): the one-to-one maps of the tables above
+    "unary": ("unary", "inputs (x,); arguments []: ONNX {op}."),
+    "binary": ("binary", "inputs (a, b) broadcast to one shape; arguments []: ONNX {op}."),
+    "comparison": ("compare", "inputs (a, b); arguments []: ONNX {op}, bool result."),
+}
 
 
-def _binary(onnx_op: str):
-    def binary(ctx, rec):
-        a, b = ctx.inputs(rec)
-        return [ctx.run(onnx_op, [a, b], rec.outputs[0].dtype)]
+def _mapped(onnx_op: str, kind: str):
+    """The handler of a primitive that is ONNX ``onnx_op`` on its inputs, computed where
+    onnxruntime has a kernel (a comparison gives bool)."""
+    compares = kind == "comparison"
 
-    binary.__name__ = f"binary_{onnx_op.lower()}"
-    binary.__doc__ = f"inputs (a, b) broadcast to one shape; arguments []: ONNX {onnx_op}."
-    return binary
+    def mapped(ctx, rec):
+        dtype = (rec.inputs if compares else rec.outputs)[0].dtype
+        return [ctx.run(onnx_op, ctx.inputs(rec), dtype, out_dtype=mx.bool_ if compares else None)]
 
-
-def _comparison(onnx_op: str):
-    def comparison(ctx, rec):
-        a, b = ctx.inputs(rec)
-        return [ctx.run(onnx_op, [a, b], rec.inputs[0].dtype, out_dtype=mx.bool_)]
-
-    comparison.__name__ = f"compare_{onnx_op.lower()}"
-    comparison.__doc__ = f"inputs (a, b); arguments []: ONNX {onnx_op}, bool result."
-    return comparison
+    prefix, doc = _MAPPED[kind]
+    mapped.__name__ = f"{prefix}_{onnx_op.lower()}"
+    mapped.__doc__ = doc.format(op=onnx_op)
+    return mapped
 
 
 def _logical(onnx_op: str):
@@ -99,12 +91,9 @@ def _logical(onnx_op: str):
     return logical
 
 
-for _name, _op in UNARY.items():
-    register(_name, _unary(_op))
-for _name, _op in BINARY.items():
-    register(_name, _binary(_op))
-for _name, _op in COMPARISON.items():
-    register(_name, _comparison(_op))
+for _kind, _table in (("unary", UNARY), ("binary", BINARY), ("comparison", COMPARISON)):
+    for _name, _op in _table.items():
+        register(_name, _mapped(_op, _kind))
 for _name, _op in LOGICAL.items():
     register(_name, _logical(_op))
 

@@ -69,6 +69,16 @@ def _tolerance(text: str) -> float:
     return value
 
 
+def _command(sub, name: str, parents: list, run, *, help: str, description: str,
+             epilog: str | None = None) -> argparse.ArgumentParser:
+    """Subcommand ``name``: its parser with the shared option groups ``parents``, its one-line
+    help, its description (wrapped), its examples (``epilog``) and the function it runs."""
+    parser = sub.add_parser(name, parents=parents, formatter_class=argparse.RawDescriptionHelpFormatter,
+                            help=help, description=_para(description), epilog=epilog)
+    parser.set_defaults(run=run)
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .._version import __version__
 
@@ -136,15 +146,12 @@ def _add_export(sub, common, target, checking) -> None:
     """`mlx2onnx export`: trace, translate, write, optionally check."""
     from ..specs import DYNAMIC_SPEC_HELP
 
-    fmt = argparse.RawDescriptionHelpFormatter
-    p = sub.add_parser(
-        "export", parents=[common, target, checking], formatter_class=fmt,
-        help="export a function or model to an ONNX file",
-        description=_para("Trace TARGET with MLX on its example inputs, translate every primitive to ONNX, "
-                    "run onnx.checker and write the model atomically (nothing is written on failure)."),
-        epilog="example:\n  mlx2onnx export mlp -o mlp.onnx --check\n"
-               "  mlx2onnx export mymodel.py:build -i x=1x16:float32 -o m.onnx --opset 18\n\n" + _EPILOG,
-    )
+    p = _command(sub, "export", [common, target, checking], cmd_export,
+                 help="export a function or model to an ONNX file",
+                 description="Trace TARGET with MLX on its example inputs, translate every primitive to ONNX, "
+                             "run onnx.checker and write the model atomically (nothing is written on failure).",
+                 epilog="example:\n  mlx2onnx export mlp -o mlp.onnx --check\n"
+                        "  mlx2onnx export mymodel.py:build -i x=1x16:float32 -o m.onnx --opset 18\n\n" + _EPILOG)
     p.add_argument("target", metavar="TARGET", help="mlp | encoder | llama | MODULE:CALLABLE | path.py:CALLABLE")
     p.add_argument("-o", "--output", required=True, metavar="FILE.onnx", help="where to write the model")
     p.add_argument("--opset", type=int, help="target ONNX opset, 17 to 28 (default 24: the portable target's, which every "
@@ -178,21 +185,17 @@ def _add_export(sub, common, target, checking) -> None:
                         "keeps every MLX intermediate as a named ONNX value, which helps check --localize")
     p.add_argument("--check", action="store_true",
                    help="after writing, compare onnxruntime with MLX on random inputs (exit 1 on mismatch)")
-    p.set_defaults(run=cmd_export)
 
 
 def _add_check(sub, common, target, checking) -> None:
     """`mlx2onnx check`: compare an ONNX model with its MLX callable."""
-    fmt = argparse.RawDescriptionHelpFormatter
-    p = sub.add_parser(
-        "check", parents=[common, target, checking], formatter_class=fmt,
-        help="compare an ONNX model with the MLX function it came from",
-        description=_para("Run MODEL in onnxruntime and TARGET in MLX on the same seeded random inputs "
-                    "(shaped like the example inputs) and report, per output, the max absolute and "
-                    "relative error against the tolerance. Exit 1 when any output differs."),
-        epilog="example:\n  mlx2onnx check mlp.onnx mlp\n  mlx2onnx check m.onnx mymodel.py:build --localize\n\n"
-               + _EPILOG,
-    )
+    p = _command(sub, "check", [common, target, checking], cmd_check,
+                 help="compare an ONNX model with the MLX function it came from",
+                 description="Run MODEL in onnxruntime and TARGET in MLX on the same seeded random inputs "
+                             "(shaped like the example inputs) and report, per output, the max absolute and "
+                             "relative error against the tolerance. Exit 1 when any output differs.",
+                 epilog="example:\n  mlx2onnx check mlp.onnx mlp\n  mlx2onnx check m.onnx mymodel.py:build --localize\n\n"
+                        + _EPILOG)
     p.add_argument("model", metavar="MODEL.onnx")
     p.add_argument("target", metavar="TARGET", help="the callable MODEL was exported from")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -200,58 +203,45 @@ def _add_check(sub, common, target, checking) -> None:
                    help="on a mismatch, expose intermediate values and name the first MLX primitive "
                         "whose ONNX translation diverges (each primitive is evaluated in MLX on the "
                         "ONNX side's own inputs)")
-    p.set_defaults(run=cmd_check)
 
 
 def _add_inspect(sub, common, target) -> None:
     """`mlx2onnx inspect`: what an export would contain."""
-    fmt = argparse.RawDescriptionHelpFormatter
-    p = sub.add_parser(
-        "inspect", parents=[common, target], formatter_class=fmt,
-        help="show what an export would contain, without exporting",
-        description=_para("Trace TARGET and show its inputs, outputs, constants, a histogram of MLX "
-                    "primitives and which have no handler. Exit 3 when some primitive cannot be exported."),
-        epilog="example:\n  mlx2onnx inspect llama --records\n\n" + _EPILOG,
-    )
+    p = _command(sub, "inspect", [common, target], cmd_inspect,
+                 help="show what an export would contain, without exporting",
+                 description="Trace TARGET and show its inputs, outputs, constants, a histogram of MLX "
+                             "primitives and which have no handler. Exit 3 when some primitive cannot be exported.",
+                 epilog="example:\n  mlx2onnx inspect llama --records\n\n" + _EPILOG)
     p.add_argument("target", metavar="TARGET")
     p.add_argument("--records", action="store_true",
                    help="list every primitive record with its arguments decoded (type=Sum axes=[1])")
     p.add_argument("--json", action="store_true", help="print as JSON")
-    p.set_defaults(run=cmd_inspect)
 
 
 def _add_primitives(sub, common) -> None:
     """`mlx2onnx primitives`: the table of supported and refused primitives."""
-    fmt = argparse.RawDescriptionHelpFormatter
-    p = sub.add_parser(
-        "primitives", parents=[common], formatter_class=fmt,
-        help="the table of MLX primitives mlx2onnx supports or refuses",
-        description=_para("List every MLX primitive the export callback can report: handled (with the "
-                    "handler's restrictions), refused (with the reason and what to do instead), not emitted "
-                    "(MLX removes it before export) or missing."),
-    )
+    p = _command(sub, "primitives", [common], cmd_primitives,
+                 help="the table of MLX primitives mlx2onnx supports or refuses",
+                 description="List every MLX primitive the export callback can report: handled (with the "
+                             "handler's restrictions), refused (with the reason and what to do instead), not emitted "
+                             "(MLX removes it before export) or missing.")
     p.add_argument("--json", action="store_true", help="print as JSON")
     p.add_argument("--status", choices=("handled", "refused", "missing", "not emitted"),
                    help="only the primitives with this status")
-    p.set_defaults(run=cmd_primitives)
 
 
 def _add_check_suite(sub, common) -> None:
     """`mlx2onnx check-suite`: every target of a suite file, with reports."""
-    fmt = argparse.RawDescriptionHelpFormatter
-    p = sub.add_parser(
-        "check-suite", parents=[common], formatter_class=fmt,
-        help="export and check every target of a suite file; JSON, JUnit XML and HTML reports",
-        description=_para("Read SUITE.toml (a list of targets with their inputs, dynamic dimensions, sizes, "
-                          "runtimes and tolerances; see docs/check-suite.md), export and check each one (a "
-                          "failing target does not stop the others), and write report.json, junit.xml and "
-                          "report.html into the output folder. Exit 1 when any check fails, 2 for a bad suite file."),
-        epilog="example:\n  mlx2onnx check-suite models.toml -o reports/\n",
-    )
+    p = _command(sub, "check-suite", [common], cmd_check_suite,
+                 help="export and check every target of a suite file; JSON, JUnit XML and HTML reports",
+                 description="Read SUITE.toml (a list of targets with their inputs, dynamic dimensions, sizes, "
+                             "runtimes and tolerances; see docs/check-suite.md), export and check each one (a "
+                             "failing target does not stop the others), and write report.json, junit.xml and "
+                             "report.html into the output folder. Exit 1 when any check fails, 2 for a bad suite file.",
+                 epilog="example:\n  mlx2onnx check-suite models.toml -o reports/\n")
     p.add_argument("suite", metavar="SUITE.toml")
     p.add_argument("-o", "--output", default="check-suite-report", metavar="DIR",
                    help="folder for report.json, junit.xml and report.html (default: check-suite-report)")
-    p.set_defaults(run=cmd_check_suite)
 
 
 def main(argv: list[str] | None = None) -> int:

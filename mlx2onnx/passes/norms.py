@@ -165,47 +165,49 @@ def _scaled_by_rsqrt_mean_square(r: ir.Value, of: ir.Value, n: int) -> float | N
     return eps if squared is not None and _square_of(squared) is of else None
 
 
-def _finish(model: ir.Model, fused: int) -> int:
-    if fused:
-        prune(model)  # the chains the fused ops replaced
-    return fused
-
-
 def fuse_rms_norm(model: ir.Model) -> int:
     """x * rsqrt(mean(x^2) + eps) [* w] -> RMSNormalization(x, w, axis=-1, epsilon)."""
-    graph = model.graph
-    fused = 0
-    for node in _live_muls(graph):
-        for x in node.inputs:
-            r = other_input(node, x)
-            n = _last_dim(x)
-            if r is None or n is None or x is r or x.dtype not in _NORMED:
-                continue
-            eps = _scaled_by_rsqrt_mean_square(r, x, n)
-            if eps is not None:
-                _fuse_norm(graph, node, "RMSNormalization", x, n, eps, bias=False)
-                fused += 1
-                break
-    return _finish(model, fused)
+
+    def match(x, r):
+        n = _last_dim(x)
+        if n is None or x.dtype not in _NORMED:
+            return None
+        eps = _scaled_by_rsqrt_mean_square(r, x, n)
+        return None if eps is None else (x, n, eps)
+
+    return _fuse_each(model, match, "RMSNormalization", bias=False)
 
 
 def fuse_layer_norm(model: ir.Model) -> int:
     """(x - mean) * rsqrt(var + eps) [* w] [+ b] -> LayerNormalization(x, w, b, axis=-1)."""
+
+    def match(d, r):
+        sub = producer(d, "Sub")
+        if sub is None:
+            return None
+        x, mean = sub.inputs
+        n = _last_dim(x)
+        if n is None or x.dtype not in _NORMED or _mean_of(mean, n) is not x:
+            return None
+        eps = _scaled_by_rsqrt_mean_square(r, d, n)
+        return None if eps is None else (x, n, eps)
+
+    return _fuse_each(model, match, "LayerNormalization", bias=True)
+
+
+def _fuse_each(model: ir.Model, match, op_type: str, bias: bool) -> int:
+    """Fuse every live Mul whose inputs ``(d, r)`` (either order) ``match`` as the
+    normalised value and its scale, giving ``(x, n, eps)``, into ``op_type``."""
     graph = model.graph
     fused = 0
     for node in _live_muls(graph):
         for d in node.inputs:
             r = other_input(node, d)
-            sub = producer(d, "Sub")
-            if r is None or sub is None or d is r:
-                continue
-            x, mean = sub.inputs
-            n = _last_dim(x)
-            if n is None or x.dtype not in _NORMED or _mean_of(mean, n) is not x:
-                continue
-            eps = _scaled_by_rsqrt_mean_square(r, d, n)
-            if eps is not None:
-                _fuse_norm(graph, node, "LayerNormalization", x, n, eps, bias=True)
+            found = None if r is None or d is r else match(d, r)
+            if found is not None:
+                _fuse_norm(graph, node, op_type, *found, bias=bias)
                 fused += 1
                 break
-    return _finish(model, fused)
+    if fused:
+        prune(model)  # the chains the fused ops replaced
+    return fused

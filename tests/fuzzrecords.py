@@ -56,7 +56,7 @@ def _randn(rng, shape, dtype, scale=1.0, edges=False):
 
 def generate(seed: int) -> Record:
     """A random record, fully determined by ``seed``."""
-    from test_fast_records import Arg
+    from harness import Arg
 
     from mlx2onnx.translate.opset import default_opset
 
@@ -153,7 +153,7 @@ def check(record: Record) -> Outcome:
     """Translate ``record``, run it in onnxruntime and compare with the expected outputs."""
     import onnx
     import onnx_ir as ir
-    from test_fast_records import one_record_trace
+    from harness import record_trace
 
     import mlx2onnx
     from mlx2onnx import dtypes
@@ -161,8 +161,8 @@ def check(record: Record) -> Outcome:
     from mlx2onnx.verify.session import as_declared_types, run_session
 
     prims = frozenset([record.name])
-    trace, feeds = one_record_trace(record.name, record.arguments, record.inputs,
-                                    [(tuple(e.shape), d) for e, d in zip(record.expected, record.output_dtypes)])
+    trace, feeds = record_trace(record.name, record.arguments, record.inputs,
+                                [(tuple(e.shape), d) for e, d in zip(record.expected, record.output_dtypes)])
     exporter = mlx2onnx.Exporter(opset=record.opset, bfloat16=record.bfloat16)
     try:
         proto = ir.serde.serialize_model(exporter.trace_to_ir(trace))

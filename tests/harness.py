@@ -229,6 +229,62 @@ def ort_session(model, options=None):
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
+# -- hand-built records: the one way to test a record MLX does not trace here ----------------
+@dataclass(frozen=True)
+class Arg:
+    """One input of a hand-built record: a graph input fed at run time, or a Constant (a weight)."""
+
+    label: str
+    array: mx.array
+    constant: bool = False
+
+
+def _letters(k: int) -> str:
+    """MLX's NodeNamer names: A..Z, AA, AB, ..."""
+    name = ""
+    k += 1
+    while k:
+        k, r = divmod(k - 1, 26)
+        name = chr(65 + r) + name
+    return name
+
+
+def record_trace(name: str, arguments: Sequence, inputs: Sequence[Arg],
+                 outputs: Sequence[tuple[tuple[int, ...], mx.Dtype]], device: str = "Device(gpu, 0)"):
+    """``(trace, feeds)``: the Trace of a function made of the single primitive record
+    ``name`` (``arguments`` laid out as docs/records.md says) on ``inputs``, with outputs of
+    the given shapes and dtypes, as MLX would report it (on a GPU stream by default, where
+    the fused records appear), and the graph inputs' feeds by label."""
+    from mlx2onnx.capture.trace import Constant, GraphInput, GraphOutput, Primitive, TensorSpec, Trace
+
+    specs = [TensorSpec(_letters(i), tuple(a.array.shape), a.array.dtype) for i, a in enumerate(inputs)]
+    out_specs = [TensorSpec(_letters(len(inputs) + i), tuple(s), d) for i, (s, d) in enumerate(outputs)]
+    graph_inputs, constants, feeds = [], [], {}
+    for spec, arg in zip(specs, inputs):
+        if arg.constant:
+            constants.append(Constant(spec, arg.array, arg.label))
+        else:
+            graph_inputs.append(GraphInput(spec, arg.label, len(graph_inputs), None))
+            feeds[arg.label] = dtypes.array_to_numpy(arg.array)
+    record = Primitive(0, name, tuple(arguments), tuple(specs), tuple(out_specs))
+    trace = Trace(inputs=tuple(graph_inputs), outputs=tuple(GraphOutput(s, None) for s in out_specs),
+                  constants=tuple(constants), primitives=(record,), device=device, function_name=name)
+    return trace, feeds
+
+
+def export_and_run(trace, feeds: dict, exporter: mlx2onnx.Exporter) -> tuple[onnx.ModelProto, list[np.ndarray]]:
+    """Translate ``trace``, check the model (full check), and run it in onnxruntime on ``feeds``."""
+    import onnx_ir as ir
+
+    from mlx2onnx.verify.session import as_declared_types, run_session
+
+    proto = ir.serde.serialize_model(exporter.trace_to_ir(trace))
+    onnx.checker.check_model(proto, full_check=True)
+    session = ort_session(proto)
+    feeds = as_declared_types(session, feeds)  # the float policy may carry bfloat16 as float32
+    return proto, run_session(session, [o.name for o in session.get_outputs()], feeds)
+
+
 def run_onnx(model: onnx.ModelProto, *args: mx.array) -> np.ndarray:
     """The first output of ``model`` in onnxruntime's CPU provider, fed ``args`` in order."""
     session = ort_session(model)

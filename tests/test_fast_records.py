@@ -14,82 +14,25 @@ from typing import Sequence
 
 import mlx.core as mx
 import numpy as np
-import onnx
-import onnx_ir as ir
 import pytest
 
 import mlx2onnx
 from mlx2onnx import dtypes
 from mlx2onnx.translate import kernels
-from mlx2onnx.capture.trace import Constant, GraphInput, GraphOutput, Primitive, TensorSpec, Trace
 from mlx2onnx.verify.compare import DEFAULT_TOLERANCES, compare
-from mlx2onnx.verify.session import as_declared_types, run_session
 
-from harness import ort_session, randn, rng_for, with_edges
+from harness import Arg, export_and_run, randn, record_trace, rng_for, with_edges
 
 OPSETS = (28, 23, 17)
 
 
 # -- building and running one record ----------------------------------------------------
-@dataclass(frozen=True)
-class Arg:
-    """One input of the record: a graph input fed at run time, or a Constant (a weight)."""
-
-    label: str
-    array: mx.array
-    constant: bool = False
-
-
-def _letters(k: int) -> str:
-    """MLX's NodeNamer names: A..Z, AA, AB, ..."""
-    name = ""
-    k += 1
-    while k:
-        k, r = divmod(k - 1, 26)
-        name = chr(65 + r) + name
-    return name
-
-
-def one_record_trace(name: str, arguments: Sequence, inputs: Sequence[Arg],
-                     outputs: Sequence[tuple[tuple[int, ...], mx.Dtype]]) -> tuple[Trace, dict[str, np.ndarray]]:
-    """The Trace of a function made of the single primitive ``name``, and its feeds."""
-    specs = [TensorSpec(_letters(i), tuple(a.array.shape), a.array.dtype) for i, a in enumerate(inputs)]
-    out_specs = [TensorSpec(_letters(len(inputs) + i), tuple(s), d) for i, (s, d) in enumerate(outputs)]
-    graph_inputs, constants, feeds = [], [], {}
-    for spec, arg in zip(specs, inputs):
-        if arg.constant:
-            constants.append(Constant(spec, arg.array, arg.label))
-        else:
-            graph_inputs.append(GraphInput(spec, arg.label, len(graph_inputs), None))
-            feeds[arg.label] = dtypes.array_to_numpy(arg.array)
-    record = Primitive(0, name, tuple(arguments), tuple(specs), tuple(out_specs))
-    trace = Trace(
-        inputs=tuple(graph_inputs),
-        outputs=tuple(GraphOutput(s, None) for s in out_specs),
-        constants=tuple(constants),
-        primitives=(record,),
-        device="Device(gpu, 0)",
-        function_name=name,
-    )
-    return trace, feeds
-
-
-def export_and_run(trace: Trace, feeds: dict, exporter: mlx2onnx.Exporter) -> tuple[onnx.ModelProto, list[np.ndarray]]:
-    """Translate, check (full), and run the trace in onnxruntime on ``feeds``."""
-    model = exporter.trace_to_ir(trace)
-    proto = ir.serde.serialize_model(model)
-    onnx.checker.check_model(proto, full_check=True)
-    session = ort_session(proto)
-    feeds = as_declared_types(session, feeds)  # the float policy may carry bfloat16 as float32
-    return proto, run_session(session, [o.name for o in session.get_outputs()], feeds)
-
-
 def check_record(name, arguments, inputs, expected: Sequence[mx.array], setting,
                  output_dtypes: Sequence[mx.Dtype] | None = None, tolerances: dict | None = None) -> set[str]:
     """Export the record, run it, compare every output with ``expected``; the ONNX op types."""
     mx.eval(list(expected))
     out_dtypes = output_dtypes or [e.dtype for e in expected]
-    trace, feeds = one_record_trace(name, arguments, inputs, [(tuple(e.shape), d) for e, d in zip(expected, out_dtypes)])
+    trace, feeds = record_trace(name, arguments, inputs, [(tuple(e.shape), d) for e, d in zip(expected, out_dtypes)])
     exporter = setting.exporter()
     proto, got = export_and_run(trace, feeds, exporter)
     carrier = exporter.float_policy()
@@ -359,7 +302,7 @@ def test_sdpa_refuses_causal_with_array_mask():
     rng = rng_for("sdpa_refuse")
     q, k, v = (randn(rng, (1, 2, 3, 8)) for _ in range(3))
     mask = mx.array(rng.random((1, 2, 3, 3)) < 0.5)
-    trace, _ = one_record_trace("ScaledDotProductAttention", [0.35, True, False, False, False],
+    trace, _ = record_trace("ScaledDotProductAttention", [0.35, True, False, False, False],
                                 [Arg("q", q), Arg("k", k), Arg("v", v), Arg("mask", mask)], [((1, 2, 3, 8), mx.float32)])
     with pytest.raises(mlx2onnx.Mlx2OnnxError, match="do_causal"):
         mlx2onnx.Exporter(opset=23).trace_to_ir(trace)

@@ -244,7 +244,7 @@ def test_block_masked_mm_with_a_broadcast_operand():
 
 def test_record_reproducers_name_the_right_dtypes():
     """``Record.describe`` used to print bfloat16 as "float16" and bool as "ool"."""
-    from test_fast_records import Arg
+    from harness import Arg
 
     from fuzzrecords import Record
 

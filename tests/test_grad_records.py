@@ -14,7 +14,8 @@ import pytest
 
 from mlx2onnx import dtypes
 from harness import randn, rng_for
-from test_fast_records import SETTINGS, Arg, Setting, check_record, norm_input
+from harness import Arg
+from test_fast_records import SETTINGS, Setting, check_record, norm_input
 
 SHAPES = {"rows": (2, 3, 16), "vector": (16,)}
 

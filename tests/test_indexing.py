@@ -12,9 +12,8 @@ import onnx_ir as ir
 import pytest
 
 import mlx2onnx
-from mlx2onnx.capture.trace import GraphOutput, Primitive, TensorSpec
 from mlx2onnx.errors import ConversionError
-from harness import ort_session
+from harness import Arg, ort_session, record_trace
 
 RNG = np.random.default_rng(1234)
 
@@ -40,15 +39,11 @@ def test_scatter_max_min_refused_below_opset_18(method, code):
     assert mlx2onnx.verify(mlx2onnx.Exporter(opset=18).export(fn, x, i, u), fn, x, i, u)
 
 
-def single_record_trace(fn, args, name, arguments, out_shape):
-    """The trace of ``fn`` reduced to its ``name`` record, re-argued and re-shaped: the form
-    MLX's C++ ``gather``/``scatter`` produce but Python indexing never does."""
-    trace = mlx2onnx.capture(fn, args, {})
-    (rec,) = [p for p in trace.primitives if p.name == name]
-    out = TensorSpec(trace.outputs[0].spec.name, tuple(out_shape), rec.outputs[0].dtype)
-    inputs = tuple(graph_input.spec for graph_input in trace.inputs)
-    rec = Primitive(0, name, tuple(arguments), inputs, (out,))
-    return dataclasses.replace(trace, primitives=(rec,), outputs=(GraphOutput(out, None),))
+def single_record_trace(args, name, arguments, out_shape):
+    """One ``name`` record on ``args``, argued and shaped by hand: the form MLX's C++
+    ``gather``/``scatter`` produce but Python indexing never does."""
+    inputs = [Arg(f"x{k}", a) for k, a in enumerate(args)]
+    return record_trace(name, arguments, inputs, [(tuple(out_shape), args[0].dtype)], device="cpu")[0]
 
 
 @pytest.mark.parametrize("opset", [28, 17])
@@ -58,7 +53,7 @@ def test_gather_wide_slice_on_indexed_axis(opset, dtype):
     indices wrapped first), an index grid."""
     a = mx.array(RNG.integers(-50, 50, (5, 4))).astype(dtype)
     idx = mx.array(RNG.choice([-5, -4, -3, -2, 0, 1, 2, 3], (3,)).astype(np.int32))  # idx + 1 stays in range
-    trace = single_record_trace(lambda a, i: mx.take(a, i, axis=0), (a, idx), "Gather", [[0], (2, 3)], (3, 2, 3))
+    trace = single_record_trace((a, idx), "Gather", [[0], (2, 3)], (3, 2, 3))
     (got,) = run_onnx(mlx2onnx.Exporter(opset=opset).trace_to_ir(trace), a, idx)
     start = mx.where(idx < 0, idx + 5, idx)
     want = mx.stack([mx.take(a, start + j, axis=0)[:, :3] for j in range(2)], axis=1)
@@ -72,7 +67,7 @@ def test_gather_two_axes_partial_slices(opset):
     a = mx.array(RNG.standard_normal((3, 4, 5)).astype(np.float32))
     i = mx.array(RNG.integers(-3, 3, (2, 2)).astype(np.int64))
     j = mx.array(RNG.integers(0, 4, (2, 2)).astype(np.uint32))  # j + 1 < 5
-    trace = single_record_trace(lambda a, i, j: a[i, :, j], (a, i, j), "Gather", [[0, 2], (1, 2, 2)], (2, 2, 1, 2, 2))
+    trace = single_record_trace((a, i, j), "Gather", [[0, 2], (1, 2, 2)], (2, 2, 1, 2, 2))
     (got,) = run_onnx(mlx2onnx.Exporter(opset=opset).trace_to_ir(trace), a, i, j)
     i0 = mx.where(i < 0, i + 3, i)
     want = mx.stack([a[i0, :2, j + k] for k in range(2)], axis=-1)[:, :, None]
@@ -83,7 +78,7 @@ def test_gather_two_axes_partial_slices(opset):
 def test_gather_no_index_is_a_slice(opset):
     a = mx.array(RNG.standard_normal((3, 4)).astype(np.float32))
     i = mx.array([1])
-    trace = single_record_trace(lambda a, i: mx.take(a, i, axis=0), (a, i), "Gather", [[], (2, 3)], (2, 3))
+    trace = single_record_trace((a, i), "Gather", [[], (2, 3)], (2, 3))
     trace = dataclasses.replace(trace, primitives=(dataclasses.replace(trace.primitives[0], inputs=trace.primitives[0].inputs[:1]),))
     trace = dataclasses.replace(trace, inputs=trace.inputs[:1])
     (got,) = run_onnx(mlx2onnx.Exporter(opset=opset).trace_to_ir(trace), a)
@@ -144,14 +139,14 @@ def test_gather_narrow_slices_on_other_axes(opset, dtype):
     non-indexed axes start at 0 and are narrower than the axis."""
     a = mx.array(RNG.integers(-50, 50, (3, 5, 4))).astype(dtype)
     i = mx.array(RNG.integers(-5, 5, (2, 3)).astype(np.int32))
-    trace = single_record_trace(lambda a, i: mx.take(a, i, axis=1), (a, i), "Gather", [[1], (2, 1, 3)], (2, 3, 2, 1, 3))
+    trace = single_record_trace((a, i), "Gather", [[1], (2, 1, 3)], (2, 3, 2, 1, 3))
     (got,) = run_onnx(mlx2onnx.Exporter(opset=opset).trace_to_ir(trace), a, i)
     want = mx.take(a[:2, :, :3], i, axis=1).transpose(1, 2, 0, 3)[:, :, :, None]
     np.testing.assert_array_equal(got, np.array(want.astype(mx.float32)).astype(got.dtype))
 
     j = mx.array(RNG.integers(0, 4, (2, 3)).astype(np.uint32))
     i3 = mx.array(RNG.integers(-3, 3, (2, 3)).astype(np.int64))
-    trace = single_record_trace(lambda a, i, j: a[i, :, j], (a, i3, j), "Gather", [[0, 2], (1, 2, 1)], (2, 3, 1, 2, 1))
+    trace = single_record_trace((a, i3, j), "Gather", [[0, 2], (1, 2, 1)], (2, 3, 1, 2, 1))
     (got,) = run_onnx(mlx2onnx.Exporter(opset=opset).trace_to_ir(trace), a, i3, j)
     want = a[i3, :2, j][:, :, None, :, None]
     np.testing.assert_array_equal(got, np.array(want.astype(mx.float32)).astype(got.dtype))

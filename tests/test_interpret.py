@@ -16,7 +16,7 @@ import pytest
 from mlx2onnx import capture
 from mlx2onnx.capture import records
 from mlx2onnx.verify import interpret
-from mlx2onnx.capture.trace import Primitive, TensorSpec
+from harness import Arg, record_trace
 from mlx2onnx.models import REFERENCE_MODELS
 
 rng = np.random.default_rng(0)
@@ -220,9 +220,8 @@ def test_interpreter_feeds_keyword_inputs_by_name():
 
 
 def _record(name, arguments, inputs, outputs):
-    spec = lambda k, a: TensorSpec(f"{k}", tuple(a.shape), a.dtype)  # noqa: E731
-    return Primitive(0, name, tuple(arguments), tuple(spec(f"i{k}", a) for k, a in enumerate(inputs)),
-                     tuple(TensorSpec(f"o{k}", s, d) for k, (s, d) in enumerate(outputs)))
+    trace, _ = record_trace(name, arguments, [Arg(f"x{k}", a) for k, a in enumerate(inputs)], outputs)
+    return trace.primitives[0]
 
 
 # Records the CPU never traces (fused mx.fast primitives appear only on a GPU stream,

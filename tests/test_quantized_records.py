@@ -11,15 +11,13 @@ from mlx.utils import tree_flatten
 import mlx.nn as nn
 import numpy as np
 import onnx
-import onnx_ir as ir
 import pytest
 
 import mlx2onnx
-from mlx2onnx.capture.trace import GraphInput, GraphOutput, Primitive, TensorSpec, Trace
 from mlx2onnx.errors import ConversionError
 from mlx2onnx.translate.opset import MIN_OPSET, default_opset
 
-from harness import ort_session, rng_for
+from harness import Arg, export_and_run, record_trace, rng_for
 
 OPSETS = sorted({default_opset(), MIN_OPSET})
 TINY_LM = dict(vocab_size=512, hidden_size=256, layers=2, heads=4, kv_heads=2, intermediate_size=512)
@@ -124,21 +122,13 @@ def test_gather_qmm_dequantized_experts(opset):
 
 
 # -- hand-built records ---------------------------------------------------------------
-def record_trace(name, arguments, inputs, outputs):
-    specs = [TensorSpec(f"I{k}", shape, dtype) for k, (shape, dtype) in enumerate(inputs)]
-    outs = [TensorSpec(f"O{k}", shape, dtype) for k, (shape, dtype) in enumerate(outputs)]
-    rec = Primitive(0, name, tuple(arguments), tuple(specs), tuple(outs))
-    graph_inputs = tuple(GraphInput(s, f"x{k}", k, None) for k, s in enumerate(specs))
-    return Trace(graph_inputs, tuple(GraphOutput(o, None) for o in outs), (), (rec,), "cpu", "hand_built")
+def hand_built(name, arguments, operands, outputs):
+    """The trace of record ``name`` on NumPy ``operands`` (graph inputs x0, x1, ...) and its feeds."""
+    return record_trace(name, arguments, [Arg(f"x{k}", mx.array(a)) for k, a in enumerate(operands)], outputs)
 
 
-def run(trace, opset, feeds):
-    model = mlx2onnx.Exporter(opset=opset, bfloat16="keep").trace_to_ir(trace)
-    proto = ir.serde.serialize_model(model)
-    onnx.checker.check_model(proto, full_check=True)
-    session = ort_session(proto)
-    names = [i.name for i in session.get_inputs()]
-    return session.run(None, dict(zip(names, feeds)))
+def run(trace, feeds, opset):
+    return export_and_run(trace, feeds, mlx2onnx.Exporter(opset=opset, bfloat16="keep"))[1]
 
 
 @pytest.mark.parametrize("opset", OPSETS)
@@ -164,9 +154,7 @@ def test_dequantize_record(opset, mode, bits, group_size):
         operands = [words, scales]
         expected = mx.dequantize(mx.array(words), mx.array(scales), group_size=group_size, bits=bits, mode=mode,
                                  dtype=mx.float32)
-    specs = [(a.shape, {np.uint32: mx.uint32, np.float32: mx.float32, np.uint8: mx.uint8}[a.dtype.type]) for a in operands]
-    trace = record_trace("Quantize", [group_size, bits, code, True], specs, [((rows, cols), mx.float32)])
-    (got,) = run(trace, opset, operands)
+    (got,) = run(*hand_built("Quantize", [group_size, bits, code, True], operands, [((rows, cols), mx.float32)]), opset)
     np.testing.assert_allclose(got, np.array(expected), rtol=1e-6, atol=1e-6)
 
 
@@ -177,16 +165,17 @@ def test_quantize_record_matches_mlx_bits(opset, bits):
     rng = rng_for("quantize_record", bits, opset)
     w = (rng.standard_normal((6, 128)) * 3).astype(np.float32)
     words, scales, biases = (np.array(a) for a in mx.quantize(mx.array(w), group_size=64, bits=bits))
-    trace = record_trace("Quantize", [64, bits, 0, False], [(w.shape, mx.float32)],
-                         [(words.shape, mx.uint32), (scales.shape, mx.float32), (biases.shape, mx.float32)])
-    got = run(trace, opset, [w])
+    trace, feeds = hand_built("Quantize", [64, bits, 0, False], [w],
+                              [(words.shape, mx.uint32), (scales.shape, mx.float32), (biases.shape, mx.float32)])
+    got = run(trace, feeds, opset)
     for a, b in zip(got, (words, scales, biases)):
         np.testing.assert_array_equal(a, b)
 
 
 def test_runtime_fp_quantize_is_refused():
-    trace = record_trace("Quantize", [32, 4, 1, False], [((4, 64), mx.float32)],
-                         [((4, 8), mx.uint32), ((4, 2), mx.uint8)])
+    rng = rng_for("fp_quantize")
+    trace, _ = hand_built("Quantize", [32, 4, 1, False], [rng.standard_normal((4, 64)).astype(np.float32)],
+                          [((4, 8), mx.uint32), ((4, 2), mx.uint8)])
     with pytest.raises(ConversionError, match=r"mode=1 \(mxfp4\)"):
         mlx2onnx.Exporter().trace_to_ir(trace)
 
@@ -197,9 +186,10 @@ def test_runtime_fp_quantize_is_refused():
     ([64, 8, 1, True], "bits=8 is not supported for mxfp4"),
 ])
 def test_bad_quantized_matmul_arguments(arguments, message):
-    trace = record_trace("QuantizedMatmul", arguments,
-                         [((2, 64), mx.float32), ((8, 8), mx.uint32), ((8, 1), mx.float32), ((8, 1), mx.float32)],
-                         [((2, 8), mx.float32)])
+    rng = rng_for("bad_qmm", *arguments)
+    operands = [rng.standard_normal((2, 64)).astype(np.float32), rng.integers(0, 2**32, (8, 8), dtype=np.uint64).astype(np.uint32),
+                rng.standard_normal((8, 1)).astype(np.float32), rng.standard_normal((8, 1)).astype(np.float32)]
+    trace, _ = hand_built("QuantizedMatmul", arguments, operands, [((2, 8), mx.float32)])
     with pytest.raises(ConversionError, match=message):
         mlx2onnx.Exporter().trace_to_ir(trace)
 

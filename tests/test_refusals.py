@@ -68,12 +68,9 @@ def test_complex_value_in_an_unsupported_primitive_is_refused():
 
 
 def test_random_bits_of_other_widths_are_refused():
-    from mlx2onnx.capture.trace import GraphInput, GraphOutput, Primitive, TensorSpec, Trace
+    from harness import Arg, record_trace
 
-    key = TensorSpec("K", (2,), mx.uint32)
-    out = TensorSpec("OUT", (5,), mx.uint8)
-    rec = Primitive(0, "RandomBits", ((5,), 1), (key,), (out,))
-    trace = Trace((GraphInput(key, "key", 0, None),), (GraphOutput(out, None),), (), (rec,), "cpu", "bits")
+    trace, _ = record_trace("RandomBits", [(5,), 1], [Arg("key", mx.random.key(3))], [((5,), mx.uint8)], device="cpu")
     with pytest.raises(ConversionError, match="width=1"):
         mlx2onnx.Exporter().trace_to_ir(trace)
 

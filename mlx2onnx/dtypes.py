@@ -71,9 +71,6 @@ class FloatPolicy:
         """Whether ``dtype`` is carried wider and rounded to itself after every op."""
         return dtype in self.emulate
 
-    def as_dict(self) -> dict[mx.Dtype, mx.Dtype]:
-        return dict(self.carry)
-
     def carried(self, dtype: mx.Dtype) -> mx.Dtype:
         """The MLX dtype whose ONNX type carries ``dtype``."""
         for source, target in self.carry:

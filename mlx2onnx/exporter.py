@@ -53,7 +53,7 @@ class Exporter:
             docs/runtimes.md): opset 24 and only element types all of them compute in;
             ``"onnxruntime"`` targets the installed onnxruntime alone: the newest opset it
             fully runs and every type it has kernels for.
-        opset: ONNX opset, honoured exactly (default: the target's, see :mod:`mlx2onnx.opset`).
+        opset: ONNX opset, honoured exactly (default: the target's, see :mod:`mlx2onnx.translate.opset`).
         input_names: graph input names, a list in MLX input order or a mapping from the
             default name (parameter name or keyword) to the new one.
         output_names: graph output names, in output order (default ``output_N``, or the
@@ -286,7 +286,7 @@ def export(fun: Any, /, *args: Any, **kwargs: Any) -> onnx.ModelProto:
 
 
 def save(model: onnx.ModelProto | ir.Model, path: str | os.PathLike, **options: Any) -> Path:
-    """Write a model atomically (external data above 2 GB). See :func:`mlx2onnx.saving.save_model`."""
+    """Write a model atomically (external data above 2 GB). See :func:`mlx2onnx.io.saving.save_model`."""
     return save_model(model, path, **options)
 
 

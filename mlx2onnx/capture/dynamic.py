@@ -7,7 +7,7 @@ and ``mean`` counts its elements with ``NumberOfElements`` instead of baking ``1
 at the example sizes, once more per named dimension with that one size changed, and
 twice with all of them changed, near and far (:func:`trace_values`). The traces must be
 the same program; every number that differs between them (a dimension of a value, or a
-number in a primitive's ``arguments``) becomes a :class:`~mlx2onnx.symbolic.SymInt`
+number in a primitive's ``arguments``) becomes a :class:`~mlx2onnx.capture.symbolic.SymInt`
 holding its value in each trace (:func:`~.merge.merge`).
 """
 

@@ -1,7 +1,7 @@
 """Traces of one function at several sizes -> one trace with symbolic numbers.
 
 Every number that differs between the traces (a dimension of a value, or a number in a
-primitive's ``arguments``) becomes a :class:`~mlx2onnx.symbolic.SymInt` holding its value
+primitive's ``arguments``) becomes a :class:`~mlx2onnx.capture.symbolic.SymInt` holding its value
 in each trace (:func:`merge`); where the traces are not one program the error names the
 first difference, the sizes it was traced at and what to do.
 """

@@ -5,7 +5,7 @@ number that differs between them (a dimension, a number in a primitive's ``argum
 becomes a :class:`SymInt` holding its value in each trace. Handlers see a :class:`SymInt`
 where they would see an ``int``: comparisons that come out the same in every trace answer
 normally, arithmetic gives another :class:`SymInt` (recording how it was computed), and
-:meth:`Context.ints <mlx2onnx.shapes.DimBuilder.ints>` turns them into int64 values
+:meth:`Context.ints <mlx2onnx.translate.dims.DimBuilder.ints>` turns them into int64 values
 computed in the graph from ``Shape``. Code that needs a fixed number (``int(d)``,
 ``np.zeros(shape)``) raises :class:`NeedsStatic`, which the translator reports as a
 :class:`~mlx2onnx.errors.DynamicShapeError` naming the input, the dimension and the

@@ -12,7 +12,7 @@ in :func:`mlx2onnx.export`; options live on a :class:`Check`::
 
 A failure raises ``AssertionError`` whose message is the per-output report (max abs/rel
 error, tolerance, dtype, shape, the worst element), so it reads the same in pytest,
-unittest or a plain script. The pytest plugin (:mod:`mlx2onnx.pytest_plugin`) offers the
+unittest or a plain script. The pytest plugin (:mod:`mlx2onnx.testing.pytest_plugin`) offers the
 same as the ``mlx2onnx_check`` fixture, recording each report in the JUnit XML.
 """
 

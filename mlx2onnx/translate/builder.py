@@ -53,7 +53,7 @@ class OpBuilder:
     :class:`onnx_ir.Value` or ``None`` (an omitted optional input).
     """
 
-    def __init__(self, ctx):  # the export's Context (mlx2onnx.context), which owns the nodes
+    def __init__(self, ctx):  # the export's Context (mlx2onnx.translate.context), which owns the nodes
         self._ctx = ctx
 
     def __getattr__(self, op_type: str):
@@ -197,7 +197,7 @@ class OpsetHelpers:
             out_dtype: mx.Dtype | None = None, constraint: str | None = "T", fixed: Sequence[int] = (),
             **attributes) -> ir.Value:
         """Emit ``op_type`` on data inputs of MLX dtype ``dtype``, computing in the nearest
-        type onnxruntime has a kernel for (see :mod:`mlx2onnx.kernels`), and return the
+        type onnxruntime has a kernel for (see :mod:`mlx2onnx.translate.kernels`), and return the
         result in ``out_dtype`` (default ``dtype``). Inputs at the positions in ``fixed``,
         and inputs of another known type (shapes, axes, conditions), are passed unchanged."""
         work = kernels.compute_dtype(op_type, self.carried(dtype), self.opset, constraint, self.portable)

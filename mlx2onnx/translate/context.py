@@ -18,7 +18,7 @@ import onnx_ir as ir
 
 from ..capture.symbolic import onnx_dim
 from ..capture.trace import Constant, Primitive, TensorSpec, Trace
-from ..dtypes import FloatPolicy, array_to_numpy, from_onnx
+from ..dtypes import FloatPolicy, array_to_numpy
 from ..dtypes import name as dtype_name
 from ..errors import ConversionError
 from .builder import OpBuilder, OpsetHelpers, infer_dtype
@@ -66,7 +66,7 @@ def make_value(name: str, spec: TensorSpec, floats: FloatPolicy) -> ir.Value:
 
 
 def ir_shape(shape) -> ir.Shape:
-    """An onnx-ir shape; a dynamic dimension (:class:`~mlx2onnx.symbolic.SymInt`) becomes its dim_param."""
+    """An onnx-ir shape; a dynamic dimension (:class:`~mlx2onnx.capture.symbolic.SymInt`) becomes its dim_param."""
     return ir.Shape([onnx_dim(d) for d in shape])
 
 
@@ -234,9 +234,6 @@ class Context(DimBuilder, OpsetHelpers):
             return f"c_{array.dtype.name}_{text}" if text else f"c_{array.dtype.name}_empty"
         return f"c_{array.dtype.name}_{'x'.join(map(str, array.shape))}"
 
-    def spec_dtype(self, value: ir.Value) -> mx.Dtype | None:
-        return from_onnx(value.dtype) if value.dtype is not None else None
-
     # -- emitting ---------------------------------------------------------------------
     def emit(self, op_type: str, inputs: Sequence, attributes: dict, num_outputs: int, domain: str):
         for i, item in enumerate(inputs):
@@ -266,9 +263,6 @@ class Context(DimBuilder, OpsetHelpers):
             node.outputs[0].type = ir.TensorType(guess)
         self.nodes.append(node)
         return node.outputs[0] if num_outputs == 1 else tuple(node.outputs)
-
-    def use_domain(self, domain: str, version: int) -> None:
-        self.domains[domain] = version
 
     # -- per primitive ----------------------------------------------------------------
     @contextlib.contextmanager

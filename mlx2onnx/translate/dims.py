@@ -1,6 +1,6 @@
-"""Dynamic dimensions as graph values: :class:`~mlx2onnx.symbolic.SymInt` -> int64 from ``Shape``.
+"""Dynamic dimensions as graph values: :class:`~mlx2onnx.capture.symbolic.SymInt` -> int64 from ``Shape``.
 
-The :class:`~mlx2onnx.context.Context` offers every dynamic dimension of every value it
+The :class:`~mlx2onnx.translate.context.Context` offers every dynamic dimension of every value it
 binds (graph inputs first, then each primitive's outputs). A :class:`SymInt` a handler
 asks for is then, in order of preference:
 
@@ -12,7 +12,7 @@ asks for is then, in order of preference:
    of two, that reproduces its value in every trace (a reshape target Python computed
    as ``B * L``, a slice bound ``L - 1``).
 
-Anything else raises :class:`~mlx2onnx.symbolic.NeedsStatic`.
+Anything else raises :class:`~mlx2onnx.capture.symbolic.NeedsStatic`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ..capture.symbolic import NeedsStatic, SymInt, affine_fit, dims_of
 
 
 class DimBuilder:
-    """Mixin of :class:`~mlx2onnx.context.Context`: dynamic dimensions as int64 values."""
+    """Mixin of :class:`~mlx2onnx.translate.context.Context`: dynamic dimensions as int64 values."""
 
     def __init__(self):
         self._dim_sources: dict[tuple, tuple[ir.Value, int]] = {}

@@ -60,7 +60,7 @@ def default_opset() -> int:
     range that includes the current version of every standard op it implements at all.
 
     onnxruntime itself runs an open-ended registration only for that registration's first
-    version (see :func:`mlx2onnx.kernels.has_kernel`): at opset 28 that leaves out ops the
+    version (see :func:`mlx2onnx.translate.kernels.has_kernel`): at opset 28 that leaves out ops the
     export never emits (RandomNormal 22, DequantizeLinear 28) and Attention 25, which
     onnxruntime runs as its function body; the handlers and passes ask ``has_kernel`` and
     write Attention only at opsets 23-24."""

@@ -3,7 +3,7 @@
 The ONNX model is run with every MLX-bound intermediate exposed as an extra graph output
 (the exporter names the value of record ``i`` of primitive ``P`` ``p_i``, or ``p_i:k`` for
 its k-th output, and tags its nodes with ``mlx.primitive = "P:i"``). Each record is then
-evaluated in MLX by :mod:`mlx2onnx.interpret` **on the ONNX side's own input values**
+evaluated in MLX by :mod:`mlx2onnx.verify.interpret` **on the ONNX side's own input values**
 (a local check), so an error upstream does not blame the nodes downstream of it. The
 first record, in topological order, whose ONNX output differs from that local MLX value
 beyond the tolerance is the culprit. Records the interpreter cannot evaluate are skipped
@@ -12,7 +12,6 @@ and listed.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -139,7 +138,7 @@ def _spec_text(spec) -> str:
 
 
 def _random_inputs(args: tuple, kwargs: Mapping[str, Any], seed: int, random_inputs: bool):
-    """The inputs :class:`~mlx2onnx.verify.Verifier` feeds, drawn in the same order."""
+    """The inputs :class:`~mlx2onnx.verify.parity.Verifier` feeds, drawn in the same order."""
     signature = normalize_inputs(args, kwargs)
     rng = np.random.default_rng(seed)
     call_args = [random_like(a, rng) if random_inputs and isinstance(a, mx.array) else a for a in signature.args]
@@ -365,7 +364,3 @@ def _evaluate(rec: Primitive, inputs: list):
         return out
     except Exception:
         return None
-
-
-def report_json(report: LocalizeReport) -> str:
-    return json.dumps(report.to_dict(), indent=2, default=str)

@@ -59,7 +59,7 @@ class Verifier:
             ``False`` feeds the example inputs themselves.
         tolerances: ``{"float32": (atol, rtol), ...}`` overriding :data:`DEFAULT_TOLERANCES`
             (finite, >= 0).
-        runtime: the runtime that runs the model, one of :data:`mlx2onnx.runtimes.RUNTIMES`
+        runtime: the runtime that runs the model, one of :data:`mlx2onnx.verify.runtimes.RUNTIMES`
             (``"onnxruntime"``, ``"onnxruntime-web"``, ``"onnxruntime-node"``, ``"openvino"``,
             ``"tract"``); it must be installed.
         runtime_options: the options the runtime runs with, as the user's deployment sets

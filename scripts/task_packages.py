@@ -59,6 +59,9 @@ ROWS = [  # (task, MLX package, architecture, variant)
     ("image-text-to-text", "mlx-vlm", "idefics3", "float32"),
     ("image-text-to-text", "mlx-vlm", "idefics3", "4-bit"),
     ("image-text-to-text", "mlx-vlm", "idefics3", "bfloat16"),
+    ("image-text-to-text", "mlx-vlm", "qwen2_vl", "float32"),
+    ("image-text-to-text", "mlx-vlm", "qwen2_vl", "4-bit"),
+    ("image-text-to-text", "mlx-vlm", "qwen2_vl", "bfloat16"),
 ]
 
 
@@ -72,7 +75,7 @@ def write_folder(where: Path, architecture: str, variant: str) -> Path:
         return zoo.write_whisper_folder(where / "folder", **options)
     if architecture == "moonshine":
         return zoo.write_moonshine_folder(where / "folder", **options)
-    if architecture in ("gemma3", "idefics3"):
+    if architecture in ("gemma3", "idefics3", "qwen2_vl"):
         return zoo.write_vlm_folder(where / "folder", architecture, **options)
     if architecture in ("resnet18", "mobilenet_v2"):
         return zoo.write_image_folder(where / f"{architecture}-mlxim", architecture, dtype=options.get("dtype"))
@@ -128,8 +131,7 @@ def vision_language(architecture: str, folder: Path, package: Path, where: Path)
     from mlx2onnx.tasks.vision_language import mlx_vlm_tokens
 
     model = load_model(folder)
-    size = model.config.vision_config.image_size
-    image = zoo.generated_image(size, seed=4)
+    image = zoo.generated_image(zoo.VLM_IMAGE_SIZES.get(architecture) or model.config.vision_config.image_size, seed=4)
     Image.fromarray(image).save(where / "image.png")
     heard = json.loads(zoo._node("transformers_vlm.mjs", str(package), str(where / "image.png"), "12",
                                  zoo.VLM_PROMPTS[architecture])[-1])

@@ -1,6 +1,6 @@
 """mlx-vlm folders -> image-text-to-text packages, run by transformers.js and onnxruntime-genai.
 
-gemma3 and idefics3 (SmolVLM) folders are written by mlx-vlm's own save functions (tiny
+gemma3, idefics3 (SmolVLM) and qwen2_vl folders are written by mlx-vlm's own save functions (tiny
 text and SigLIP vision configs, a tokenizer trained here with the architecture's image
 tokens), exported with ``mlx2onnx export``, checked with ``mlx2onnx check`` and run by
 transformers.js under Node (its processor expands the image tokens and preprocesses the
@@ -23,7 +23,7 @@ from test_cli import cli
 from test_packages import _node_available
 
 VARIANTS = {"float32": {}, "4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16}}
-CASES = [(arch, variant) for arch in ("gemma3", "idefics3") for variant in sorted(VARIANTS)]
+CASES = [(arch, variant) for arch in ("gemma3", "idefics3", "qwen2_vl") for variant in sorted(VARIANTS)]
 GRAPHS = ("vision_encoder", "embed_tokens", "decoder_model_merged")
 
 
@@ -65,7 +65,7 @@ def test_vlm_folder_generates_mlx_vlm_tokens_in_transformers_js(tmp_path, vlm_pa
         assert "MatMulNBits" in ops, ops
     if not _node_available():
         pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
-    size = json.loads((folder / "config.json").read_text())["vision_config"]["image_size"]
+    size = zoo.VLM_IMAGE_SIZES.get(architecture) or json.loads((folder / "config.json").read_text())["vision_config"]["image_size"]
     image = zoo.generated_image(size, seed=4)
     Image.fromarray(image).save(tmp_path / "image.png")
     heard = json.loads(zoo._node("transformers_vlm.mjs", str(package), str(tmp_path / "image.png"), "12",
@@ -90,6 +90,24 @@ def test_gemma3_folder_generates_mlx_vlm_tokens_in_onnxruntime_genai(tmp_path, v
     want = _mlx_tokens(folder, ids, zoo.vlm_pixels("gemma3", image))
     assert len(set(want)) > 1
     assert got == want
+
+
+def test_qwen2_vl_vision_graph_takes_every_image_size(tmp_path, vlm_packages):
+    """The qwen2_vl vision encoder reads the grid from grid_thw: a wide image of other
+    dimensions (6 x 10 patches) gives mlx-vlm's tokens in transformers.js too, and its
+    features equal mlx-vlm's tower's."""
+    from PIL import Image
+
+    pytest.importorskip("mlx_vlm.utils")
+    folder, package = vlm_packages("qwen2_vl", "float32")
+    if not _node_available():
+        pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
+    image = zoo.generated_image(84, seed=7, width=140)
+    Image.fromarray(image).save(tmp_path / "wide.png")
+    heard = json.loads(zoo._node("transformers_vlm.mjs", str(package), str(tmp_path / "wide.png"), "12",
+                                 zoo.VLM_PROMPTS["qwen2_vl"])[-1])
+    assert heard["ids"].count(json.loads((folder / "config.json").read_text())["image_token_id"]) == 6 * 10 // 4
+    assert heard["tokens"] == _mlx_tokens(folder, heard["ids"], zoo.vlm_pixels("qwen2_vl", image))
 
 
 def test_vlm_folder_kinds(tmp_path, vlm_packages):

@@ -631,12 +631,13 @@ def write_image_folder(folder, name: str, dtype=None):
     return folder
 
 
-def generated_image(size: int, seed: int = 0) -> np.ndarray:
-    """An RGB uint8 image [size, size, 3]: colour gradients with noise, so every channel
-    and position matters."""
+def generated_image(size: int, seed: int = 0, width: int | None = None) -> np.ndarray:
+    """An RGB uint8 image [size, width (default size), 3]: colour gradients with noise, so
+    every channel and position matters."""
     rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:size, 0:size] * (255.0 / size)
-    image = np.stack([x, y, (x + y) / 2], axis=-1) + rng.normal(0, 30, (size, size, 3))
+    width = size if width is None else width
+    y, x = np.mgrid[0:size, 0:width] * (255.0 / max(size, width))
+    image = np.stack([x, y, (x + y) / 2], axis=-1) + rng.normal(0, 30, (size, width, 3))
     return np.clip(image, 0, 255).astype(np.uint8)
 
 
@@ -762,11 +763,26 @@ VLM_SPECIALS = {
     "gemma3": ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_image>", "<end_of_image>", "<image_soft_token>"],
     "idefics3": ["<pad>", "<eos>", "<bos>", "<unk>", "<fake_token_around_image>", "<global-img>", "<image>",
                  "<end_of_utterance>"],
+    "qwen2_vl": ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
+                 "<|video_pad|>"],
 }
-VLM_PROMPTS = {"gemma3": "<start_of_image> a small tokenizer", "idefics3": "<image> a small tokenizer"}
+VLM_PROMPTS = {"gemma3": "<start_of_image> a small tokenizer", "idefics3": "<image> a small tokenizer",
+               "qwen2_vl": "<|vision_start|><|image_pad|><|vision_end|> a small tokenizer"}
+VLM_SCALES = {"qwen2_vl": 0.5}  # weight scales at which greedy tokens differ (the others: 0.1)
+VLM_IMAGE_SIZES = {"qwen2_vl": 112}  # 8 x 8 patches of 14: 16 image tokens (the others: the tower's image_size)
 
 
 def _vlm_settings(architecture: str, ids: dict, vocab: int) -> dict:
+    if architecture == "qwen2_vl":  # the text settings at the top, as Qwen2-VL's config.json has them
+        return dict(model_type="qwen2_vl", hidden_size=64, num_hidden_layers=2, intermediate_size=128,
+                    num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6, vocab_size=vocab,
+                    rope_theta=10000.0, rope_scaling={"type": "mrope", "mrope_section": [4, 2, 2]},
+                    tie_word_embeddings=False, image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+                    vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+                    eos_token_id=[ids["<|im_end|>"]], pad_token_id=ids["<|endoftext|>"],
+                    vision_config=dict(model_type="qwen2_vl", depth=2, embed_dim=32, hidden_size=64, num_heads=2,
+                                       mlp_ratio=2.0, patch_size=14, spatial_patch_size=14, spatial_merge_size=2,
+                                       temporal_patch_size=2, in_channels=3))
     if architecture == "gemma3":
         return dict(model_type="gemma3", image_token_index=ids["<image_soft_token>"], hidden_size=64,
                     pad_token_id=ids["<pad>"], vocab_size=vocab, eos_token_id=[ids["<eos>"]],
@@ -786,12 +802,14 @@ def _vlm_settings(architecture: str, ids: dict, vocab: int) -> dict:
                                    num_hidden_layers=2, intermediate_size=64, image_size=32))
 
 
-def write_vlm_folder(folder, architecture: str = "gemma3", scale: float = 0.1, dtype=None, bits: int | None = None):
+def write_vlm_folder(folder, architecture: str = "gemma3", scale: float | None = None, dtype=None,
+                     bits: int | None = None):
     """An mlx-vlm folder (gemma3 or idefics3) as mlx-vlm's save functions write it
     (config.json with text and vision configs, model.safetensors with the vision tower),
     a byte-level BPE tokenizer trained here with the architecture's image tokens, its
     tokenizer_config naming them (as transformers.js's processors read them) and a chat
     template."""
+    scale = VLM_SCALES.get(architecture, 0.1) if scale is None else scale
     module = pytest.importorskip(f"mlx_vlm.models.{architecture}.{architecture}")
     configs = pytest.importorskip(f"mlx_vlm.models.{architecture}.config")
     saving = pytest.importorskip("mlx_vlm.utils")
@@ -802,6 +820,8 @@ def write_vlm_folder(folder, architecture: str = "gemma3", scale: float = 0.1, d
     ids = {t: tokenizer.token_to_id(t) for t in specials}
     names = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<bos>", "eos_token": "<eos>",
              "pad_token": "<pad>", "unk_token": "<unk>", "add_bos_token": False, "model_max_length": 512}
+    if architecture == "qwen2_vl":
+        names.update(bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None)
     if architecture == "gemma3":
         names.update(boi_token="<start_of_image>", eoi_token="<end_of_image>", image_token="<image_soft_token>")
     (folder / "tokenizer_config.json").write_text(json.dumps(names))
@@ -818,7 +838,8 @@ def write_vlm_folder(folder, architecture: str = "gemma3", scale: float = 0.1, d
     saving.save_weights(folder, model)
     saving.save_config(dict(settings), folder / "config.json")
     (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": settings["eos_token_id"][0],
-                                                               "pad_token_id": ids["<pad>"], "bos_token_id": ids["<bos>"]}))
+                                                               "pad_token_id": settings["pad_token_id"],
+                                                               "bos_token_id": ids.get("<bos>")}))
     (folder / "chat_template.jinja").write_text(
         "{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n{% endfor %}")
     return folder
@@ -827,7 +848,12 @@ def write_vlm_folder(folder, architecture: str = "gemma3", scale: float = 0.1, d
 def vlm_pixels(architecture: str, image: np.ndarray) -> dict[str, np.ndarray]:
     """The pixel inputs both runtimes' processors make of an image at the tower's size:
     scaled to [-1, 1] (SigLIP's mean and std 0.5), channels first; idefics3's with an
-    images axis and its all-true pixel mask."""
+    images axis and its all-true pixel mask; qwen2_vl's normalised with CLIP's mean and
+    std and cut into patches (the folder writer's patch sizes)."""
+    if architecture == "qwen2_vl":
+        from mlx2onnx.tasks.vlm_qwen2_vl import normalised, patches
+
+        return patches(normalised(image), {"patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2})
     pixels = ((image.astype(np.float32) / 255 - 0.5) / 0.5).transpose(2, 0, 1)[None]
     if architecture == "gemma3":
         return {"pixel_values": pixels}

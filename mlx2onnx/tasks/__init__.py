@@ -47,7 +47,7 @@ def folder_kind(folder: str | os.PathLike) -> str:
         return "mlx-image"
     try:
         settings = json.loads(config.read_text())
-        model_type = str(settings.get("model_type", "")).replace("_", "-")
+        model_type = str(settings.get("model_type", ""))
     except (ValueError, AttributeError):
         return "mlx-lm"  # mlx-lm's loader says what is wrong with it
     if is_whisper_config(settings):
@@ -56,7 +56,7 @@ def folder_kind(folder: str | os.PathLike) -> str:
         return "mlx-audio moonshine"
     if model_type in VLM_TYPES and "vision_config" in settings and _has_vision_weights(Path(folder)):
         return "mlx-vlm"
-    return "mlx-embeddings" if model_type in ENCODERS else "mlx-lm"
+    return "mlx-embeddings" if model_type.replace("_", "-") in ENCODERS else "mlx-lm"
 
 
 def folder_task(folder: str | os.PathLike) -> str:

@@ -27,7 +27,7 @@ from .vlm_architecture import Architecture
 
 
 # mlx-vlm model_type -> the module under mlx2onnx.tasks whose ARCHITECTURE exports it
-VLM_MODULES = {"gemma3": "vlm_gemma3", "idefics3": "vlm_idefics3", "smolvlm": "vlm_idefics3"}
+VLM_MODULES = {"gemma3": "vlm_gemma3", "idefics3": "vlm_idefics3", "smolvlm": "vlm_idefics3", "qwen2_vl": "vlm_qwen2_vl"}
 VLM_TYPES = tuple(VLM_MODULES)
 
 
@@ -36,6 +36,12 @@ def architecture(model_type: str) -> Architecture:
         raise UnsupportedModelError(f"model_type {model_type!r}: the image-text-to-text export handles mlx-vlm's "
                                     f"{', '.join(sorted(VLM_MODULES))}")
     return importlib.import_module(f"{__package__}.{VLM_MODULES[model_type]}").ARCHITECTURE
+
+
+def image_token_id(config) -> int:
+    """The token whose positions take the image features (its name differs between configs)."""
+    index = getattr(config, "image_token_index", None)
+    return config.image_token_id if index is None else index
 
 
 def load_vlm_folder(folder: Path):
@@ -47,9 +53,11 @@ class _Language:
     """mlx-vlm's language model as the text package's decoder expects a model: called with
     token ids (the cache probe) or embeddings, returning logits; its make_cache."""
 
-    def __init__(self, model):
+    def __init__(self, model, positioned=None):
         self.language = model.language_model
         self.layers = self.language.layers
+        self.positioned = positioned  # mRoPE: f(inputs_embeds, cache, position_ids) (Architecture.positioned)
+        self.positions = None  # the position_ids [3, batch, sequence] of the call being traced
 
     def make_cache(self):
         """mlx-vlm's own caches for its generation (make_prompt_cache: the model's, or a
@@ -59,6 +67,11 @@ class _Language:
         return make_prompt_cache(self.language)
 
     def __call__(self, x, cache=None):
+        if self.positioned is not None:  # the probes' token ids at text positions; the traced call's positions
+            embeds = self.language.model.embed_tokens(x) if x.ndim == 2 else x
+            positions = self.positions if self.positions is not None else \
+                mx.broadcast_to(mx.arange(x.shape[1])[None, None], (3, *x.shape[:2]))
+            return self.positioned(embeds, cache, positions)
         if x.ndim == 2:  # token ids
             return self.language(x, cache=cache).logits
         return self.language(None, inputs_embeds=x, cache=cache).logits
@@ -72,10 +85,10 @@ def embedding_dtype(model, arch: Architecture):
 def decoder_graph(model, exporter, arch: Architecture):
     """The text package's decoder over ``inputs_embeds`` (its layout, its names)."""
     from ..capture.dynamic import Dim
-    from ..llm.package import attention_mask_rank, carried_arrays, traced_decoder
+    from ..llm.package import attention_mask_rank, carried_arrays, decoder_function, traced_decoder
     from ..llm.states import has_states, package_layout, slot_names
 
-    language = _Language(model)
+    language = _Language(model, None if arch.positioned is None else arch.positioned(model))
     layout = package_layout(language, model.config.model_type)
     if has_states(layout):
         raise UnsupportedModelError(f"model_type {model.config.model_type!r}: its language model has recurrent "
@@ -83,27 +96,39 @@ def decoder_graph(model, exporter, arch: Architecture):
     mask_rank = attention_mask_rank(language, layout)
     width = model.config.text_config.hidden_size
     rng = np.random.default_rng(0)
+    positions = np.tile(np.arange(4, 7), (2, 1)).astype(np.int64)
+    rows = 1 if arch.positioned is None else 3  # mRoPE: [3, batch, sequence]
     arrays = [mx.array(rng.standard_normal((2, 3, width)), dtype=embedding_dtype(model, arch)),
               mx.ones((2, 7), dtype=mx.int64),
-              mx.array(np.tile(np.arange(4, 7), (2, 1)).astype(np.int64))] + carried_arrays(layout, 2, 4, rng)
+              mx.array(positions if rows == 1 else np.stack([positions] * rows))] + carried_arrays(layout, 2, 4, rng)
     slots = slot_names(layout)
     names = ["inputs_embeds", "attention_mask", "position_ids"] + [past for past, _ in slots]
     dynamic = {"input_ids": {0: "batch_size", 1: "sequence"}, "attention_mask": {0: "batch_size", 1: "total_sequence"},
-               "position_ids": {0: "batch_size", 1: "sequence"},
+               "position_ids": {0: "batch_size", 1: "sequence"} if rows == 1 else {1: "batch_size", 2: "sequence"},
                **{f"past_{k}": {0: "batch_size", 2: Dim("past_sequence")} for k in range(len(slots))}}
     exporter = exporter.with_options(input_names=names, output_names=["logits"] + [p for _, p in slots], path=None,
                                      dynamic=dynamic)
-    graph, _, _ = traced_decoder(exporter, language, layout, mask_rank, arrays)
-    return graph, layout
+    if arch.positioned is None:
+        graph, _, _ = traced_decoder(exporter, language, layout, mask_rank, arrays)
+        return graph, layout
+    inner = decoder_function(language, layout, mask_rank)
+
+    def forward(input_ids, attention_mask, position_ids, *past):  # input_ids: the embeddings, as in inner
+        language.positions = position_ids  # read by the language model; the caches' offsets from the first row
+        return inner(input_ids, attention_mask, position_ids[0], *past)
+    return exporter.to_ir(forward, *arrays), layout
 
 
 def export_graphs(model, exporter, arch: Architecture):
     """({file: graph} of transformers.js's three graphs, the decoder's cache layout)."""
     rng = np.random.default_rng(1)
-    pixels = {k: mx.array(v) for k, v in arch.vision_inputs(model, 2, rng).items()}
-    vision = exporter.with_options(input_names=list(pixels), output_names=["image_features"], path=None,
-                                   dynamic=arch.vision_axes).to_ir(arch.vision(model, embedding_dtype(model, arch)),
-                                                                   *pixels.values())
+    dtype = embedding_dtype(model, arch)
+    if arch.vision_graph is not None:
+        vision = arch.vision_graph(model, exporter, dtype)
+    else:
+        pixels = {k: mx.array(v) for k, v in arch.vision_inputs(model, 2, rng).items()}
+        vision = exporter.with_options(input_names=list(pixels), output_names=["image_features"], path=None,
+                                       dynamic=arch.vision_axes).to_ir(arch.vision(model, dtype), *pixels.values())
     ids = mx.array(rng.integers(0, model.config.text_config.vocab_size, (2, 5)).astype(np.int64))
     embed = exporter.with_options(input_names=["input_ids"], output_names=["inputs_embeds"], path=None,
                                   dynamic={"input_ids": {0: "batch_size", 1: "sequence"}}).to_ir(arch.text(model), ids)
@@ -146,8 +171,8 @@ def mlx_vlm_tokens(model, input_ids: mx.array, pixels: dict, new_tokens: int) ->
     first step's logits)."""
     arch = architecture(model.config.model_type)
     cache = _Language(model).make_cache()
-    embeds = arch.mlx_embeddings(model, input_ids, pixels)
-    logits = model.language_model(input_ids, inputs_embeds=embeds, cache=cache).logits
+    embeds, first_step = arch.mlx_embeddings(model, input_ids, pixels)
+    logits = model.language_model(input_ids, inputs_embeds=embeds, cache=cache, **first_step).logits
     first, tokens = logits[0, -1], []
     for _ in range(new_tokens):
         tokens.append(int(logits[0, -1].argmax()))
@@ -155,9 +180,12 @@ def mlx_vlm_tokens(model, input_ids: mx.array, pixels: dict, new_tokens: int) ->
     return tokens, first
 
 
-def package_vlm_tokens(package: Path, input_ids: np.ndarray, pixels: dict, new_tokens: int, image_token: int):
+def package_vlm_tokens(package: Path, input_ids: np.ndarray, pixels: dict, new_tokens: int, image_token: int,
+                       rope: tuple[np.ndarray, np.ndarray] | None = None):
     """Greedy tokens of the package's three graphs in plain onnxruntime sessions, merged
-    as transformers.js merges them: (tokens, first logits, the decoder's PlainSession)."""
+    as transformers.js merges them: (tokens, first logits, the decoder's PlainSession).
+    ``rope``: an mRoPE model's prompt positions [3, 1, sequence] and delta [1, 1]
+    (Architecture.rope_index); a later step's position is its index plus the delta."""
     from ..verify.plain import plain_session
 
     vision, embed, decoder = (plain_session(package / "onnx" / f"{name}.onnx")
@@ -170,8 +198,11 @@ def package_vlm_tokens(package: Path, input_ids: np.ndarray, pixels: dict, new_t
     tokens, first, total = [], None, input_ids.shape[1]
     for step in range(new_tokens):
         n = embeds.shape[1]
+        positions = np.arange(total - n, total, dtype=np.int64)[None]
+        if rope is not None:
+            positions = rope[0] if step == 0 else np.stack([positions + rope[1]] * 3)
         feeds = {"inputs_embeds": embeds, "attention_mask": np.ones((1, total), np.int64),
-                 "position_ids": np.arange(total - n, total, dtype=np.int64)[None], **past}
+                 "position_ids": positions, **past}
         outputs = decoder.session.run(None, feeds)
         first = outputs[0][0, -1] if first is None else first
         tokens.append(int(outputs[0][0, -1].argmax()))
@@ -188,9 +219,11 @@ def check_vision_language(package: Path, folder: Path, seed: int = 0, new_tokens
     config, arch = model.config, architecture(model.config.model_type)
     rng = np.random.default_rng(seed)
     pixels = arch.vision_inputs(model, 1, rng)
-    text = [int(t) for t in rng.integers(3, config.text_config.vocab_size, 12) if t != config.image_token_index]
-    ids = np.array([text[:4] + [config.image_token_index] * arch.image_tokens(model) + text[4:]], np.int64)
-    got, logits, decoder = package_vlm_tokens(package, ids, pixels, new_tokens, config.image_token_index)
+    image = arch.image_prompt(model)
+    text = [int(t) for t in rng.integers(3, config.text_config.vocab_size, 12) if t not in image]
+    ids = np.array([text[:4] + image + text[4:]], np.int64)
+    rope = None if arch.rope_index is None else arch.rope_index(model, ids, pixels)
+    got, logits, decoder = package_vlm_tokens(package, ids, pixels, new_tokens, image_token_id(config), rope)
     want, want_logits = mlx_vlm_tokens(model, mx.array(ids), pixels, new_tokens)
     row = decoder.tokens_row(f"a random image in {ids.shape[1]} tokens", got, want, logits, want_logits)
     return decoder.result("image-text-to-text", package, folder, [row])

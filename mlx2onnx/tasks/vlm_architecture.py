@@ -1,6 +1,6 @@
 """What one mlx-vlm architecture's image-text-to-text package needs
-(:mod:`.vision_language`): its modules :mod:`.vlm_gemma3` and :mod:`.vlm_idefics3` each
-give one."""
+(:mod:`.vision_language`): its modules :mod:`.vlm_gemma3`, :mod:`.vlm_idefics3` and
+:mod:`.vlm_qwen2_vl` each give one."""
 
 from __future__ import annotations
 
@@ -14,11 +14,19 @@ class Architecture:
 
     processor: str  # transformers.js's processor class prefix (its files name it)
     embeddings: Callable  # model -> its token embedding module
-    vision: Callable  # (model, dtype) -> f(**pixel inputs) -> image features
-    vision_inputs: Callable  # (model, batch, rng) -> {name: float32/bool array}: the processor's pixel inputs
+    vision: Callable | None  # (model, dtype) -> f(**pixel inputs) -> image features (None: vision_graph)
+    vision_inputs: Callable  # (model, batch, rng) -> {name: array}: the processor's pixel inputs
     vision_axes: dict  # their dynamic axes
     text: Callable  # model -> f(input_ids) -> the text embeddings mlx-vlm merges into
-    mlx_embeddings: Callable  # (model, input_ids, pixel inputs) -> mlx-vlm's merged embeddings
+    # (model, input_ids, pixel inputs) -> (mlx-vlm's merged embeddings, what its generation
+    # passes the language model's first step besides them)
+    mlx_embeddings: Callable
     processor_configs: Callable  # model -> {file: content} for transformers.js's processor
     genai: Callable | None  # (model, folder, layout, exporter) -> (graphs, files, reason) or None
-    image_tokens: Callable  # model -> the image tokens one image takes in the prompt
+    image_prompt: Callable  # model -> the token ids one image of the check's pixel inputs takes in a prompt
+    vision_graph: Callable | None = None  # (model, exporter, dtype) -> the vision encoder, where not traced whole
+    # mRoPE models: (model, input_ids, pixel inputs) -> (positions [3, batch, sequence], deltas
+    # [batch, 1]) as the runtime computes them, and model -> f(inputs_embeds, cache,
+    # position_ids) -> logits, the language model given those positions
+    rope_index: Callable | None = None
+    positioned: Callable | None = None

@@ -44,10 +44,10 @@ def text_function(model):
     return embed_tokens
 
 
-def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> mx.array:
+def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> tuple[mx.array, dict]:
     """mlx-vlm's merged embeddings, as its generate step asks for them."""
     return model.get_input_embeddings(input_ids, mx.array(inputs["pixel_values"]),
-                                      mask=mx.ones_like(input_ids)).inputs_embeds
+                                      mask=mx.ones_like(input_ids)).inputs_embeds, {}
 
 
 def processor_configs(model) -> dict[str, dict]:
@@ -144,4 +144,4 @@ def embedding_graph(model, exporter):
 
 ARCHITECTURE = Architecture("Gemma3", embeddings, vision_function, vision_inputs, {"pixel_values": {0: "batch_size"}},
                             text_function, mlx_embeddings, processor_configs, genai_files,
-                            lambda model: model.config.text_config.mm_tokens_per_image)
+                            lambda model: [model.config.image_token_index] * model.config.text_config.mm_tokens_per_image)

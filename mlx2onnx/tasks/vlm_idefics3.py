@@ -52,12 +52,13 @@ def text_function(model):
     return embed_tokens
 
 
-def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> mx.array:
+def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> tuple[mx.array, dict]:
     return model.get_input_embeddings(input_ids, mx.array(inputs["pixel_values"]),
-                                      pixel_attention_mask=mx.array(inputs["pixel_attention_mask"])).inputs_embeds
+                                      pixel_attention_mask=mx.array(inputs["pixel_attention_mask"])).inputs_embeds, {}
 
 
 def image_tokens(model) -> int:
+    """The image tokens one image takes in a prompt."""
     vision = model.config.vision_config
     return (vision.image_size // vision.patch_size) ** 2 // model.config.scale_factor ** 2
 
@@ -78,4 +79,5 @@ def processor_configs(model) -> dict[str, dict]:
 ARCHITECTURE = Architecture("Idefics3", embeddings, vision_function, vision_inputs,
                             {"pixel_values": {0: "batch_size", 1: "num_images"},
                              "pixel_attention_mask": {0: "batch_size", 1: "num_images"}},
-                            text_function, mlx_embeddings, processor_configs, None, image_tokens)
+                            text_function, mlx_embeddings, processor_configs, None,
+                            lambda model: [model.config.image_token_index] * image_tokens(model))

@@ -138,6 +138,8 @@ def test_a_recovered_loop_is_a_loop_record_translated_by_its_kinds_handler():
     assert loop.nested == loop.body.primitives and all(r.kind == "primitive" for r in loop.nested)
     assert set(trace.all_records()) >= set(loop.nested)
     assert registry.lookup_kind("loop") is translate_loop and registry.lookup("Loop") is None
+    with pytest.raises(registry.DuplicateRegistrationError, match="record kind 'loop'"):
+        registry.handles_kind("loop")(lambda ctx, rec, translate: [])
 
 
 def test_loop_that_reads_two_steps_back_carries_both():

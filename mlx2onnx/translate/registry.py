@@ -94,12 +94,16 @@ def handles_complex(*names: str) -> Callable[[Handler], Handler]:
         for name in names:
             if name not in records.FIELDS:
                 raise UnknownPrimitiveError(f"MLX primitive {name!r} has no row in mlx2onnx/capture/records.py FIELDS")
-            if name in _COMPLEX_HANDLERS:
-                raise DuplicateRegistrationError(f"complex handler of {name!r} is already registered")
-            _COMPLEX_HANDLERS[name] = fn
+            _once(_COMPLEX_HANDLERS, name, fn, f"complex handler of {name!r}")
         return fn
 
     return register_complex
+
+
+def _once(table: dict, key: str, fn, what: str) -> None:
+    if key in table:
+        raise DuplicateRegistrationError(f"{what} is already registered")
+    table[key] = fn
 
 
 def lookup_complex(name: str) -> Handler | None:
@@ -124,10 +128,11 @@ def handles_kind(kind: str) -> Callable[[KindHandler], KindHandler]:
     ``fn(ctx, rec, translate)``, where ``translate(records)`` translates the records the
     record holds (a loop's body) in the same context."""
 
+    if kind == "primitive":
+        raise ValueError("primitives are registered by name: handles(name)")
+
     def register_kind(fn: KindHandler) -> KindHandler:
-        if kind == "primitive" or kind in _KIND_HANDLERS:
-            raise DuplicateRegistrationError(f"record kind {kind!r} already has a handler")
-        _KIND_HANDLERS[kind] = fn
+        _once(_KIND_HANDLERS, kind, fn, f"the handler of record kind {kind!r}")
         return fn
 
     return register_kind

@@ -62,6 +62,9 @@ ROWS = [  # (task, MLX package, architecture, variant)
     ("image-text-to-text", "mlx-vlm", "qwen2_vl", "float32"),
     ("image-text-to-text", "mlx-vlm", "qwen2_vl", "4-bit"),
     ("image-text-to-text", "mlx-vlm", "qwen2_vl", "bfloat16"),
+    ("image-text-to-text", "mlx-vlm", "qwen2_5_vl", "float32"),
+    ("image-text-to-text", "mlx-vlm", "qwen2_5_vl", "4-bit"),
+    ("image-text-to-text", "mlx-vlm", "qwen2_5_vl", "bfloat16"),
 ]
 
 
@@ -75,7 +78,7 @@ def write_folder(where: Path, architecture: str, variant: str) -> Path:
         return zoo.write_whisper_folder(where / "folder", **options)
     if architecture == "moonshine":
         return zoo.write_moonshine_folder(where / "folder", **options)
-    if architecture in ("gemma3", "idefics3", "qwen2_vl"):
+    if architecture in ("gemma3", "idefics3", "qwen2_vl", "qwen2_5_vl"):
         return zoo.write_vlm_folder(where / "folder", architecture, **options)
     if architecture in ("resnet18", "mobilenet_v2"):
         return zoo.write_image_folder(where / f"{architecture}-mlxim", architecture, dtype=options.get("dtype"))

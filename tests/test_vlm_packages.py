@@ -1,6 +1,6 @@
 """mlx-vlm folders -> image-text-to-text packages, run by transformers.js and onnxruntime-genai.
 
-gemma3, idefics3 (SmolVLM) and qwen2_vl folders are written by mlx-vlm's own save functions (tiny
+gemma3, idefics3 (SmolVLM), qwen2_vl and qwen2_5_vl folders are written by mlx-vlm's own save functions (tiny
 text and SigLIP vision configs, a tokenizer trained here with the architecture's image
 tokens), exported with ``mlx2onnx export``, checked with ``mlx2onnx check`` and run by
 transformers.js under Node (its processor expands the image tokens and preprocesses the
@@ -23,7 +23,7 @@ from test_cli import cli
 from test_packages import _node_available
 
 VARIANTS = {"float32": {}, "4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16}}
-CASES = [(arch, variant) for arch in ("gemma3", "idefics3", "qwen2_vl") for variant in sorted(VARIANTS)]
+CASES = [(arch, variant) for arch in ("gemma3", "idefics3", "qwen2_vl", "qwen2_5_vl") for variant in sorted(VARIANTS)]
 GRAPHS = ("vision_encoder", "embed_tokens", "decoder_model_merged")
 
 
@@ -92,22 +92,23 @@ def test_gemma3_folder_generates_mlx_vlm_tokens_in_onnxruntime_genai(tmp_path, v
     assert got == want
 
 
-def test_qwen2_vl_vision_graph_takes_every_image_size(tmp_path, vlm_packages):
-    """The qwen2_vl vision encoder reads the grid from grid_thw: a wide image of other
-    dimensions (6 x 10 patches) gives mlx-vlm's tokens in transformers.js too, and its
-    features equal mlx-vlm's tower's."""
+@pytest.mark.parametrize("architecture", ["qwen2_vl", "qwen2_5_vl"])
+def test_qwen_vision_graph_takes_every_image_size(tmp_path, vlm_packages, architecture):
+    """The Qwen-VL vision encoders read the grid from the grid input: a wide image of
+    other dimensions (6 x 10 patches; for qwen2_5_vl, merge windows 3 x 5 in two partial
+    attention windows) gives mlx-vlm's tokens in transformers.js too."""
     from PIL import Image
 
     pytest.importorskip("mlx_vlm.utils")
-    folder, package = vlm_packages("qwen2_vl", "float32")
+    folder, package = vlm_packages(architecture, "float32")
     if not _node_available():
         pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
     image = zoo.generated_image(84, seed=7, width=140)
     Image.fromarray(image).save(tmp_path / "wide.png")
     heard = json.loads(zoo._node("transformers_vlm.mjs", str(package), str(tmp_path / "wide.png"), "12",
-                                 zoo.VLM_PROMPTS["qwen2_vl"])[-1])
+                                 zoo.VLM_PROMPTS[architecture])[-1])
     assert heard["ids"].count(json.loads((folder / "config.json").read_text())["image_token_id"]) == 6 * 10 // 4
-    assert heard["tokens"] == _mlx_tokens(folder, heard["ids"], zoo.vlm_pixels("qwen2_vl", image))
+    assert heard["tokens"] == _mlx_tokens(folder, heard["ids"], zoo.vlm_pixels(architecture, image))
 
 
 def test_vlm_folder_kinds(tmp_path, vlm_packages):

@@ -766,13 +766,23 @@ VLM_SPECIALS = {
     "qwen2_vl": ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
                  "<|video_pad|>"],
 }
+VLM_SPECIALS["qwen2_5_vl"] = VLM_SPECIALS["qwen2_vl"]
 VLM_PROMPTS = {"gemma3": "<start_of_image> a small tokenizer", "idefics3": "<image> a small tokenizer",
                "qwen2_vl": "<|vision_start|><|image_pad|><|vision_end|> a small tokenizer"}
-VLM_SCALES = {"qwen2_vl": 0.5}  # weight scales at which greedy tokens differ (the others: 0.1)
-VLM_IMAGE_SIZES = {"qwen2_vl": 112}  # 8 x 8 patches of 14: 16 image tokens (the others: the tower's image_size)
+VLM_PROMPTS["qwen2_5_vl"] = VLM_PROMPTS["qwen2_vl"]
+VLM_SCALES = {"qwen2_vl": 0.5, "qwen2_5_vl": 0.5}  # weight scales at which greedy tokens differ (the others: 0.1)
+# qwen2_vl: 8 x 8 patches of 14, 16 image tokens; qwen2_5_vl: 16 x 16, 64 tokens in 4 attention windows
+# of 112 pixels (the others: the tower's image_size)
+VLM_IMAGE_SIZES = {"qwen2_vl": 112, "qwen2_5_vl": 224}
 
 
 def _vlm_settings(architecture: str, ids: dict, vocab: int) -> dict:
+    if architecture == "qwen2_5_vl":
+        settings = _vlm_settings("qwen2_vl", ids, vocab)
+        return dict(settings, model_type="qwen2_5_vl", vision_config=dict(
+            model_type="qwen2_5_vl", depth=2, hidden_size=32, intermediate_size=64, out_hidden_size=64, num_heads=2,
+            patch_size=14, spatial_patch_size=14, spatial_merge_size=2, temporal_patch_size=2, in_channels=3,
+            window_size=112, fullatt_block_indexes=[1], tokens_per_second=2))
     if architecture == "qwen2_vl":  # the text settings at the top, as Qwen2-VL's config.json has them
         return dict(model_type="qwen2_vl", hidden_size=64, num_hidden_layers=2, intermediate_size=128,
                     num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6, vocab_size=vocab,
@@ -820,7 +830,7 @@ def write_vlm_folder(folder, architecture: str = "gemma3", scale: float | None =
     ids = {t: tokenizer.token_to_id(t) for t in specials}
     names = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<bos>", "eos_token": "<eos>",
              "pad_token": "<pad>", "unk_token": "<unk>", "add_bos_token": False, "model_max_length": 512}
-    if architecture == "qwen2_vl":
+    if architecture in ("qwen2_vl", "qwen2_5_vl"):
         names.update(bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None)
     if architecture == "gemma3":
         names.update(boi_token="<start_of_image>", eoi_token="<end_of_image>", image_token="<image_soft_token>")
@@ -850,10 +860,11 @@ def vlm_pixels(architecture: str, image: np.ndarray) -> dict[str, np.ndarray]:
     scaled to [-1, 1] (SigLIP's mean and std 0.5), channels first; idefics3's with an
     images axis and its all-true pixel mask; qwen2_vl's normalised with CLIP's mean and
     std and cut into patches (the folder writer's patch sizes)."""
-    if architecture == "qwen2_vl":
+    if architecture in ("qwen2_vl", "qwen2_5_vl"):
         from mlx2onnx.tasks.vlm_qwen2_vl import normalised, patches
 
-        return patches(normalised(image), {"patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2})
+        return patches(normalised(image), {"patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2},
+                       "grid_thw" if architecture == "qwen2_vl" else "image_grid_thw")
     pixels = ((image.astype(np.float32) / 255 - 0.5) / 0.5).transpose(2, 0, 1)[None]
     if architecture == "gemma3":
         return {"pixel_values": pixels}

@@ -27,7 +27,8 @@ from .vlm_architecture import Architecture
 
 
 # mlx-vlm model_type -> the module under mlx2onnx.tasks whose ARCHITECTURE exports it
-VLM_MODULES = {"gemma3": "vlm_gemma3", "idefics3": "vlm_idefics3", "smolvlm": "vlm_idefics3", "qwen2_vl": "vlm_qwen2_vl"}
+VLM_MODULES = {"gemma3": "vlm_gemma3", "idefics3": "vlm_idefics3", "smolvlm": "vlm_idefics3", "qwen2_vl": "vlm_qwen2_vl",
+               "qwen2_5_vl": "vlm_qwen2_5_vl"}
 VLM_TYPES = tuple(VLM_MODULES)
 
 
@@ -159,7 +160,8 @@ def export_vision_language(folder: Path, out: Path, exporter, stage) -> Path:
         if arch.processor == "Gemma3" and not (folder / "chat_template.jinja").is_file():
             notes["transformers.js"] = ("cannot run: the folder has no chat_template.jinja, which transformers.js's "
                                         "Gemma3 processor loads")
-        write_json_files(package, {"config.json": dict(config, mlx2onnx=notes), **arch.processor_configs(model),
+        written = config if arch.package_config is None else arch.package_config(config)
+        write_json_files(package, {"config.json": dict(written, mlx2onnx=notes), **arch.processor_configs(model),
                                    **genai})
         copy_present(folder, package, ("generation_config.json", *TOKENIZER_FILES))
     return out

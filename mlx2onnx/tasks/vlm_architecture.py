@@ -30,3 +30,4 @@ class Architecture:
     # position_ids) -> logits, the language model given those positions
     rope_index: Callable | None = None
     positioned: Callable | None = None
+    package_config: Callable | None = None  # the folder's config -> the package's config.json, where they differ

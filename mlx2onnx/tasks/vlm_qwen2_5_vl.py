@@ -44,7 +44,7 @@ def encode_function(model, dtype):
 
     def encode(pixel_windows):
         rows, columns, window, width = pixel_windows.shape
-        hidden = tower.patch_embed(pixel_windows.reshape(-1, width).astype(dtype))
+        hidden = tower.patch_embed(pixel_windows.reshape(-1, width).astype(tower.patch_embed.proj.weight.dtype))
         freqs = rotary_frequencies(tower.rotary_pos_emb, rows, columns, m)
         shape = (rows, columns, window)
         row = mx.broadcast_to((mx.arange(rows) // k)[:, None, None], shape).reshape(-1)  # each patch's window row

@@ -42,12 +42,13 @@ def _merge(model) -> int:
 def encode_function(model, dtype):
     """``pixel_windows`` [h/m, w/m, m*m, D] (the patches) -> image features [h*w/m**2,
     hidden], as mlx-vlm's tower computes them for one image of ``grid_thw`` [[1, h, w]]:
-    the patch positions from the view's dimensions instead of Python numbers."""
+    the patch positions from the view's dimensions instead of Python numbers, the patches
+    cast to the patch embedding's dtype as mlx-vlm casts them (``dtype`` is not used)."""
     tower = model.vision_tower
 
     def encode(pixel_windows):
         rows, columns, window, width = pixel_windows.shape
-        hidden = tower.patch_embed(pixel_windows.reshape(-1, width).astype(dtype))
+        hidden = tower.patch_embed(pixel_windows.reshape(-1, width).astype(tower.patch_embed.proj.weight.dtype))
         freqs = rotary_frequencies(tower.rotary_pos_emb, rows, columns, _merge(model))
         bounds = mx.array([0, hidden.shape[0]])  # one image: one attention segment (cu_seqlens)
         for block in tower.blocks:

@@ -130,6 +130,25 @@ def test_whisper_folder_without_weights_is_refused(tmp_path):
     assert not (tmp_path / "package").exists()
 
 
+@pytest.mark.parametrize("layout", ["transformers-config", "mlx-dimensions"])
+def test_mlx_audio_whisper_folder_is_refused_with_the_reason(tmp_path, layout):
+    """mlx-audio's Whisper folders (Transformers' config, or mlx-whisper's dimensions beside
+    model.safetensors) are recognised and refused before anything is written, naming what
+    works (an mlx-whisper folder), instead of failing in another package's loader."""
+    from mlx2onnx.tasks import folder_kind
+
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    settings = ({"model_type": "whisper", "d_model": 64, "encoder_layers": 2, "num_mel_bins": 80}
+                if layout == "transformers-config" else dict(zoo.WHISPER_DIMS, model_type="whisper"))
+    (folder / "config.json").write_text(json.dumps(settings))
+    mx.save_safetensors(str(folder / "model.safetensors"), {"proj_out.weight": mx.random.normal((4, 4))})
+    assert folder_kind(folder) == "mlx-audio whisper"
+    bad = cli("export", folder, "-o", tmp_path / "package", cwd=tmp_path)
+    assert bad.returncode == 3 and "mlx-audio Whisper folder" in bad.stderr and "mlx-whisper" in bad.stderr
+    assert not (tmp_path / "package").exists()
+
+
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_whisper_package_transcribes_in_onnxruntime_genai(tmp_path, speech_packages, variant):
     pytest.importorskip("onnxruntime_genai")

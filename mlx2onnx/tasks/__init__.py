@@ -27,6 +27,8 @@ KINDS = {
     "mlx-embeddings": ("feature-extraction", "embeddings", "export_embeddings", "check_embeddings"),
     "mlx-image": ("image-classification", "images", "export_classifier", "check_classifier"),
     "mlx-whisper": ("automatic-speech-recognition", "whisper", "export_whisper", "check_whisper"),
+    "mlx-audio whisper": ("automatic-speech-recognition", "whisper", "export_mlx_audio_whisper",
+                          "check_mlx_audio_whisper"),  # refused, with the reason
     "mlx-audio moonshine": ("automatic-speech-recognition", "moonshine", "export_moonshine", "check_moonshine"),
     "mlx-vlm": ("image-text-to-text", "vision_language", "export_vision_language", "check_vision_language"),
 }
@@ -34,13 +36,14 @@ KINDS = {
 
 def folder_kind(folder: str | os.PathLike) -> str:
     """Which MLX package wrote the folder (a key of :data:`KINDS`): mlx-image for weights
-    without config.json, mlx-whisper for a config.json of Whisper's dimensions, mlx-audio
-    for Moonshine, mlx-vlm for a VLM folder that holds its vision tower's weights (one
+    without config.json, mlx-audio's Whisper (refused, with the reason) for Whisper's
+    Transformers config or model.safetensors, mlx-whisper for a config.json of Whisper's
+    dimensions, mlx-audio for Moonshine, mlx-vlm for a VLM folder that holds its vision tower's weights (one
     without them, as mlx-lm writes a VLM's text model, is mlx-lm's), mlx-embeddings for
     its encoders' model types, else mlx-lm."""
     from .embeddings import ENCODERS
     from .vision_language import VLM_TYPES
-    from .whisper import is_whisper_config
+    from .whisper import is_mlx_audio_whisper, is_whisper_config
 
     config = Path(folder) / "config.json"
     if not config.is_file():
@@ -50,6 +53,8 @@ def folder_kind(folder: str | os.PathLike) -> str:
         model_type = str(settings.get("model_type", ""))
     except (ValueError, AttributeError):
         return "mlx-lm"  # mlx-lm's loader says what is wrong with it
+    if is_mlx_audio_whisper(Path(folder), settings):
+        return "mlx-audio whisper"
     if is_whisper_config(settings):
         return "mlx-whisper"
     if model_type == "moonshine":

@@ -13,6 +13,7 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
+from ..errors import UnsupportedModelError
 from ..targets import UsageError
 from .loading import load_with
 from .seq2seq import Seq2Seq, check_clip, genai_graphs, greedy, save_graphs, transformers_js_graphs
@@ -20,6 +21,33 @@ from .seq2seq import Seq2Seq, check_clip, genai_graphs, greedy, save_graphs, tra
 
 def is_whisper_config(config: dict) -> bool:
     return {"n_mels", "n_audio_ctx", "n_text_ctx"} <= set(config)
+
+
+def is_mlx_audio_whisper(folder: Path, config: dict) -> bool:
+    """Whether the folder is mlx-audio's Whisper (Transformers' config keys, or mlx-whisper's
+    dimensions beside ``model.safetensors`` instead of mlx-whisper's weights file)."""
+    if config.get("model_type") == "whisper" and {"d_model", "encoder_layers"} & set(config):
+        return True
+    return is_whisper_config(config) and (folder / "model.safetensors").is_file() and not any(
+        (folder / name).is_file() for name in ("weights.safetensors", "weights.npz"))
+
+
+def export_mlx_audio_whisper(folder: Path, out: Path, exporter, stage) -> Path:
+    refuse_mlx_audio_whisper(folder)
+
+
+def check_mlx_audio_whisper(package: Path, folder: Path, **options) -> dict:
+    refuse_mlx_audio_whisper(folder)
+
+
+def refuse_mlx_audio_whisper(folder: Path) -> None:
+    """mlx-audio's Whisper folders are not exported yet: the reason, and what works."""
+    raise UnsupportedModelError(
+        f"{folder} is an mlx-audio Whisper folder (Transformers' config or model.safetensors, the tokenizer and "
+        "feature extractor as Transformers files), which mlx2onnx does not export yet: mlx-audio runs Whisper in float16 whatever the "
+        "weights, with the folder's Transformers tokenizer, where the Whisper package is checked against "
+        "mlx-whisper in the folder's own dtype. Convert the checkpoint with mlx-whisper (its convert.py writes "
+        "config.json with Whisper's dimensions and weights.safetensors) and export that folder")
 
 
 def load_whisper_folder(folder: Path):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 
 import mlx.core as mx
+import numpy as np
 import onnx
 import pytest
 
@@ -109,6 +110,32 @@ def test_qwen_vision_graph_takes_every_image_size(tmp_path, vlm_packages, archit
                                  zoo.VLM_PROMPTS[architecture])[-1])
     assert heard["ids"].count(json.loads((folder / "config.json").read_text())["image_token_id"]) == 6 * 10 // 4
     assert heard["tokens"] == _mlx_tokens(folder, heard["ids"], zoo.vlm_pixels(architecture, image))
+
+
+@pytest.mark.parametrize("architecture", ["qwen2_vl", "qwen2_5_vl"])
+def test_qwen_prompt_with_two_images_of_different_sizes(vlm_packages, architecture):
+    """Two images of different sizes in one prompt: one patch list with a two-row grid.
+    The vision graph keeps each patch's attention to its own image (and window), and the
+    package's graphs in plain onnxruntime sessions (merged as transformers.js merges them,
+    mlx-vlm's mRoPE positions) give mlx-vlm's tokens. (transformers.js 4.3's Qwen2-VL image
+    processor stacks the images of one call as the frames of one, so its pipeline takes
+    one image per prompt.)"""
+    from mlx_vlm.utils import load_model
+
+    from mlx2onnx.tasks.vision_language import architecture as vlm_architecture
+    from mlx2onnx.tasks.vision_language import package_vlm_tokens
+
+    folder, package = vlm_packages(architecture, "float32")
+    model, arch = load_model(folder), vlm_architecture(architecture)
+    each = [zoo.vlm_pixels(architecture, zoo.generated_image(112, seed=8)),
+            zoo.vlm_pixels(architecture, zoo.generated_image(84, seed=9, width=140))]
+    pixels = {name: np.concatenate([p[name] for p in each]) for name in each[0]}
+    config = model.config
+    image = [config.vision_start_token_id] + [config.image_token_id]
+    ids = np.array([[7, 8] + image[:1] + image[1:] * 16 + [9, 10] + image[:1] + image[1:] * 15 + [11, 12]], np.int64)
+    got, _, _ = package_vlm_tokens(package, ids, pixels, 12, config.image_token_id, arch.rope_index(model, ids, pixels))
+    want = _mlx_tokens(folder, ids[0].tolist(), pixels)
+    assert len(set(want)) > 1 and got == want
 
 
 def test_vlm_folder_kinds(tmp_path, vlm_packages):

@@ -1,25 +1,28 @@
-"""mlx-vlm's qwen2_vl as an image-text-to-text package (:mod:`.vision_language`).
+"""mlx-vlm's qwen2_vl (and, through :func:`qwen_architecture`, :mod:`.vlm_qwen2_5_vl`) as an
+image-text-to-text package (:mod:`.vision_language`).
 
-The processor cuts an image of ``h x w`` patches (``h``, ``w`` even: the image resized to
-multiples of ``patch_size * merge_size``) into patches of ``C * temporal_patch_size *
-patch_size**2`` numbers, in merge-window order (``h/m`` rows of ``w/m`` windows of
-``m x m`` patches), and gives the tower the patches [N, D] and ``grid_thw`` [[1, h, w]].
-The tower's rotary position of a patch is its row and column in the grid, which mlx-vlm
-computes with Python numbers from ``grid_thw``. The vision graph reads ``h`` and ``w``
-from ``grid_thw`` and views the patches as [h/m, w/m, m*m, D] (:func:`vision_graph`: a
-Reshape on those values); the traced tower takes h/m and w/m as dynamic dimensions and
-computes the positions from them (:func:`encode_function`), so one graph serves every
-image size. One image per prompt: the patches of a second image do not fit the first
-one's view, and the runtime fails there instead of reading them wrong.
+The processor cuts each image of ``h x w`` patches (h and w multiples of the merge size m:
+the image resized to multiples of ``patch_size * m``) into patches of ``C *
+temporal_patch_size * patch_size**2`` numbers in merge-window order (h/m rows of w/m
+windows of m x m patches), image after image, and gives the tower all patches [N, D] and
+the grid [images, 3] of (t, h, w). mlx-vlm computes each patch's rotary position, and the
+segments attention keeps to, from the grid with Python numbers. The vision graph computes
+them from the grid's values instead (:func:`patch_places`: each patch's image, frame, row
+and column), with the number of patches and of images dynamic, so one graph serves every
+image size and count; attention keeps to a patch's own image and frame by a mask (the same
+sums as mlx-vlm's per-segment attention).
 
 The language model takes mRoPE positions [3, batch, sequence] (time, row, column of an
-image token; the text position three times for text), which the runtime computes from
-the prompt and the grid (transformers.js's ``get_rope_index``; the check, mlx-vlm's).
-Video inputs are not served; onnxruntime-genai has no qwen2_vl type (its qwen2_5_vl
-type is another tower).
+image token; the text position three times for text), which the runtime computes from the
+prompt and the grid (transformers.js's ``get_rope_index``; the check, mlx-vlm's).
+transformers.js 4.3's image processor stacks the images of one call as the frames of one,
+so its pipeline takes one image per prompt; the graphs take several. Video is not served.
+onnxruntime-genai has no qwen2_vl type.
 """
 
 from __future__ import annotations
+
+import importlib
 
 import mlx.core as mx
 import numpy as np
@@ -40,79 +43,83 @@ def _merge(model) -> int:
 
 
 def encode_function(model, dtype):
-    """``pixel_windows`` [h/m, w/m, m*m, D] (the patches) -> image features [h*w/m**2,
-    hidden], as mlx-vlm's tower computes them for one image of ``grid_thw`` [[1, h, w]]:
-    the patch positions from the view's dimensions instead of Python numbers, the patches
-    cast to the patch embedding's dtype as mlx-vlm casts them (``dtype`` is not used)."""
-    tower = model.vision_tower
+    """``f(pixel_values [N, D], grid_thw [images, 3]) -> image features [N/m**2, hidden]``,
+    as mlx-vlm's tower computes them for those images: each patch's image, frame, row and
+    column computed from the grid in the graph (:func:`patch_places`), the rotary angles
+    from the row and column, and attention kept to a patch's own image and frame (mlx-vlm's
+    segments) and, in a Qwen2.5-VL tower's windowed blocks, to its own window (mlx-vlm's
+    reordering by window: attention within a window does not depend on the order of its
+    tokens, so a mask gives the same sums). The patches are cast to the patch embedding's
+    dtype, as mlx-vlm casts them (``dtype`` is not used)."""
+    tower, m = model.vision_tower, _merge(model)
+    rotate = importlib.import_module(type(tower).__module__).apply_rotary_pos_emb_vision
+    windows = getattr(tower, "fullatt_block_indexes", None)  # Qwen2.5-VL: the blocks that attend over the image
+    span = None if windows is None else tower.window_size // tower.patch_size  # a window's side, in patches
 
-    def encode(pixel_windows):
-        rows, columns, window, width = pixel_windows.shape
-        hidden = tower.patch_embed(pixel_windows.reshape(-1, width).astype(tower.patch_embed.proj.weight.dtype))
-        freqs = rotary_frequencies(tower.rotary_pos_emb, rows, columns, _merge(model))
-        bounds = mx.array([0, hidden.shape[0]])  # one image: one attention segment (cu_seqlens)
-        for block in tower.blocks:
-            hidden = block(hidden, cu_seqlens=bounds, rotary_pos_emb=freqs)
+    def attend(attention, x, freqs, mask):
+        n = x.shape[0]
+        qkv = attention.qkv(x).reshape(n, 3, attention.num_heads, -1).transpose(1, 0, 2, 3)
+        q, k, v = mx.split(qkv, 3)
+        q, k = (rotate(mx.expand_dims(a, 0), freqs)[0] for a in (q, k))
+        q, k, v = (a.transpose(0, 2, 1, 3) for a in (q, k, v))
+        out = mx.fast.scaled_dot_product_attention(q, k, v, scale=attention.scale, mask=mask)
+        return attention.proj(out.transpose(0, 2, 1, 3).reshape(n, -1))
+
+    def encode(pixel_values, grid_thw):
+        image, frame, row, column = patch_places(grid_thw, pixel_values.shape[0], m)
+        hidden = tower.patch_embed(pixel_values.astype(tower.patch_embed.proj.weight.dtype))
+        freqs = rotary_frequencies(tower.rotary_pos_emb, row, column)
+        segment = _same(image) & _same(frame)
+        window = None if windows is None else segment & _same(row // span) & _same(column // span)
+        for index, block in enumerate(tower.blocks):
+            mask = window if windows is not None and index not in windows else segment
+            hidden = hidden + attend(block.attn, block.norm1(hidden), freqs, mask)
+            hidden = hidden + block.mlp(block.norm2(hidden))
         return tower.merger(hidden)
     return encode
 
 
-def rotary_frequencies(rotary, rows, columns, m: int) -> mx.array:
-    """The tower's rotary angles [N, dim/2] of the patches of ``rows`` x ``columns`` merge
-    windows of ``m`` x ``m`` (merge-window order): each patch's row and column times the
-    inverse frequencies, the same float32 products as mlx-vlm's table lookup."""
-    block_row = mx.arange(rows)[:, None, None, None] * m
-    block_column = mx.arange(columns)[None, :, None, None] * m
-    inner_row, inner_column = mx.arange(m).reshape(1, 1, m, 1), mx.arange(m).reshape(1, 1, 1, m)
-    shape = (rows, columns, m, m)
-    row = mx.broadcast_to(block_row + inner_row, shape).reshape(-1)
-    column = mx.broadcast_to(block_column + inner_column, shape).reshape(-1)
+def _same(labels: mx.array) -> mx.array:
+    return labels[:, None] == labels[None, :]
+
+
+def patch_places(grid_thw: mx.array, count: int, m: int):
+    """``(image, frame, row, column)`` [count] of each patch of the images of ``grid_thw``
+    [images, 3] (t, h, w), laid out as the processor cuts them: image after image, frame
+    after frame, in merge-window order (h/m rows of w/m windows of m x m patches)."""
+    index = mx.arange(count)
+    frame_size = grid_thw[:, 1] * grid_thw[:, 2]
+    sizes = grid_thw[:, 0] * frame_size
+    starts = mx.cumsum(sizes) - sizes
+    image = (index[:, None] >= starts[None, :]).astype(mx.int32).sum(axis=1) - 1  # the last image starting at or before it
+    local = index - starts[image]
+    frame, local = local // frame_size[image], local % frame_size[image]
+    window, inner = local // (m * m), local % (m * m)
+    across = grid_thw[image, 2] // m  # merge windows in a row of the image
+    return image, frame, (window // across) * m + inner // m, (window % across) * m + inner % m
+
+
+def rotary_frequencies(rotary, row: mx.array, column: mx.array) -> mx.array:
+    """The tower's rotary angles [N, dim/2] of patches at ``row``, ``column``: each times
+    the inverse frequencies, the same float32 products as mlx-vlm's table lookup."""
     positions = mx.stack([row, column], axis=-1).astype(mx.float32)
     inv_freq = 1.0 / (rotary.theta ** (mx.arange(0, rotary.dim, 2, dtype=mx.float32) / rotary.dim))
     return (positions[..., None] * inv_freq).reshape(positions.shape[0], -1)
 
 
-def vision_graph(model, exporter, dtype, encode=encode_function, grid_name: str = "grid_thw") -> ir.Model:
+def vision_graph(model, exporter, dtype, grid_name: str = "grid_thw") -> ir.Model:
     """The vision encoder as transformers.js runs it: ``pixel_values`` [N, D] and the grid
-    [1, 3] (input ``grid_name``) -> ``image_features``: the tower traced by ``encode``
-    behind a Reshape of the patches to [h/m, w/m, m*m, D], h and w read from the grid."""
+    [images, 3] (input ``grid_name``) -> ``image_features`` (:func:`encode_function`),
+    every number of patches and images dynamic."""
     from ..capture.dynamic import Dim
 
     m, width = _merge(model), _patch_width(model)
-    example = mx.array(np.random.default_rng(1).uniform(-1, 1, (3, 2, m * m, width)).astype(np.float32))
-    traced = exporter.with_options(
-        input_names=["pixel_windows"], output_names=["image_features"], path=None,
-        dynamic={"pixel_windows": {0: Dim("grid_rows"), 1: Dim("grid_columns")}},
-    ).to_ir(encode(model, dtype), example)
-    return _behind_view(traced, m, width, grid_name)
-
-
-def _behind_view(model: ir.Model, m: int, width: int, grid_name: str) -> ir.Model:
-    """``model`` whose input ``pixel_windows`` is computed from the inputs ``pixel_values``
-    [N, D] and the grid [1, 3] (int64, named ``grid_name``): Reshape to [h/m, w/m, m*m, D]."""
-    graph = model.graph
-    windows = graph.inputs[0]
-    patches = ir.Value(name="pixel_values", shape=ir.Shape(["num_patches", width]), type=windows.type)
-    grid = ir.Value(name=grid_name, shape=ir.Shape([1, 3]), type=ir.TensorType(ir.DataType.INT64))
-    hw = ir.node("Gather", [grid, _constant(graph, "grid_thw.hw", [1, 2])], {"axis": 1}, name="grid_thw/Gather")
-    flat = ir.node("Reshape", [hw.outputs[0], _constant(graph, "grid_thw.two", [2])], name="grid_thw/Reshape")
-    blocks = ir.node("Div", [flat.outputs[0], _constant(graph, "grid_thw.merge", [m, m])], name="grid_thw/Div")
-    shape = ir.node("Concat", [blocks.outputs[0], _constant(graph, "grid_thw.window", [m * m, width])], {"axis": 0},
-                    name="grid_thw/Concat")
-    view = ir.node("Reshape", [patches, shape.outputs[0]], name="pixel_values/Reshape")
-    graph.insert_before(graph[0], [hw, flat, blocks, shape, view])
-    windows.replace_all_uses_with(view.outputs[0])
-    view.outputs[0].name = "pixel_windows"
-    graph.inputs.clear()
-    graph.inputs.extend([patches, grid])
-    return model
-
-
-def _constant(graph: ir.Graph, name: str, array) -> ir.Value:
-    value = ir.Value(name=name, const_value=ir.tensor(np.asarray(array, np.int64), name=name),
-                     shape=ir.Shape(np.shape(array)), type=ir.TensorType(ir.DataType.INT64))
-    graph.initializers.add(value)
-    return value
+    grid = np.array([[1, 4, 4], [1, 2, 6]], np.int64)  # two images, 28 patches
+    pixels = np.random.default_rng(1).uniform(-1, 1, (int((grid[:, 1] * grid[:, 2]).sum()), width)).astype(np.float32)
+    return exporter.with_options(
+        input_names=["pixel_values", grid_name], output_names=["image_features"], path=None,
+        dynamic={"pixel_values": {0: Dim("num_patches", multiple_of=m * m)}, "grid_thw": {0: "num_images"}},
+    ).to_ir(encode_function(model, dtype), mx.array(pixels), mx.array(grid))
 
 
 def _patch_width(model) -> int:
@@ -175,11 +182,11 @@ def processor_configs(model, processor: str) -> dict[str, dict]:
     return {"preprocessor_config.json": image, "processor_config.json": {"processor_class": processor}}
 
 
-def qwen_architecture(processor: str, grid_name: str, encode, check_grid: int, package_config=None,
+def qwen_architecture(processor: str, grid_name: str, check_grid: int, package_config=None,
                       genai=None) -> Architecture:
-    """The Architecture of a Qwen-VL tower (``encode``, :func:`encode_function`'s
-    contract) whose processor class is ``processor`` and whose vision encoder takes the
-    grid as ``grid_name``; the check's image is ``check_grid`` x ``check_grid`` patches."""
+    """The Architecture of a Qwen-VL model whose processor class is ``processor`` and
+    whose vision encoder takes the grid as ``grid_name``; the check's image is
+    ``check_grid`` x ``check_grid`` patches."""
 
     def vision_inputs(model, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         size = check_grid * model.config.vision_config.patch_size
@@ -205,9 +212,8 @@ def qwen_architecture(processor: str, grid_name: str, encode, check_grid: int, p
 
     return Architecture(processor.removesuffix("Processor"), embeddings, None, vision_inputs, {}, text_function,
                         mlx_embeddings, lambda model: processor_configs(model, processor), genai, image_prompt,
-                        vision_graph=lambda model, exporter, dtype: vision_graph(model, exporter, dtype, encode,
-                                                                                 grid_name),
+                        vision_graph=lambda model, exporter, dtype: vision_graph(model, exporter, dtype, grid_name),
                         rope_index=rope_index, positioned=positioned, package_config=package_config)
 
 
-ARCHITECTURE = qwen_architecture("Qwen2VLProcessor", "grid_thw", encode_function, check_grid=8)
+ARCHITECTURE = qwen_architecture("Qwen2VLProcessor", "grid_thw", check_grid=8)

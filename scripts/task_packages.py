@@ -14,9 +14,9 @@ package's result on the same input:
 - automatic-speech-recognition: transformers.js ``pipeline("automatic-speech-recognition")``
   (its own log-mel frontend for Whisper) and onnxruntime-genai's whisper type (its own
   processor, on a WAV file) against mlx-whisper's / mlx-audio's greedy tokens;
-- image-text-to-text: transformers.js's Gemma3 processor and ``AutoModelForImageTextToText``,
-  and onnxruntime-genai's gemma3 type (its own processor), on a PNG and a prompt against
-  mlx-vlm's generation.
+- image-text-to-text: transformers.js's processors and ``AutoModelForImageTextToText``, and
+  onnxruntime-genai's gemma3 and qwen2_5_vl types (their own processors), on a PNG and a
+  prompt against mlx-vlm's generation.
 
     python scripts/task_packages.py            # every row, writes docs/packages.md
     python scripts/task_packages.py --print    # prints the table only
@@ -143,8 +143,8 @@ def vision_language(architecture: str, folder: Path, package: Path, where: Path)
     return f"{'PASS' if same else 'FAIL'}: {len(want)} greedy tokens {'equal' if same else 'differ'}"
 
 
-def genai_vision_language(folder: Path, package: Path, where: Path) -> str:
-    """onnxruntime-genai's gemma3 type (its processor on the PNG) against mlx-vlm."""
+def genai_vision_language(architecture: str, folder: Path, package: Path, where: Path) -> str:
+    """onnxruntime-genai's multimodal type (its processor on the PNG) against mlx-vlm."""
     import mlx.core as mx
     from mlx_vlm.utils import load_model
     from PIL import Image
@@ -153,10 +153,10 @@ def genai_vision_language(folder: Path, package: Path, where: Path) -> str:
     from mlx2onnx.tasks.vision_language import mlx_vlm_tokens
 
     model = load_model(folder)
-    image = zoo.generated_image(model.config.vision_config.image_size, seed=4)
+    image = zoo.generated_image(zoo.VLM_IMAGE_SIZES.get(architecture) or model.config.vision_config.image_size, seed=4)
     Image.fromarray(image).save(where / "genai.png")
-    ids, got = zoo.genai_vlm_tokens(package, where / "genai.png", zoo.VLM_PROMPTS["gemma3"], 12)
-    want = mlx_vlm_tokens(model, mx.array([ids]), zoo.vlm_pixels("gemma3", image), 12)[0]
+    ids, got = zoo.genai_vlm_tokens(package, where / "genai.png", zoo.VLM_PROMPTS[architecture], 12)
+    want = mlx_vlm_tokens(model, mx.array([ids]), zoo.vlm_pixels(architecture, image), 12)[0]
     return f"{'PASS' if got == want else 'FAIL'}: {len(want)} greedy tokens {'equal' if got == want else 'differ'}"
 
 
@@ -219,7 +219,7 @@ def run_row(task: str, source: str, architecture: str, variant: str) -> dict:
         if task == "automatic-speech-recognition":
             ga = genai(architecture, folder, package, where)
         elif task == "image-text-to-text" and "onnxruntime-genai" not in notes:
-            ga = genai_vision_language(folder, package, where)
+            ga = genai_vision_language(architecture, folder, package, where)
         else:
             ga = f"declared: {notes['onnxruntime-genai']}" if "onnxruntime-genai" in notes else "no task type"
         return {"row": (task, source, architecture, variant), "export": f"{seconds:.1f} s", "check": check,

@@ -6,7 +6,7 @@ tokens), exported with ``mlx2onnx export``, checked with ``mlx2onnx check`` and 
 transformers.js under Node (its processor expands the image tokens and preprocesses the
 PNG; its model runs the three graphs and merges the image features), and the gemma3
 package by onnxruntime-genai's gemma3 type (its own processor on the PNG, its embedding
-model merging inside the graph): the greedy tokens are mlx-vlm's generation on the same
+model merging inside the graph), and the Qwen-VL packages by its qwen2_5_vl type: the greedy tokens are mlx-vlm's generation on the same
 ids and pixels (float32, 4-bit and bfloat16 folders).
 """
 
@@ -76,19 +76,27 @@ def test_vlm_folder_generates_mlx_vlm_tokens_in_transformers_js(tmp_path, vlm_pa
     assert heard["tokens"] == want
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_gemma3_folder_generates_mlx_vlm_tokens_in_onnxruntime_genai(tmp_path, vlm_packages, variant):
+GENAI_CASES = [(arch, variant) for arch in ("gemma3", "qwen2_vl", "qwen2_5_vl") for variant in sorted(VARIANTS)]
+
+
+@pytest.mark.parametrize("architecture,variant", GENAI_CASES)
+def test_vlm_folder_generates_mlx_vlm_tokens_in_onnxruntime_genai(tmp_path, vlm_packages, architecture, variant):
+    """onnxruntime-genai's gemma3 type, and its qwen2_5_vl type for both Qwen-VL folders
+    (its own processor on the PNG, its embedding model merging the features, mRoPE
+    positions computed by genai) give mlx-vlm's tokens."""
     from PIL import Image
 
     pytest.importorskip("onnxruntime_genai")
     pytest.importorskip("mlx_vlm.utils")
-    folder, package = vlm_packages("gemma3", variant)
-    onnx.checker.check_model(onnx.load(str(package / "onnx" / "embedding.onnx")), full_check=True)
+    folder, package = vlm_packages(architecture, variant)
+    for graph in ("embedding", "genai_vision"):
+        if (package / "onnx" / f"{graph}.onnx").is_file():
+            onnx.checker.check_model(onnx.load(str(package / "onnx" / f"{graph}.onnx")), full_check=True)
     assert "onnxruntime-genai" not in json.loads((package / "config.json").read_text())["mlx2onnx"]
-    image = zoo.generated_image(64, seed=4)
+    image = zoo.generated_image(zoo.VLM_IMAGE_SIZES.get(architecture, 64), seed=4)
     Image.fromarray(image).save(tmp_path / "image.png")
-    ids, got = zoo.genai_vlm_tokens(package, tmp_path / "image.png", zoo.VLM_PROMPTS["gemma3"], 12)
-    want = _mlx_tokens(folder, ids, zoo.vlm_pixels("gemma3", image))
+    ids, got = zoo.genai_vlm_tokens(package, tmp_path / "image.png", zoo.VLM_PROMPTS[architecture], 12)
+    want = _mlx_tokens(folder, ids, zoo.vlm_pixels(architecture, image))
     assert len(set(want)) > 1
     assert got == want
 

@@ -872,17 +872,21 @@ def vlm_pixels(architecture: str, image: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def genai_vlm_tokens(package, png, text: str, new_tokens: int) -> tuple[list[int], list[int]]:
-    """onnxruntime-genai's prompt ids (its gemma3 processor's expansion of the image) and
-    greedy tokens for a PNG and a prompt."""
+    """onnxruntime-genai's prompt ids (its processor's expansion of the image tokens) and
+    greedy tokens for a PNG and a prompt; for gemma3, the ids are checked against the
+    expansion its processor is known to write (256 image tokens)."""
     import onnxruntime_genai as og
 
     model = og.Model(str(package))
     processor = model.create_multimodal_processor()
     inputs = processor(text, images=og.Images.open(str(png)))
-    expanded = text.replace("<start_of_image>", "\n\n<start_of_image>" + "<image_soft_token>" * 256 + "<end_of_image>\n\n")
-    from tokenizers import Tokenizer
+    ids = [int(t) for t in inputs["input_ids"].as_numpy().reshape(-1)]
+    if "<start_of_image>" in text:
+        from tokenizers import Tokenizer
 
-    ids = Tokenizer.from_file(str(package / "tokenizer.json")).encode(expanded).ids
+        expanded = text.replace("<start_of_image>",
+                                "\n\n<start_of_image>" + "<image_soft_token>" * 256 + "<end_of_image>\n\n")
+        assert ids == Tokenizer.from_file(str(package / "tokenizer.json")).encode(expanded).ids
     params = og.GeneratorParams(model)
     params.set_search_options(do_sample=False, max_length=len(ids) + new_tokens)
     generator = og.Generator(model, params)
@@ -890,5 +894,5 @@ def genai_vlm_tokens(package, png, text: str, new_tokens: int) -> tuple[list[int
     while not generator.is_done():
         generator.generate_next_token()
     sequence = [int(t) for t in generator.get_sequence(0)]
-    assert sequence[:len(ids)] == ids  # genai's prompt is the expansion written above
+    assert sequence[:len(ids)] == ids
     return ids, sequence[len(ids):]

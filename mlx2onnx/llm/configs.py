@@ -156,7 +156,8 @@ def genai_config(config: dict, layout: list, vocab: int, folder: Path) -> tuple[
     if (folder / "generation_config.json").is_file():
         generation = json.loads((folder / "generation_config.json").read_text())
     eos = generation.get("eos_token_id", config.get("eos_token_id", 0))
-    bos = generation.get("bos_token_id", config.get("bos_token_id", 0))
+    # genai reads a number: a folder without a BOS token (null, as Qwen's tokenizers have none) gets 0
+    bos = next((v for v in (generation.get("bos_token_id"), config.get("bos_token_id")) if v is not None), 0)
     pad = generation.get("pad_token_id", config.get("pad_token_id"))
     if pad is None:
         pad = eos[0] if isinstance(eos, list) else eos

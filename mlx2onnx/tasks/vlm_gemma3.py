@@ -5,13 +5,13 @@ Gemma3 processor files of transformers.js, and onnxruntime-genai's gemma3 type."
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
 
 from .vlm_architecture import Architecture
+from .vlm_genai import embedding_graph, genai_settings, processor_file
 
 
 def embeddings(model):
@@ -63,83 +63,37 @@ def processor_configs(model) -> dict[str, dict]:
                                       "image_seq_length": model.config.text_config.mm_tokens_per_image}}
 
 
-def genai_embedding_function(model):
-    """(input_ids, image_features [images, tokens, width]) -> inputs_embeds: the text
-    embeddings with the image token's positions taken by the features in order (what
-    transformers.js merges outside its graphs, onnxruntime-genai's embedding model does
-    inside). After the prompt the features are empty: a zero row stands first, so the
-    text positions gather from it."""
-    embed_tokens, image_token = text_function(model), model.config.image_token_index
-
-    def embedding(input_ids, image_features):
-        text = embed_tokens(input_ids)
-        width = image_features.shape[-1]
-        rows = mx.concatenate([mx.zeros((1, width), image_features.dtype), image_features.reshape(-1, width)])
-        is_image = (input_ids == image_token).reshape(-1)
-        order = mx.cumsum(is_image.astype(mx.int32)) * is_image.astype(mx.int32)  # 1-based, 0 for text
-        picked = mx.take(rows, order, axis=0).reshape(*input_ids.shape, width).astype(text.dtype)
-        return mx.where((input_ids == image_token)[..., None], picked, text)
-    return embedding
-
-
 # onnxruntime-genai's gemma3 processor expands every image to this many tokens
 GENAI_IMAGE_TOKENS = 256
 
 
 def genai_files(model, folder: Path, layout: list, exporter) -> tuple[dict, dict[str, dict], str | None]:
-    """(graphs, files, None): onnxruntime-genai's own embedding model (:func:`genai_embedding_function`),
-    genai_config.json (its gemma3 type over the package's vision encoder, that embedding
-    model and the text decoder) and its image processor's configuration
-    (onnxruntime-extensions' operations: the SigLIP input of :func:`processor_configs`);
-    or ({}, {}, why genai cannot run the package)."""
-    from ..llm.configs import genai_config, text_settings
-    from ..llm.package import stored_layout
-
-    tokens = model.config.text_config.mm_tokens_per_image
-    if tokens != GENAI_IMAGE_TOKENS:
+    """(graphs, files, None): onnxruntime-genai's own embedding model, genai_config.json
+    (its gemma3 type over the package's vision encoder, that embedding model and the text
+    decoder) and its image processor's configuration (onnxruntime-extensions' operations:
+    the SigLIP input of :func:`processor_configs`); or ({}, {}, why genai cannot run the
+    package)."""
+    text = model.config.text_config
+    if text.mm_tokens_per_image != GENAI_IMAGE_TOKENS:
         return {}, {}, (f"onnxruntime-genai's gemma3 processor expands an image to {GENAI_IMAGE_TOKENS} tokens; "
-                        f"this model's vision tower gives {tokens}")
-    config = json.loads((folder / "config.json").read_text())
-    settings, reason = genai_config(text_settings(config), stored_layout(layout), model.config.text_config.vocab_size,
-                                    folder)
+                        f"this model's vision tower gives {text.mm_tokens_per_image}")
+    settings, reason = genai_settings(model, folder, layout, "gemma3", {"inputs": {"pixel_values": "pixel_values"}})
     if settings is None:
         return {}, {}, reason
-    decoder = settings["model"]["decoder"]
-    decoder["filename"] = "onnx/decoder_model_merged.onnx"
-    decoder["inputs"] = {"inputs_embeds": "inputs_embeds", **{k: v for k, v in decoder["inputs"].items()
-                                                              if k != "input_ids"}}
-    settings["model"].update(type="gemma3", embedding={
-        "filename": "onnx/embedding.onnx", "inputs": {"input_ids": "input_ids", "image_features": "image_features"},
-        "outputs": {"inputs_embeds": "inputs_embeds"}}, vision={
-        "filename": "onnx/vision_encoder.onnx", "config_filename": "genai_processor_config.json",
-        "inputs": {"pixel_values": "pixel_values"}, "outputs": {"image_features": "image_features"}})
     size = model.config.vision_config.image_size
-    # DecodeImage gives RGB already: a ConvertRGB after it swaps the channels (measured: the logits then are those
-    # of the image in BGR order)
-    steps = [("decode_image", "DecodeImage", {"color_space": "RGB"}),
-             ("resize", "Resize", {"height": size, "width": size, "keep_aspect_ratio": 0}),
-             ("rescale", "Rescale", {"rescale_factor": 1 / 255}),
-             ("normalize", "Normalize", {"mean": [0.5] * 3, "std": [0.5] * 3}),
-             ("to_channel_first", "Permute3D", {"dims": [2, 0, 1]})]
-    processor = {"processor": {"name": "gemma3_image_processor", "transforms": [
-        {"operation": {"name": name, "type": kind, "attrs": attrs}} for name, kind, attrs in steps]}}
-    return ({"onnx/embedding.onnx": embedding_graph(model, exporter)},
+    # genai's gemma3 processor: DecodeImage gives RGB already; a ConvertRGB after it swaps the channels
+    # (measured: the logits then are those of the image in BGR order)
+    processor = processor_file("gemma3_image_processor", [
+        ("decode_image", "DecodeImage", {"color_space": "RGB"}),
+        ("resize", "Resize", {"height": size, "width": size, "keep_aspect_ratio": 0}),
+        ("rescale", "Rescale", {"rescale_factor": 1 / 255}),
+        ("normalize", "Normalize", {"mean": [0.5] * 3, "std": [0.5] * 3}),
+        ("to_channel_first", "Permute3D", {"dims": [2, 0, 1]})])
+    embedding = embedding_graph(exporter, text_function(model), model.config.image_token_index, text.vocab_size,
+                                (1, text.mm_tokens_per_image, text.hidden_size),
+                                {0: "num_images", 1: "num_image_tokens"})
+    return ({"onnx/embedding.onnx": embedding},
             {"genai_config.json": settings, "genai_processor_config.json": processor}, None)
-
-
-def embedding_graph(model, exporter):
-    """The genai embedding model: input_ids [batch, sequence], image_features [images,
-    tokens, width] -> inputs_embeds."""
-    rng = np.random.default_rng(3)
-    tokens, width = model.config.text_config.mm_tokens_per_image, model.config.text_config.hidden_size
-    ids = rng.integers(0, model.config.text_config.vocab_size, (1, 5))
-    prompt = np.concatenate([ids[:, :2], np.full((1, tokens), model.config.image_token_index), ids[:, 2:]], axis=1)
-    dtype = text_function(model)(mx.zeros((1, 1), mx.int64)).dtype
-    features = mx.array(rng.standard_normal((1, tokens, width)), dtype=dtype)
-    return exporter.with_options(input_names=["input_ids", "image_features"], output_names=["inputs_embeds"],
-                                 path=None, dynamic={"input_ids": {0: "batch_size", 1: "sequence"},
-                                                     "image_features": {0: "num_images", 1: "num_image_tokens"}}
-                                 ).to_ir(genai_embedding_function(model), mx.array(prompt.astype(np.int64)), features)
 
 
 ARCHITECTURE = Architecture("Gemma3", embeddings, vision_function, vision_inputs, {"pixel_values": {0: "batch_size"}},

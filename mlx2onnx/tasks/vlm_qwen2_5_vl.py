@@ -7,10 +7,8 @@ orders the features back; the traced tower keeps the patches in order and masks 
 to a patch's own window (:func:`.vlm_qwen2_vl.encode_function`; partial windows at the right
 and bottom edges as mlx-vlm's padded ones). transformers.js's Qwen2.5-VL model feeds the grid
 as ``image_grid_thw`` and reads the text settings from ``config.json``'s ``text_config``,
-which the package writes where the folder keeps them at the top. onnxruntime-genai's
-qwen2_5_vl type runs its own staged vision pipeline (patch embedding, windowed attention and
-merger as separate models, the window order computed outside them), which this package does
-not write: declared.
+which the package writes where the folder keeps them at the top; onnxruntime-genai runs it
+as its qwen2_5_vl type over the whole vision encoder (:func:`.vlm_qwen2_vl.genai_files`).
 """
 
 from __future__ import annotations
@@ -25,11 +23,5 @@ def package_config(config: dict) -> dict:
     return dict(config, text_config=dict(text, model_type="qwen2_5_vl_text"))
 
 
-def genai_reason(model, folder, layout, exporter):
-    return {}, {}, ("onnxruntime-genai's qwen2_5_vl type runs its own staged vision pipeline (patch embedding, "
-                    "windowed attention and merger as separate models, the window order computed outside them), "
-                    "which this package does not write")
-
-
 ARCHITECTURE = qwen_architecture("Qwen2_5_VLProcessor", "image_grid_thw", check_grid=16,
-                                 package_config=package_config, genai=genai_reason)
+                                 package_config=package_config)

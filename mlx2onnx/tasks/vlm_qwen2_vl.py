@@ -17,7 +17,8 @@ image token; the text position three times for text), which the runtime computes
 prompt and the grid (transformers.js's ``get_rope_index``; the check, mlx-vlm's).
 transformers.js 4.3's image processor stacks the images of one call as the frames of one,
 so its pipeline takes one image per prompt; the graphs take several. Video is not served.
-onnxruntime-genai has no qwen2_vl type.
+onnxruntime-genai runs both through its qwen2_5_vl type (it has no qwen2_vl type; the
+processor, positions and graph inputs are the same): :func:`genai_files`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from .vlm_architecture import Architecture
 
 MEAN = [0.48145466, 0.4578275, 0.40821073]  # the processor's normalisation (CLIP's)
 STD = [0.26862954, 0.26130258, 0.27577711]
+GENAI_GRID = "image_grid_thw"  # the name onnxruntime-genai feeds the grid as
+MIN_PIXELS, MAX_PIXELS = 4, 256  # the processors' image area bounds, in merged patches (28 x 28 pixels)
 
 
 def embeddings(model):
@@ -176,14 +179,57 @@ def processor_configs(model, processor: str) -> dict[str, dict]:
     image = {"image_processor_type": "Qwen2VLImageProcessor", "processor_class": processor,
              "do_resize": True, "resample": 3, "do_rescale": True, "rescale_factor": 1 / 255,
              "do_normalize": True, "image_mean": MEAN, "image_std": STD, "do_convert_rgb": True,
-             "min_pixels": 4 * factor * factor, "max_pixels": 256 * factor * factor,
+             "min_pixels": MIN_PIXELS * factor * factor, "max_pixels": MAX_PIXELS * factor * factor,
              "patch_size": vision.patch_size, "temporal_patch_size": vision.temporal_patch_size,
              "merge_size": vision.spatial_merge_size}
     return {"preprocessor_config.json": image, "processor_config.json": {"processor_class": processor}}
 
 
-def qwen_architecture(processor: str, grid_name: str, check_grid: int, package_config=None,
-                      genai=None) -> Architecture:
+def genai_files(model, folder, layout: list, exporter, grid_name: str) -> tuple[dict, dict[str, dict], str | None]:
+    """(graphs, files, None): onnxruntime-genai's qwen2_5_vl type over the package's vision
+    encoder (its grid input ``grid_name``) and decoder (mRoPE positions [3, batch,
+    sequence], which genai computes from the prompt and the grid as transformers.js does),
+    its own embedding model, and its Qwen image processor (smart resize to multiples of
+    patch_size * merge_size, CLIP's normalisation, the same patches); or ({}, {}, why not).
+    genai has no qwen2_vl type: its qwen2_5_vl type runs a qwen2_vl package alike (the
+    same processor and positions), but feeds the grid as ``image_grid_thw`` whatever the
+    config names, where transformers.js's Qwen2-VL feeds ``grid_thw``: such a package
+    holds the vision encoder twice, ``onnx/genai_vision.onnx`` for genai."""
+    from .vlm_genai import embedding_graph, genai_settings, processor_file
+
+    vision, config = model.config.vision_config, model.config
+    graphs = {} if grid_name == GENAI_GRID else {"onnx/genai_vision.onnx": vision_graph(model, exporter, None, GENAI_GRID)}
+    settings, reason = genai_settings(model, folder, layout, "qwen2_5_vl", {
+        "filename": next(iter(graphs), "onnx/vision_encoder.onnx"),
+        "inputs": {"pixel_values": "pixel_values", "image_grid_thw": GENAI_GRID},
+        "spatial_merge_size": vision.spatial_merge_size, "patch_size": vision.patch_size,
+        "window_size": getattr(vision, "window_size", vision.patch_size * vision.spatial_merge_size),
+        "tokens_per_second": float(getattr(vision, "tokens_per_second", 2))})
+    if settings is None:
+        return {}, {}, reason
+    settings["model"].update(image_token_id=config.image_token_id, video_token_id=config.video_token_id,
+                             vision_start_token_id=config.vision_start_token_id)
+    factor = vision.patch_size * vision.spatial_merge_size
+    # genai's Qwen processor needs the ConvertRGB (measured: without it its patches are those of the image in
+    # BGR order), unlike its gemma3 one
+    processor = processor_file("qwen2_5_image_processor", [
+        ("decode_image", "DecodeImage", {"color_space": "RGB"}),
+        ("convert_to_rgb", "ConvertRGB", {}),
+        ("resize", "Resize", {"smart_resize": 1, "min_pixels": MIN_PIXELS * factor * factor,
+                              "max_pixels": MAX_PIXELS * factor * factor, "patch_size": vision.patch_size,
+                              "merge_size": vision.spatial_merge_size}),
+        ("rescale", "Rescale", {"rescale_factor": 1 / 255}),
+        ("normalize", "Normalize", {"mean": MEAN, "std": STD, "qwen2_5_vl": 1}),
+        ("patch_image", "PatchImage", {"patch_size": vision.patch_size, "temporal_patch_size":
+                                       vision.temporal_patch_size, "merge_size": vision.spatial_merge_size})])
+    text = config.text_config
+    embedding = embedding_graph(exporter, text_function(model), config.image_token_id, text.vocab_size,
+                                (16, text.hidden_size), {0: "num_image_tokens"})
+    return ({**graphs, "onnx/embedding.onnx": embedding},
+            {"genai_config.json": settings, "genai_processor_config.json": processor}, None)
+
+
+def qwen_architecture(processor: str, grid_name: str, check_grid: int, package_config=None) -> Architecture:
     """The Architecture of a Qwen-VL model whose processor class is ``processor`` and
     whose vision encoder takes the grid as ``grid_name``; the check's image is
     ``check_grid`` x ``check_grid`` patches."""
@@ -211,7 +257,9 @@ def qwen_architecture(processor: str, grid_name: str, check_grid: int, package_c
         return [config.vision_start_token_id] + [config.image_token_id] * (check_grid ** 2 // _merge(model) ** 2)
 
     return Architecture(processor.removesuffix("Processor"), embeddings, None, vision_inputs, {}, text_function,
-                        mlx_embeddings, lambda model: processor_configs(model, processor), genai, image_prompt,
+                        mlx_embeddings, lambda model: processor_configs(model, processor),
+                        lambda model, folder, layout, exporter: genai_files(model, folder, layout, exporter, grid_name),
+                        image_prompt,
                         vision_graph=lambda model, exporter, dtype: vision_graph(model, exporter, dtype, grid_name),
                         rope_index=rope_index, positioned=positioned, package_config=package_config)
 

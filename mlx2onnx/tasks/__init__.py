@@ -5,9 +5,10 @@ runtimes' own pipelines load, and checked against the MLX package that wrote the
   :mod:`.embeddings`;
 - ``image-classification``: mlx-image weights folders, :mod:`.images`;
 - ``automatic-speech-recognition``: mlx-whisper folders, :mod:`.whisper`, and mlx-audio
-  Moonshine folders, :mod:`.moonshine` (both through :mod:`.seq2seq`);
+  Moonshine folders, :mod:`.moonshine` (both through :mod:`.seq2seq`); mlx-audio's Whisper
+  folders are refused with the reason;
 - ``image-text-to-text``: mlx-vlm folders with their vision tower's weights (gemma3,
-  idefics3 / SmolVLM), :mod:`.vision_language`.
+  idefics3 / SmolVLM, qwen2_vl, qwen2_5_vl), :mod:`.vision_language`.
 
 Text generation (mlx-lm folders) is :mod:`mlx2onnx.llm`; :func:`folder_kind` tells them
 apart."""

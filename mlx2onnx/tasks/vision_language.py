@@ -10,7 +10,8 @@ package's decoder, :mod:`mlx2onnx.llm.package`, over embeddings), and merges the
 the image token's positions take the image features, in order. The graphs give what
 mlx-vlm's own generation computes (``get_input_embeddings`` then ``language_model``); what
 differs between architectures is an :class:`Architecture` (:mod:`.vlm_gemma3`,
-:mod:`.vlm_idefics3`).
+:mod:`.vlm_idefics3`, :mod:`.vlm_qwen2_vl`, :mod:`.vlm_qwen2_5_vl`; their onnxruntime-genai
+layout, :mod:`.vlm_genai`).
 """
 
 from __future__ import annotations

@@ -146,6 +146,27 @@ def test_qwen_prompt_with_two_images_of_different_sizes(vlm_packages, architectu
     assert len(set(want)) > 1 and got == want
 
 
+@pytest.mark.parametrize("architecture", ["qwen2_vl", "qwen2_5_vl"])
+def test_qwen_prompt_with_two_images_in_onnxruntime_genai(tmp_path, vlm_packages, architecture):
+    """onnxruntime-genai's Qwen processor cuts two images of different sizes into one patch
+    list with a two-row grid; the package gives mlx-vlm's tokens for its prompt ids."""
+    from PIL import Image
+
+    pytest.importorskip("onnxruntime_genai")
+    pytest.importorskip("mlx_vlm.utils")
+    folder, package = vlm_packages(architecture, "float32")
+    images = [zoo.generated_image(112, seed=8), zoo.generated_image(84, seed=9, width=140)]
+    for k, image in enumerate(images):
+        Image.fromarray(image).save(tmp_path / f"image{k}.png")
+    prompt = "<|vision_start|><|image_pad|><|vision_end|>"
+    ids, got = zoo.genai_vlm_tokens(package, [tmp_path / "image0.png", tmp_path / "image1.png"],
+                                    f"{prompt} first {prompt} second", 12)
+    assert ids.count(json.loads((folder / "config.json").read_text())["image_token_id"]) == (8 * 8 + 6 * 10) // 4
+    each = [zoo.vlm_pixels(architecture, image) for image in images]
+    want = _mlx_tokens(folder, ids, {name: np.concatenate([p[name] for p in each]) for name in each[0]})
+    assert len(set(want)) > 1 and got == want
+
+
 def test_vlm_folder_kinds(tmp_path, vlm_packages):
     """A gemma3 folder without its vision tower's weights (as mlx-lm writes a VLM's text
     model) stays a text-generation folder; one without a chat template is exported with

@@ -873,13 +873,13 @@ def vlm_pixels(architecture: str, image: np.ndarray) -> dict[str, np.ndarray]:
 
 def genai_vlm_tokens(package, png, text: str, new_tokens: int) -> tuple[list[int], list[int]]:
     """onnxruntime-genai's prompt ids (its processor's expansion of the image tokens) and
-    greedy tokens for a PNG and a prompt; for gemma3, the ids are checked against the
-    expansion its processor is known to write (256 image tokens)."""
+    greedy tokens for a PNG (or a list of them) and a prompt; for gemma3, the ids are
+    checked against the expansion its processor is known to write (256 image tokens)."""
     import onnxruntime_genai as og
 
     model = og.Model(str(package))
     processor = model.create_multimodal_processor()
-    inputs = processor(text, images=og.Images.open(str(png)))
+    inputs = processor(text, images=og.Images.open(*(str(p) for p in (png if isinstance(png, list) else [png]))))
     ids = [int(t) for t in inputs["input_ids"].as_numpy().reshape(-1)]
     if "<start_of_image>" in text:
         from tokenizers import Tokenizer

@@ -44,6 +44,15 @@ def package_folder(out: Path) -> Iterator[Path]:
         os.replace(package, out)
 
 
+def save_graphs(package: Path, graphs: dict, check: bool) -> None:
+    """Write each ``{file under the package: onnx-ir model}``, its external data (when it
+    has any) beside it as ``<file>_data``; ``check``: onnx.checker's full check first."""
+    from .saving import save_model
+
+    for name, graph in graphs.items():
+        save_model(graph, package / name, check=check, data_name=f"{Path(name).name}_data")
+
+
 def copy_present(folder: Path, package: Path, names) -> None:
     """Copy the files of ``names`` that ``folder`` has into ``package``."""
     for name in names:

@@ -112,8 +112,7 @@ def pooled(states: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:
 def export_embeddings(folder: Path, out: Path, exporter, stage) -> Path:
     """Write the feature-extraction package of the mlx-embeddings folder ``folder`` (see
     module) to ``out`` (already checked), whole or not at all."""
-    from ..io.packages import TOKENIZER_FILES, copy_present, package_folder, write_json_files
-    from ..io.saving import save_model
+    from ..io.packages import TOKENIZER_FILES, copy_present, package_folder, save_graphs, write_json_files
 
     with stage(f"loading {folder} with mlx-embeddings"):
         model, _, config = load_embeddings_folder(folder)
@@ -125,7 +124,7 @@ def export_embeddings(folder: Path, out: Path, exporter, stage) -> Path:
         # partial keeps the parameter names, which the dynamic axes are given by
         graph = exporter.to_ir(functools.partial(encoder.token_states, model), *example_inputs(config, encoder.inputs))
     with stage(f"checking and writing {out}"), package_folder(out) as package:
-        save_model(graph, package / "onnx" / "model.onnx", check=exporter.check, data_name="model.onnx_data")
+        save_graphs(package, {"onnx/model.onnx": graph}, exporter.check)
         copy_present(folder, package, TOKENIZER_FILES)
         write_json_files(package, {"config.json": dict(config, mlx2onnx={
             "task": "feature-extraction", "pooling": encoder.pooling(config), "normalize": True})})

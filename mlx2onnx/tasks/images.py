@@ -126,8 +126,7 @@ def model_config(name: str, classes: int) -> tuple[dict, str | None]:
 def export_classifier(folder: Path, out: Path, exporter, stage) -> Path:
     """Write the image-classification package of the mlx-image folder ``folder`` (see
     module) to ``out`` (already checked), whole or not at all."""
-    from ..io.packages import package_folder, write_json_files
-    from ..io.saving import save_model
+    from ..io.packages import package_folder, save_graphs, write_json_files
 
     with stage(f"loading {folder} with mlx-image"):
         model, name, classes = load_image_folder(folder)
@@ -138,7 +137,7 @@ def export_classifier(folder: Path, out: Path, exporter, stage) -> Path:
     with stage(f"tracing {name} and translating it"):
         graph = exporter.to_ir(classify(model), example)
     with stage(f"checking and writing {out}"), package_folder(out) as package:
-        save_model(graph, package / "onnx" / "model.onnx", check=exporter.check, data_name="model.onnx_data")
+        save_graphs(package, {"onnx/model.onnx": graph}, exporter.check)
         write_json_files(package, {"config.json": model_config(name, classes)[0],
                                    "preprocessor_config.json": preprocessor_config(name)})
     return out

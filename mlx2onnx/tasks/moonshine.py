@@ -17,7 +17,7 @@ import numpy as np
 from ..capture.dynamic import Dim
 from ..errors import UnsupportedModelError
 from .loading import load_with
-from .seq2seq import Seq2Seq, check_clip, greedy, save_graphs, transformers_js_graphs
+from .seq2seq import Seq2Seq, check_clip, package_greedy, transformers_js_graphs
 
 SAMPLE_RATE = 16000
 TOKENS_PER_SECOND = 6  # transformers.js's limit for Moonshine (from the Moonshine paper)
@@ -90,7 +90,7 @@ def package_configs(model, folder: Path) -> dict[str, dict]:
 def export_moonshine(folder: Path, out: Path, exporter, stage) -> Path:
     """Write the automatic-speech-recognition package of the mlx-audio Moonshine folder
     ``folder`` to ``out`` (already checked), whole or not at all."""
-    from ..io.packages import TOKENIZER_FILES, copy_present, package_folder, write_json_files
+    from ..io.packages import TOKENIZER_FILES, copy_present, package_folder, save_graphs, write_json_files
 
     with stage(f"loading {folder} with mlx-audio"):
         model = load_moonshine_folder(folder)
@@ -98,7 +98,7 @@ def export_moonshine(folder: Path, out: Path, exporter, stage) -> Path:
     with stage("tracing the encoder, the cross-attention projections and the decoder step, and translating them"):
         graphs = transformers_js_graphs(parts, exporter, "input_values")
     with stage(f"checking and writing {out}"), package_folder(out) as package:
-        save_graphs(graphs, package, exporter.check)
+        save_graphs(package, graphs, exporter.check)
         write_json_files(package, package_configs(model, folder))
         copy_present(folder, package, TOKENIZER_FILES)
     return out
@@ -122,16 +122,12 @@ def check_moonshine(package: Path, folder: Path, seed: int = 0, atol=None, rtol=
     """The package's greedy transcription of a synthesised clip (onnxruntime, plain
     sessions, 6 tokens per second as transformers.js allows) against mlx-audio's greedy
     loop on the same samples, and the first step's logits."""
-    from ..verify.plain import plain_session
-
     model = load_moonshine_folder(folder)
     audio = check_clip(seed)
     limit = len(audio) // SAMPLE_RATE * TOKENS_PER_SECOND
     want = mlx_moonshine_tokens(model, audio, limit)
-    encoder = plain_session(package / "onnx" / "encoder_model.onnx", atol, rtol)
-    decoder = plain_session(package / "onnx" / "decoder_model_merged.onnx", atol, rtol)
     start, eos = model.config.decoder_start_token_id, model.config.eos_token_id
-    got, logits = greedy(encoder.session, decoder.session, audio, [start], limit, eos)
+    got, logits, decoder = package_greedy(package, audio, [start], limit, eos, atol=atol, rtol=rtol)
     hidden, _ = model.decoder(mx.array([[start]]), model.encoder(mx.array(audio)[None]))
     want_logits = model._get_logits(hidden)[0, -1]
     row = decoder.tokens_row("2 s of tones and noise", got, want, logits, want_logits, eos)

@@ -137,11 +137,16 @@ def genai_graphs(parts: Seq2Seq, exporter) -> dict:
             "decoder.onnx": step_graph(parts, exporter, GENAI)}
 
 
-def save_graphs(graphs: dict, package: Path, check: bool) -> None:
-    from ..io.saving import save_model
+def package_greedy(package: Path, features: np.ndarray, prompt: list[int], new_tokens: int, eos: int,
+                   suppress: list[int] = (), suppress_first: list[int] = (), atol=None, rtol=None):
+    """:func:`greedy` through the package's transformers.js graphs in plain onnxruntime
+    sessions: (tokens, first logits, the decoder's PlainSession, which compares them)."""
+    from ..verify.plain import plain_session
 
-    for name, graph in graphs.items():
-        save_model(graph, package / name, check=check, data_name=f"{Path(name).name}_data")
+    encoder = plain_session(package / "onnx" / "encoder_model.onnx", atol, rtol)
+    decoder = plain_session(package / "onnx" / "decoder_model_merged.onnx", atol, rtol)
+    tokens, first = greedy(encoder.session, decoder.session, features, prompt, new_tokens, eos, suppress, suppress_first)
+    return tokens, first, decoder
 
 
 def greedy(encoder, decoder, features: np.ndarray, prompt: list[int], new_tokens: int, eos: int,

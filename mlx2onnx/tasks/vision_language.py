@@ -142,8 +142,7 @@ def export_graphs(model, exporter, arch: Architecture):
 def export_vision_language(folder: Path, out: Path, exporter, stage) -> Path:
     """Write the image-text-to-text package of the mlx-vlm folder ``folder`` to ``out``
     (already checked), whole or not at all."""
-    from ..io.packages import TOKENIZER_FILES, copy_present, package_folder, write_json_files
-    from .seq2seq import save_graphs
+    from ..io.packages import TOKENIZER_FILES, copy_present, package_folder, save_graphs, write_json_files
 
     config = json.loads((folder / "config.json").read_text())
     arch = architecture(config.get("model_type"))
@@ -152,9 +151,9 @@ def export_vision_language(folder: Path, out: Path, exporter, stage) -> Path:
     with stage("tracing the vision encoder, the token embedding and the decoder, and translating them"):
         graphs, layout = export_graphs(model, exporter, arch)
         genai_graphs, genai, genai_reason = ({}, {}, f"onnxruntime-genai has no {config['model_type']} type") \
-            if arch.genai is None else arch.genai(model, folder, layout, exporter)
+            if arch.genai is None else arch.genai(model, folder, layout, exporter, graphs)
     with stage(f"checking and writing {out}"), package_folder(out) as package:
-        save_graphs({**graphs, **genai_graphs}, package, exporter.check)
+        save_graphs(package, {**graphs, **genai_graphs}, exporter.check)
         notes = {"task": "image-text-to-text"}
         if genai_reason:
             notes["onnxruntime-genai"] = f"cannot run: {genai_reason}"

@@ -22,7 +22,8 @@ class Architecture:
     # passes the language model's first step besides them)
     mlx_embeddings: Callable
     processor_configs: Callable  # model -> {file: content} for transformers.js's processor
-    genai: Callable | None  # (model, folder, layout, exporter) -> (graphs, files, reason) or None
+    # (model, folder, layout, exporter, the package's graphs) -> (graphs, files, reason) or None
+    genai: Callable | None
     image_prompt: Callable  # model -> the token ids one image of the check's pixel inputs takes in a prompt
     vision_graph: Callable | None = None  # (model, exporter, dtype) -> the vision encoder, where not traced whole
     # mRoPE models: (model, input_ids, pixel inputs) -> (positions [3, batch, sequence], deltas

@@ -67,7 +67,7 @@ def processor_configs(model) -> dict[str, dict]:
 GENAI_IMAGE_TOKENS = 256
 
 
-def genai_files(model, folder: Path, layout: list, exporter) -> tuple[dict, dict[str, dict], str | None]:
+def genai_files(model, folder: Path, layout: list, exporter, graphs: dict) -> tuple[dict, dict[str, dict], str | None]:
     """(graphs, files, None): onnxruntime-genai's own embedding model, genai_config.json
     (its gemma3 type over the package's vision encoder, that embedding model and the text
     decoder) and its image processor's configuration (onnxruntime-extensions' operations:

@@ -24,6 +24,7 @@ processor, positions and graph inputs are the same): :func:`genai_files`.
 from __future__ import annotations
 
 import importlib
+import json
 
 import mlx.core as mx
 import numpy as np
@@ -185,7 +186,8 @@ def processor_configs(model, processor: str) -> dict[str, dict]:
     return {"preprocessor_config.json": image, "processor_config.json": {"processor_class": processor}}
 
 
-def genai_files(model, folder, layout: list, exporter, grid_name: str) -> tuple[dict, dict[str, dict], str | None]:
+def genai_files(model, folder, layout: list, exporter, package_graphs: dict,
+                grid_name: str) -> tuple[dict, dict[str, dict], str | None]:
     """(graphs, files, None): onnxruntime-genai's qwen2_5_vl type over the package's vision
     encoder (its grid input ``grid_name``) and decoder (mRoPE positions [3, batch,
     sequence], which genai computes from the prompt and the grid as transformers.js does),
@@ -198,7 +200,9 @@ def genai_files(model, folder, layout: list, exporter, grid_name: str) -> tuple[
     from .vlm_genai import embedding_graph, genai_settings, processor_file
 
     vision, config = model.config.vision_config, model.config
-    graphs = {} if grid_name == GENAI_GRID else {"onnx/genai_vision.onnx": vision_graph(model, exporter, None, GENAI_GRID)}
+    vision_encoder = package_graphs["onnx/vision_encoder.onnx"]
+    graphs = {} if grid_name == GENAI_GRID else {"onnx/genai_vision.onnx": _renamed_input(vision_encoder, grid_name,
+                                                                                          GENAI_GRID)}
     settings, reason = genai_settings(model, folder, layout, "qwen2_5_vl", {
         "filename": next(iter(graphs), "onnx/vision_encoder.onnx"),
         "inputs": {"pixel_values": "pixel_values", "image_grid_thw": GENAI_GRID},
@@ -227,6 +231,18 @@ def genai_files(model, folder, layout: list, exporter, grid_name: str) -> tuple[
                                 (16, text.hidden_size), {0: "num_image_tokens"})
     return ({**graphs, "onnx/embedding.onnx": embedding},
             {"genai_config.json": settings, "genai_processor_config.json": processor}, None)
+
+
+def _renamed_input(model: ir.Model, old: str, new: str) -> ir.Model:
+    """A copy of ``model`` whose graph input ``old`` is named ``new`` (its metadata too)."""
+    from ..io.metadata import IO_METADATA_KEY
+
+    copy = ir.serde.deserialize_model(ir.serde.serialize_model(model))
+    next(v for v in copy.graph.inputs if v.name == old).name = new
+    io = json.loads(copy.metadata_props[IO_METADATA_KEY])
+    io["inputs"] = [dict(e, name=new) if e["name"] == old else e for e in io["inputs"]]
+    copy.metadata_props[IO_METADATA_KEY] = json.dumps(io, sort_keys=True)
+    return copy
 
 
 def qwen_architecture(processor: str, grid_name: str, check_grid: int, package_config=None) -> Architecture:
@@ -258,7 +274,8 @@ def qwen_architecture(processor: str, grid_name: str, check_grid: int, package_c
 
     return Architecture(processor.removesuffix("Processor"), embeddings, None, vision_inputs, {}, text_function,
                         mlx_embeddings, lambda model: processor_configs(model, processor),
-                        lambda model, folder, layout, exporter: genai_files(model, folder, layout, exporter, grid_name),
+                        lambda model, folder, layout, exporter, graphs: genai_files(model, folder, layout, exporter,
+                                                                                    graphs, grid_name),
                         image_prompt,
                         vision_graph=lambda model, exporter, dtype: vision_graph(model, exporter, dtype, grid_name),
                         rope_index=rope_index, positioned=positioned, package_config=package_config)

@@ -16,7 +16,10 @@ import numpy as np
 from ..errors import UnsupportedModelError
 from ..targets import UsageError
 from .loading import load_with
-from .seq2seq import Seq2Seq, check_clip, genai_graphs, greedy, save_graphs, transformers_js_graphs
+from .seq2seq import Seq2Seq, check_clip, genai_graphs, package_greedy, transformers_js_graphs
+
+
+MLX_WHISPER_WEIGHTS = ("weights.safetensors", "weights.npz")  # what mlx-whisper's loader reads
 
 
 def is_whisper_config(config: dict) -> bool:
@@ -28,8 +31,11 @@ def is_mlx_audio_whisper(folder: Path, config: dict) -> bool:
     dimensions beside ``model.safetensors`` instead of mlx-whisper's weights file)."""
     if config.get("model_type") == "whisper" and {"d_model", "encoder_layers"} & set(config):
         return True
-    return is_whisper_config(config) and (folder / "model.safetensors").is_file() and not any(
-        (folder / name).is_file() for name in ("weights.safetensors", "weights.npz"))
+    return is_whisper_config(config) and (folder / "model.safetensors").is_file() and not _has_weights(folder)
+
+
+def _has_weights(folder: Path) -> bool:
+    return any((folder / name).is_file() for name in MLX_WHISPER_WEIGHTS)
 
 
 def export_mlx_audio_whisper(folder: Path, out: Path, exporter, stage) -> Path:
@@ -52,7 +58,7 @@ def refuse_mlx_audio_whisper(folder: Path) -> None:
 
 def load_whisper_folder(folder: Path):
     """The model as ``mlx_whisper.load_models.load_model`` loads the folder."""
-    if not any((folder / name).is_file() for name in ("weights.safetensors", "weights.npz")):
+    if not _has_weights(folder):
         raise UsageError(f"{folder} has no weights.safetensors or weights.npz, which mlx-whisper loads")
     return load_with(folder, "mlx-whisper", "mlx_whisper.load_models", "load_model", lambda load: load(str(folder)))
 
@@ -116,7 +122,7 @@ def whisper_parts(model) -> Seq2Seq:
 def export_whisper(folder: Path, out: Path, exporter, stage) -> Path:
     """Write the automatic-speech-recognition package of the mlx-whisper folder
     ``folder`` to ``out`` (already checked), whole or not at all."""
-    from ..io.packages import package_folder, write_json_files
+    from ..io.packages import package_folder, save_graphs, write_json_files
     from . import whisper_files as files
 
     with stage(f"loading {folder} with mlx-whisper"):
@@ -126,7 +132,7 @@ def export_whisper(folder: Path, out: Path, exporter, stage) -> Path:
     with stage("tracing the encoder, the cross-attention projections and the decoder step, and translating them"):
         graphs = {**transformers_js_graphs(parts, exporter, "input_features"), **genai_graphs(parts, exporter)}
     with stage(f"checking and writing {out}"), package_folder(out) as package:
-        save_graphs(graphs, package, exporter.check)
+        save_graphs(package, graphs, exporter.check)
         write_json_files(package, {
             "config.json": dict(files.model_config(model.dims, tokenizer), mlx2onnx={"task": "automatic-speech-recognition"}),
             "generation_config.json": files.generation_config(model, tokenizer),
@@ -164,17 +170,14 @@ def check_whisper(package: Path, folder: Path, seed: int = 0, atol=None, rtol=No
     """The package's greedy transcription of a synthesised clip (onnxruntime, plain
     sessions, the package's prompt and suppressed tokens, mlx-whisper's features) against
     mlx-whisper's greedy decode of the same features, and the first step's logits."""
-    from ..verify.plain import plain_session
-
     model = load_whisper_folder(folder)
     features = mlx_features(check_clip(seed), model.dims.n_mels)
     want = mlx_transcription(model, features)
     settings = json.loads((package / "generation_config.json").read_text())
-    encoder = plain_session(package / "onnx" / "encoder_model.onnx", atol, rtol)
-    decoder = plain_session(package / "onnx" / "decoder_model_merged.onnx", atol, rtol)
     prompt = list(whisper_prompt(model))
-    got, logits = greedy(encoder.session, decoder.session, np.array(features).T, prompt, model.dims.n_text_ctx // 2,
-                         settings["eos_token_id"], settings["suppress_tokens"], settings["begin_suppress_tokens"])
+    got, logits, decoder = package_greedy(package, np.array(features).T, prompt, model.dims.n_text_ctx // 2,
+                                          settings["eos_token_id"], settings["suppress_tokens"],
+                                          settings["begin_suppress_tokens"], atol, rtol)
     want_logits = model.decoder(mx.array([prompt]), model.encoder(features[None]))[0][0, -1]
     row = decoder.tokens_row("2 s of tones and noise", got, want, logits, want_logits, settings["eos_token_id"])
     return decoder.result("automatic-speech-recognition", package, folder, [row])

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import dtypes
 from . import reference as references
 from .parity import Verifier
 from .runtimes import arithmetic
@@ -73,7 +74,7 @@ def held_dtype(array) -> str | None:
     ``held``), else None."""
     import mlx.core as mx
 
-    return {mx.bfloat16: "bfloat16", mx.float16: "float16"}.get(array.dtype)
+    return dtypes.name(array.dtype) if array.dtype in (mx.bfloat16, mx.float16) else None
 
 
 def reference(array) -> tuple[np.ndarray, str | None]:

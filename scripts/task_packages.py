@@ -13,7 +13,9 @@ package's result on the same input:
   own resize, crop and normalisation) against mlx-image's class probabilities;
 - automatic-speech-recognition: transformers.js ``pipeline("automatic-speech-recognition")``
   (its own log-mel frontend for Whisper) and onnxruntime-genai's whisper type (its own
-  processor, on a WAV file) against mlx-whisper's / mlx-audio's greedy tokens;
+  processor, on a WAV file) against mlx-whisper's / mlx-audio's greedy tokens (mlx-audio's
+  4-bit Whisper with its float16 quantized products summed in float32, as MLX's GPUs sum
+  them: zoo.with_float32_sums);
 - image-text-to-text: transformers.js's processors and ``AutoModelForImageTextToText``, and
   onnxruntime-genai's gemma3 and qwen2_5_vl types (their own processors), on a PNG and a
   prompt against mlx-vlm's generation.
@@ -50,6 +52,9 @@ ROWS = [  # (task, MLX package, architecture, variant)
     ("automatic-speech-recognition", "mlx-whisper", "whisper", "float32"),
     ("automatic-speech-recognition", "mlx-whisper", "whisper", "4-bit"),
     ("automatic-speech-recognition", "mlx-whisper", "whisper", "bfloat16"),
+    ("automatic-speech-recognition", "mlx-audio", "whisper", "float16"),
+    ("automatic-speech-recognition", "mlx-audio", "whisper", "4-bit"),
+    ("automatic-speech-recognition", "mlx-audio", "whisper", "bfloat16"),
     ("automatic-speech-recognition", "mlx-audio", "moonshine", "float32"),
     ("automatic-speech-recognition", "mlx-audio", "moonshine", "4-bit"),
     ("automatic-speech-recognition", "mlx-audio", "moonshine", "bfloat16"),
@@ -68,12 +73,14 @@ ROWS = [  # (task, MLX package, architecture, variant)
 ]
 
 
-def write_folder(where: Path, architecture: str, variant: str) -> Path:
+def write_folder(where: Path, source: str, architecture: str, variant: str) -> Path:
     import mlx.core as mx
 
     import zoo
 
     options = {"4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16}}.get(variant, {})
+    if (source, architecture) == ("mlx-audio", "whisper"):
+        return zoo.write_mlx_audio_whisper_folder(where / "folder", **options)
     if architecture == "whisper":
         return zoo.write_whisper_folder(where / "folder", **options)
     if architecture == "moonshine":
@@ -92,7 +99,8 @@ def write_folder(where: Path, architecture: str, variant: str) -> Path:
         zoo.EMBEDDING_CONFIGS[architecture] = saved
 
 
-def transformers_js(task: str, architecture: str, folder: Path, package: Path, where: Path) -> str:
+def transformers_js(task: str, source: str, architecture: str, variant: str, folder: Path, package: Path,
+                    where: Path) -> str:
     import numpy as np
 
     import zoo
@@ -115,11 +123,11 @@ def transformers_js(task: str, architecture: str, folder: Path, package: Path, w
     if task == "image-text-to-text":
         return vision_language(architecture, folder, package, where)
     audio = zoo.speech_clip(seconds=2.7, seed=5)
-    want, limit = mlx_tokens(architecture, folder, audio)
+    want, limit, start = speech_reference(source, architecture, folder, audio, variant)
     audio.tofile(where / "clip.f32")
     heard = json.loads(zoo._node("transformers_asr.mjs", str(package), str(where / "clip.f32"), str(limit))[-1])
     config = json.loads((package / "config.json").read_text())
-    got = [t for t in heard["tokens"] if t != config["eos_token_id"]][len(prompt(architecture, folder)):]
+    got = [t for t in heard["tokens"] if t != config["eos_token_id"]][len(start):]
     return f"{'PASS' if got == want else 'FAIL'}: {len(want)} greedy tokens {'equal' if got == want else 'differ'}"
 
 
@@ -160,40 +168,38 @@ def genai_vision_language(architecture: str, folder: Path, package: Path, where:
     return f"{'PASS' if got == want else 'FAIL'}: {len(want)} greedy tokens {'equal' if got == want else 'differ'}"
 
 
-def mlx_tokens(architecture: str, folder: Path, audio) -> tuple[list[int], int]:
+def speech_reference(source: str, architecture: str, folder: Path, audio, variant: str):
+    """(the MLX package's greedy tokens of ``audio``, the token limit, the prompt they
+    follow); mlx-audio's 4-bit Whisper with its quantized products summed in float32, as
+    MLX's GPUs and the runtimes sum them (zoo.with_float32_sums)."""
+    import zoo
+
     if architecture == "moonshine":
         from mlx_audio.stt.utils import load
 
         from mlx2onnx.tasks.moonshine import mlx_moonshine_tokens
 
-        return mlx_moonshine_tokens(load(str(folder)), audio, 12), 12
-    from mlx_whisper.load_models import load_model
+        start = json.loads((folder / "config.json").read_text())["decoder_start_token_id"]
+        return mlx_moonshine_tokens(load(str(folder)), audio, 12), 12, [start]
+    from mlx2onnx.tasks.whisper import MLX_WHISPER, whisper_prompt
+    from mlx2onnx.tasks.whisper_audio import MLX_AUDIO
 
-    from mlx2onnx.tasks.whisper import mlx_features, mlx_transcription
-
-    model = load_model(str(folder))
-    return mlx_transcription(model, mlx_features(audio, model.dims.n_mels)), model.dims.n_text_ctx // 2
-
-
-def prompt(architecture: str, folder: Path) -> list[int]:
-    if architecture == "moonshine":
-        return [json.loads((folder / "config.json").read_text())["decoder_start_token_id"]]
-    from mlx_whisper.load_models import load_model
-
-    from mlx2onnx.tasks.whisper import whisper_prompt
-
-    return list(whisper_prompt(load_model(str(folder))))
+    whisper = MLX_AUDIO if source == "mlx-audio" else MLX_WHISPER
+    model = whisper.load(folder)
+    if source == "mlx-audio" and variant == "4-bit":
+        model = zoo.with_float32_sums(model)
+    tokens = whisper.transcription(model, whisper.features(audio, model.dims.n_mels))
+    return tokens, model.dims.n_text_ctx // 2, list(whisper_prompt(whisper.tokenizer(model)))
 
 
-def genai(architecture: str, folder: Path, package: Path, where: Path) -> str:
+def genai(source: str, architecture: str, variant: str, folder: Path, package: Path, where: Path) -> str:
     import zoo
 
     notes = json.loads((package / "config.json").read_text()).get("mlx2onnx", {})
     if "onnxruntime-genai" in notes:
         return f"declared: {notes['onnxruntime-genai']}"
     samples = zoo.write_wav(where / "clip.wav", zoo.speech_clip(seconds=2.7, seed=5))
-    want, limit = mlx_tokens(architecture, folder, samples)
-    start = prompt(architecture, folder)
+    want, limit, start = speech_reference(source, architecture, folder, samples, variant)
     got = zoo.genai_transcription(package, where / "clip.wav", len(start) + limit)[len(start):]
     got = [t for t in got if t != 50257]
     return f"{'PASS' if got == want else 'FAIL'}: {len(want)} greedy tokens {'equal' if got == want else 'differ'}"
@@ -202,7 +208,7 @@ def genai(architecture: str, folder: Path, package: Path, where: Path) -> str:
 def run_row(task: str, source: str, architecture: str, variant: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         where = Path(tmp)
-        folder = write_folder(where, architecture, variant)
+        folder = write_folder(where, source, architecture, variant)
         package = where / "package"
         cli = [sys.executable, "-m", "mlx2onnx"]
         start = time.perf_counter()
@@ -214,10 +220,10 @@ def run_row(task: str, source: str, architecture: str, variant: str) -> dict:
         result = json.loads(checked.stdout)
         errors = max(r["max_abs_error"] for r in result["rows"])
         check = f"{'PASS' if result['passed'] else 'FAIL'}: max abs {errors:.2g}"
-        js = transformers_js(task, architecture, folder, package, where)
+        js = transformers_js(task, source, architecture, variant, folder, package, where)
         notes = json.loads((package / "config.json").read_text()).get("mlx2onnx", {})
         if task == "automatic-speech-recognition":
-            ga = genai(architecture, folder, package, where)
+            ga = genai(source, architecture, variant, folder, package, where)
         elif task == "image-text-to-text" and "onnxruntime-genai" not in notes:
             ga = genai_vision_language(architecture, folder, package, where)
         else:
@@ -241,7 +247,7 @@ def resize_rows() -> list[str]:
     for name in ("resnet18", "mobilenet_v2"):
         with tempfile.TemporaryDirectory() as tmp:
             where = Path(tmp)
-            folder = write_folder(where, name, "float32")
+            folder = write_folder(where, "mlx-image", name, "float32")
             subprocess.run([sys.executable, "-m", "mlx2onnx", "export", str(folder), "-o", str(where / "package")],
                            check=True, capture_output=True)
             processor = json.loads((where / "package" / "preprocessor_config.json").read_text())

@@ -1,15 +1,18 @@
 """Speech folders -> automatic-speech-recognition packages, run by transformers.js and
-onnxruntime-genai: mlx-whisper folders (Whisper) and mlx-audio folders (Moonshine).
+onnxruntime-genai: Whisper from mlx-whisper's and mlx-audio's folders, Moonshine from
+mlx-audio's.
 
-Each folder is written as mlx-whisper's converter writes one (config.json of the model's
-dimensions, weights.safetensors; float32, 4-bit and bfloat16), exported with ``mlx2onnx
-export``, checked with ``mlx2onnx check`` and run under Node by transformers.js's
+Each Whisper folder is written as its package writes one (mlx-whisper: config.json of the
+model's dimensions, weights.safetensors, float32, 4-bit and bfloat16; mlx-audio:
+Transformers' config, model.safetensors and the WhisperProcessor's files, float16, 4-bit
+and bfloat16 weights, computed in float16), exported with ``mlx2onnx export``, checked
+with ``mlx2onnx check`` and run under Node by transformers.js's
 ``pipeline("automatic-speech-recognition")`` on a synthesised clip, which computes the
-features itself: its text and its model's greedy tokens are mlx-whisper's (``decode``,
-English, without timestamps, fp16=False) on mlx-whisper's own features of the clip; and
-by onnxruntime-genai's whisper type, its multimodal processor reading the clip as a WAV
-file (its own frontend, onnxruntime-extensions'), whose greedy tokens are mlx-whisper's
-on the same 16-bit samples.
+features itself: its text and its model's greedy tokens are the MLX package's (``decode``,
+English, without timestamps; mlx-whisper's with fp16=False, mlx-audio's in float16) on
+its own features of the clip; and by onnxruntime-genai's whisper type, its multimodal
+processor reading the clip as a WAV file (its own frontend, onnxruntime-extensions'),
+whose greedy tokens are the MLX package's on the same 16-bit samples.
 """
 
 from __future__ import annotations
@@ -26,8 +29,14 @@ from harness import ort_session
 from test_cli import cli
 from test_packages import _node_available
 
-VARIANTS = {"float32": {}, "4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16}}
-WRITERS = {"whisper": zoo.write_whisper_folder, "moonshine": zoo.write_moonshine_folder}
+VARIANTS = {"float32": {}, "4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16},
+            "float16": {"dtype": mx.float16}}
+WRITERS = {"whisper": zoo.write_whisper_folder, "moonshine": zoo.write_moonshine_folder,
+           "mlx-audio-whisper": zoo.write_mlx_audio_whisper_folder}
+# (architecture, variant) of the Whisper packages: mlx-whisper's folders, and mlx-audio's
+# (which computes in float16 whatever the weights: float16, 4-bit and bfloat16 folders)
+WHISPERS = [("whisper", v) for v in ("float32", "4-bit", "bfloat16")] + \
+    [("mlx-audio-whisper", v) for v in ("float16", "4-bit", "bfloat16")]
 
 
 @pytest.fixture(scope="module")
@@ -60,36 +69,65 @@ def _asr(tmp_path, package, audio, new_tokens):
     return json.loads(zoo._node("transformers_asr.mjs", str(package), str(tmp_path / "clip.f32"), str(new_tokens))[-1])
 
 
-def _mlx_decode(folder, audio):
-    from mlx_whisper.load_models import load_model
+def _source(architecture):
+    """The WhisperSource of an architecture of WHISPERS (the MLX package that decodes it)."""
+    if architecture == "whisper":
+        pytest.importorskip("mlx_whisper.decoding")
+        from mlx2onnx.tasks.whisper import MLX_WHISPER as source
+    else:
+        pytest.importorskip("mlx_audio.stt.models.whisper.decoding")
+        from mlx2onnx.tasks.whisper_audio import MLX_AUDIO as source
+    return source
 
-    from mlx2onnx.tasks.whisper import mlx_features, mlx_transcription
 
-    model = load_model(str(folder))
-    return mlx_transcription(model, mlx_features(audio, model.dims.n_mels)), model
+def _mlx_decode(architecture, folder, audio, variant=None):
+    """The MLX package's greedy tokens of ``audio`` (its own features), its model and the
+    prompt the tokens follow. mlx-audio's 4-bit Whisper computes in float16: its quantized
+    products summed in float32 as on MLX's GPUs (:func:`zoo.with_float32_sums`; ``mlx2onnx
+    check`` compares with MLX's CPU sums, within float16's tolerance)."""
+    from mlx2onnx.tasks.whisper import whisper_prompt
+
+    source = _source(architecture)
+    model = source.load(folder)
+    if architecture == "mlx-audio-whisper" and variant == "4-bit":
+        model = zoo.with_float32_sums(model)
+    tokens = source.transcription(model, source.features(audio, model.dims.n_mels))
+    return tokens, model, list(whisper_prompt(source.tokenizer(model))), source
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_whisper_package_checks_and_transcribes_in_transformers_js(tmp_path, speech_packages, variant):
-    pytest.importorskip("mlx_whisper.decoding")
-    folder, package = speech_packages(variant)
+@pytest.mark.parametrize("architecture,variant", WHISPERS)
+def test_whisper_package_checks_and_transcribes_in_transformers_js(tmp_path, speech_packages, architecture, variant):
+    folder, package = speech_packages(variant, architecture)
     _checked(tmp_path, folder, package, ("onnx/encoder_model.onnx", "onnx/decoder_model_merged.onnx"))
     if variant == "4-bit":
         ops = {n.op_type for n in onnx.load(str(package / "onnx" / "decoder_model_merged.onnx")).graph.node}
         assert "MatMulNBits" in ops or "GatherBlockQuantized" in ops, ops
     audio = zoo.speech_clip(seed=7)
-    tokens, model = _mlx_decode(folder, audio)
+    tokens, model, prompt, source = _mlx_decode(architecture, folder, audio, variant)
     assert len(set(tokens)) > 2  # a transcription that tells a wrong token from a right one
     heard = _asr(tmp_path, package, audio, model.dims.n_text_ctx // 2)
-    from mlx2onnx.tasks.whisper import whisper_prompt
-
-    prompt = list(whisper_prompt(model))
     assert heard["tokens"][:len(prompt)] == prompt
     assert [t for t in heard["tokens"][len(prompt):] if t != 50257] == tokens
-    from mlx_whisper.tokenizer import get_tokenizer
-
-    text = get_tokenizer(True, num_languages=model.num_languages).decode(tokens)
+    text = source.tokenizer(model).decode(tokens)
     assert heard["text"].strip() == text.strip()
+
+
+def test_mlx_audio_whisper_package_computes_in_float16_as_mlx_audio(speech_packages):
+    """mlx-audio decodes in float16 whatever the folder stores: the package's graphs hold
+    float16 weights and caches, transformers.js's encoder takes the processor's float32
+    features, onnxruntime-genai's takes them in float16 (its processor casts to the
+    encoder input's type, and holds the states in it)."""
+    _, package = speech_packages("bfloat16", "mlx-audio-whisper")
+    types = {}
+    for graph in ("onnx/encoder_model.onnx", "onnx/decoder_model_merged.onnx", "encoder.onnx", "decoder.onnx"):
+        proto = onnx.load(str(package / graph))
+        types[graph] = {v.name: onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type)
+                        for v in (*proto.graph.input, *proto.graph.output)}
+        assert not any(t.data_type == onnx.TensorProto.BFLOAT16 for t in proto.graph.initializer)
+    assert types["onnx/encoder_model.onnx"] == {"input_features": np.float32, "last_hidden_state": np.float16}
+    assert types["encoder.onnx"]["audio_features"] == np.float16
+    assert types["decoder.onnx"]["past_key_self_0"] == np.float16
+    assert types["onnx/decoder_model_merged.onnx"]["past_key_values.0.decoder.key"] == np.float16
 
 
 def test_merged_decoder_takes_cross_attention_from_the_past_after_the_first_step(speech_packages):
@@ -130,43 +168,44 @@ def test_whisper_folder_without_weights_is_refused(tmp_path):
     assert not (tmp_path / "package").exists()
 
 
-@pytest.mark.parametrize("layout", ["transformers-config", "mlx-dimensions"])
-def test_mlx_audio_whisper_folder_is_refused_with_the_reason(tmp_path, layout):
-    """mlx-audio's Whisper folders (Transformers' config, or mlx-whisper's dimensions beside
-    model.safetensors) are recognised and refused before anything is written, naming what
-    works (an mlx-whisper folder), instead of failing in another package's loader."""
+def test_mlx_audio_whisper_folder_with_whisper_dimensions_exports(tmp_path):
+    """mlx-audio also reads Whisper's dimensions as config.json beside model.safetensors
+    (where mlx-whisper reads weights.safetensors): the same package, checked."""
+    pytest.importorskip("mlx_audio.stt.models.whisper.decoding")
     from mlx2onnx.tasks import folder_kind
 
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    settings = ({"model_type": "whisper", "d_model": 64, "encoder_layers": 2, "num_mel_bins": 80}
-                if layout == "transformers-config" else dict(zoo.WHISPER_DIMS, model_type="whisper"))
-    (folder / "config.json").write_text(json.dumps(settings))
-    mx.save_safetensors(str(folder / "model.safetensors"), {"proj_out.weight": mx.random.normal((4, 4))})
+    folder = zoo.write_mlx_audio_whisper_folder(tmp_path / "folder", layout="dimensions")
     assert folder_kind(folder) == "mlx-audio whisper"
+    cli("export", folder, "-o", tmp_path / "package", cwd=tmp_path, check_rc=0)
+    assert _checked(tmp_path, folder, tmp_path / "package", ("encoder.onnx",))["rows"][0]["passed"]
+
+
+def test_mlx_audio_whisper_folder_without_its_processor_files_is_refused(tmp_path):
+    """mlx-audio decodes with the folder's Transformers tokenizer: a folder without it is
+    refused before anything is written, naming the files."""
+    pytest.importorskip("mlx_audio.stt.models.whisper.decoding")
+    folder = zoo.write_mlx_audio_whisper_folder(tmp_path / "folder")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (folder / name).unlink()
     bad = cli("export", folder, "-o", tmp_path / "package", cwd=tmp_path)
-    assert bad.returncode == 3 and "mlx-audio Whisper folder" in bad.stderr and "mlx-whisper" in bad.stderr
+    assert bad.returncode == 2 and "WhisperProcessor" in bad.stderr and "tokenizer.json" in bad.stderr, bad.stderr
     assert not (tmp_path / "package").exists()
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_whisper_package_transcribes_in_onnxruntime_genai(tmp_path, speech_packages, variant):
+@pytest.mark.parametrize("architecture,variant", WHISPERS)
+def test_whisper_package_transcribes_in_onnxruntime_genai(tmp_path, speech_packages, architecture, variant):
     pytest.importorskip("onnxruntime_genai")
-    pytest.importorskip("mlx_whisper.decoding")
-    from mlx2onnx.tasks.whisper import whisper_prompt
-
-    folder, package = speech_packages(variant)
+    folder, package = speech_packages(variant, architecture)
     for graph in ("encoder", "decoder"):
         onnx.checker.check_model(onnx.load(str(package / f"{graph}.onnx")), full_check=True)
     samples = zoo.write_wav(tmp_path / "clip.wav", zoo.speech_clip(seed=11))
-    tokens, model = _mlx_decode(folder, samples)
-    prompt = list(whisper_prompt(model))
+    tokens, model, prompt, _ = _mlx_decode(architecture, folder, samples, variant)
     got = zoo.genai_transcription(package, tmp_path / "clip.wav", len(prompt) + model.dims.n_text_ctx // 2)
     assert got[:len(prompt)] == prompt
     assert [t for t in got[len(prompt):] if t != 50257] == tokens
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("variant", ["float32", "4-bit", "bfloat16"])
 def test_moonshine_package_checks_and_transcribes_in_transformers_js(tmp_path, speech_packages, variant):
     """Moonshine reads raw samples of any length (its encoder's frame count floors the
     sample count three times); transformers.js allows 6 tokens per second of audio."""

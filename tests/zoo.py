@@ -664,6 +664,76 @@ def write_whisper_folder(folder, dims: dict | None = None, bits: int | None = No
     return folder
 
 
+def write_mlx_audio_whisper_folder(folder, bits: int | None = None, dtype=None, layout: str = "transformers"):
+    """An mlx-audio Whisper folder as the hub holds them: config.json (Transformers'
+    WhisperConfig, or with ``layout="dimensions"`` Whisper's dimensions), model.safetensors
+    in MLX's layout, and the files transformers' WhisperProcessor loads (the Whisper
+    tokenizer, mlx-whisper's vocabulary, and its feature extractor); random weights as in
+    :func:`write_whisper_folder`. ``dtype``: the stored weights' (mlx-audio computes in
+    float16 whatever they are)."""
+    whisper = pytest.importorskip("mlx_audio.stt.models.whisper.whisper")
+    from transformers import WhisperConfig, WhisperFeatureExtractor, WhisperProcessor, WhisperTokenizer
+
+    from mlx2onnx.tasks import whisper_files
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    dims = dict(WHISPER_DIMS)
+    mx.random.seed(0)
+    model = whisper.Model(whisper.ModelDimensions(**dims), dtype=mx.float32)
+    model.update(tree_map(lambda a: mx.random.normal(a.shape) * (0.3 if a.ndim > 1 else 0.1)
+                          if mx.issubdtype(a.dtype, mx.floating) else a, model.parameters()))
+    settings = ({"model_type": "whisper", **dims} if layout == "dimensions" else WhisperConfig(
+        vocab_size=dims["n_vocab"], num_mel_bins=dims["n_mels"], d_model=dims["n_audio_state"],
+        encoder_layers=dims["n_audio_layer"], encoder_attention_heads=dims["n_audio_head"],
+        decoder_layers=dims["n_text_layer"], decoder_attention_heads=dims["n_text_head"],
+        max_source_positions=dims["n_audio_ctx"], max_target_positions=dims["n_text_ctx"]).to_dict())
+    as_variant(model, settings, dtype or mx.float16, bits)
+    mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())))
+    (folder / "config.json").write_text(json.dumps(settings))
+    source = pytest.importorskip("mlx_whisper.whisper")
+    vocabulary = whisper_files.whisper_tokenizer(source.Whisper(source.ModelDimensions(**dims)))
+    whisper_files.write_tokenizer(vocabulary, folder)
+    WhisperProcessor(WhisperFeatureExtractor(feature_size=dims["n_mels"]),
+                     WhisperTokenizer.from_pretrained(str(folder))).save_pretrained(str(folder))
+    return folder
+
+
+def _float32_sums(x, layer):
+    def wide(a):
+        return None if a is None else a.astype(mx.float32)
+
+    return mx.quantized_matmul(wide(x), layer["weight"], scales=wide(layer["scales"]), biases=wide(layer.get("biases")),
+                               transpose=True, group_size=layer.group_size, bits=layer.bits,
+                               mode=layer.mode).astype(x.dtype)
+
+
+class _Float32SumsLinear(nn.QuantizedLinear):
+    def __call__(self, x):
+        y = _float32_sums(x, self)
+        return y + self["bias"] if "bias" in self else y
+
+
+class _Float32SumsEmbedding(nn.QuantizedEmbedding):
+    def as_linear(self, x):
+        return _float32_sums(x, self)
+
+
+def with_float32_sums(model):
+    """``model`` with its quantized products summed in float32 and rounded once, as MLX's
+    Metal and CUDA kernels and the runtimes' MatMulNBits sum them. MLX's CPU sums a
+    float16 quantized product in float16, one term at a time (its result differs from a
+    float32 sum by up to 0.1 for 256 random terms), which no runtime does; a float16 4-bit
+    model's greedy tokens on the CPU can then turn at a near tie (measured: one float16
+    step apart, mlx-audio's 4-bit Whisper, tests/test_speech_packages.py)."""
+    for _, module in model.named_modules():
+        if type(module) is nn.QuantizedLinear:
+            module.__class__ = _Float32SumsLinear
+        elif type(module) is nn.QuantizedEmbedding:
+            module.__class__ = _Float32SumsEmbedding
+    return model
+
+
 def speech_clip(seconds: float = 2.0, seed: int = 0) -> np.ndarray:
     """float32 audio at 16 kHz: a few tones that glide, with noise."""
     rng = np.random.default_rng(seed)

@@ -4,9 +4,9 @@ runtimes' own pipelines load, and checked against the MLX package that wrote the
 - ``feature-extraction``: mlx-embeddings folders (BERT, XLM-RoBERTa, ModernBERT),
   :mod:`.embeddings`;
 - ``image-classification``: mlx-image weights folders, :mod:`.images`;
-- ``automatic-speech-recognition``: mlx-whisper folders, :mod:`.whisper`, and mlx-audio
-  Moonshine folders, :mod:`.moonshine` (both through :mod:`.seq2seq`); mlx-audio's Whisper
-  folders are refused with the reason;
+- ``automatic-speech-recognition``: mlx-whisper folders, :mod:`.whisper`, mlx-audio's
+  Whisper folders, :mod:`.whisper_audio`, and mlx-audio Moonshine folders,
+  :mod:`.moonshine` (all through :mod:`.seq2seq`);
 - ``image-text-to-text``: mlx-vlm folders with their vision tower's weights (gemma3,
   idefics3 / SmolVLM, qwen2_vl, qwen2_5_vl), :mod:`.vision_language`.
 
@@ -28,8 +28,8 @@ KINDS = {
     "mlx-embeddings": ("feature-extraction", "embeddings", "export_embeddings", "check_embeddings"),
     "mlx-image": ("image-classification", "images", "export_classifier", "check_classifier"),
     "mlx-whisper": ("automatic-speech-recognition", "whisper", "export_whisper", "check_whisper"),
-    "mlx-audio whisper": ("automatic-speech-recognition", "whisper", "export_mlx_audio_whisper",
-                          "check_mlx_audio_whisper"),  # refused, with the reason
+    "mlx-audio whisper": ("automatic-speech-recognition", "whisper_audio", "export_mlx_audio_whisper",
+                          "check_mlx_audio_whisper"),
     "mlx-audio moonshine": ("automatic-speech-recognition", "moonshine", "export_moonshine", "check_moonshine"),
     "mlx-vlm": ("image-text-to-text", "vision_language", "export_vision_language", "check_vision_language"),
 }
@@ -37,8 +37,8 @@ KINDS = {
 
 def folder_kind(folder: str | os.PathLike) -> str:
     """Which MLX package wrote the folder (a key of :data:`KINDS`): mlx-image for weights
-    without config.json, mlx-audio's Whisper (refused, with the reason) for Whisper's
-    Transformers config or model.safetensors, mlx-whisper for a config.json of Whisper's
+    without config.json, mlx-audio's Whisper for Whisper's Transformers config or
+    model.safetensors, mlx-whisper for a config.json of Whisper's
     dimensions, mlx-audio for Moonshine, mlx-vlm for a VLM folder that holds its vision tower's weights (one
     without them, as mlx-lm writes a VLM's text model, is mlx-lm's), mlx-embeddings for
     its encoders' model types, else mlx-lm."""

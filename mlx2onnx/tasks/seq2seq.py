@@ -41,6 +41,7 @@ class Seq2Seq:
     width: int  # their head width
     vocab: int
     positions: int | None  # the learned positions that bound past + new tokens (None: rotary, unbounded)
+    dtype: mx.Dtype = mx.float32  # the caches' (the encoder states' and the keys' and values')
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,10 @@ def _flat(names: tuple[str, str], layers: int) -> list[str]:
     return [n.format(i=i) for i in range(layers) for n in names]
 
 
-def encoder_graph(parts: Seq2Seq, exporter, names: Names, cross_outputs: tuple[str, str] | None = None):
-    """features -> the encoder's states (and, with ``cross_outputs``, each layer's
+def encoder_graph(parts: Seq2Seq, exporter, names: Names, cross_outputs: tuple[str, str] | None = None,
+                  features: mx.array | None = None):
+    """features (``parts.features`` or, where the runtime feeds another dtype,
+    ``features``) -> the encoder's states (and, with ``cross_outputs``, each layer's
     cross-attention keys and values)."""
     def encode_and_cross(features):
         states = parts.encode(features)
@@ -86,7 +89,8 @@ def encoder_graph(parts: Seq2Seq, exporter, names: Names, cross_outputs: tuple[s
     outputs = [names.states] + (_flat(cross_outputs, parts.layers) if cross_outputs else [])
     return exporter.with_options(input_names=[names.features], output_names=outputs, path=None,
                                  dynamic={"features": parts.feature_axes}).to_ir(
-        encode_and_cross if cross_outputs else (lambda features: parts.encode(features)), parts.features)
+        encode_and_cross if cross_outputs else (lambda features: parts.encode(features)),
+        parts.features if features is None else features)
 
 
 def cross_graph(parts: Seq2Seq, exporter, names: Names):
@@ -111,7 +115,7 @@ def step_graph(parts: Seq2Seq, exporter, names: Names):
     for k in range(len(inputs)):
         own = k % 4 < 2
         length = 5 if own else parts.states.shape[1]
-        arrays.append(mx.array(rng.standard_normal((2, parts.heads, length, parts.width)), dtype=mx.float32))
+        arrays.append(mx.array(rng.standard_normal((2, parts.heads, length, parts.width)), dtype=parts.dtype))
         dynamic[f"past_{k}"] = {0: "batch_size", 2: before if own else "encoder_sequence_length"}
 
     def step(input_ids, *past):
@@ -132,8 +136,11 @@ def transformers_js_graphs(parts: Seq2Seq, exporter, features: str) -> dict:
 
 
 def genai_graphs(parts: Seq2Seq, exporter) -> dict:
-    """{file: graph} of onnxruntime-genai's whisper encoder and decoder."""
-    return {"encoder.onnx": encoder_graph(parts, exporter, GENAI, GENAI_CROSS_OUTPUTS),
+    """{file: graph} of onnxruntime-genai's whisper encoder and decoder. genai's processor
+    gives the features in the encoder input's dtype and holds the states in that dtype:
+    the features come in the caches' dtype."""
+    features = parts.features.astype(parts.dtype)
+    return {"encoder.onnx": encoder_graph(parts, exporter, GENAI, GENAI_CROSS_OUTPUTS, features),
             "decoder.onnx": step_graph(parts, exporter, GENAI)}
 
 
@@ -157,7 +164,8 @@ def greedy(encoder, decoder, features: np.ndarray, prompt: list[int], new_tokens
     feature_name = encoder.get_inputs()[0].name
     states = encoder.run(["last_hidden_state"], {feature_name: features[None]})[0]
     carried = [v for v in decoder.get_inputs() if v.name.startswith("past_key_values")]
-    past = {v.name: np.zeros([1, v.shape[1], 0, v.shape[3]], np.float32) for v in carried}
+    past = {v.name: np.zeros([1, v.shape[1], 0, v.shape[3]], np.float16 if v.type == "tensor(float16)" else np.float32)
+            for v in carried}
     ids, tokens, first = prompt, [], None
     for step in range(new_tokens):
         feeds = {"input_ids": np.array([ids], np.int64), "encoder_hidden_states": states,

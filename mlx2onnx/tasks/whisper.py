@@ -1,25 +1,44 @@
-"""Speech recognition from mlx-whisper folders (config.json of the model's dimensions,
-``weights.safetensors`` or ``weights.npz``): the package of :mod:`.seq2seq` for
+"""Speech recognition from Whisper folders: the package of :mod:`.seq2seq` for
 transformers.js and onnxruntime-genai, the files beside it (:mod:`.whisper_files`), and
-its check. mlx-whisper's greedy decode (``decode`` with ``fp16=False``, without
-timestamps), transformers.js's ``pipeline("automatic-speech-recognition", PACKAGE)`` and
-onnxruntime-genai give the same tokens."""
+its check, for each MLX package that runs Whisper (a :class:`WhisperSource`):
+mlx-whisper's folders here (config.json of the model's dimensions,
+``weights.safetensors`` or ``weights.npz``; its greedy ``decode`` with ``fp16=False``),
+mlx-audio's in :mod:`.whisper_audio` (float16, Transformers' tokenizer). The source's
+greedy decode without timestamps, transformers.js's
+``pipeline("automatic-speech-recognition", PACKAGE)`` and onnxruntime-genai give the same
+tokens."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import mlx.core as mx
 import numpy as np
 
-from ..errors import UnsupportedModelError
 from ..targets import UsageError
 from .loading import load_with
 from .seq2seq import Seq2Seq, check_clip, genai_graphs, package_greedy, transformers_js_graphs
 
 
 MLX_WHISPER_WEIGHTS = ("weights.safetensors", "weights.npz")  # what mlx-whisper's loader reads
+
+
+@dataclass(frozen=True)
+class WhisperSource:
+    """What one MLX package's Whisper gives its package and its check."""
+
+    name: str  # the pip package
+    load: Callable[[Path], Any]  # folder -> its Whisper model (dims, encoder, decoder, alignment_heads)
+    tokenizer: Callable[[Any], Any]  # model -> its tokenizer (sot, eot, sot_sequence, non_speech_tokens ...)
+    languages: Callable[[Any], dict]  # tokenizer -> {"<|en|>": id, ...}
+    features: Callable[[np.ndarray, int], mx.array]  # (audio, mels) -> its log-mel features [3000, mels]
+    transcription: Callable[[Any, mx.array], list]  # (model, features) -> its greedy tokens
+    mel_filters: Callable[[int], np.ndarray]  # mels -> its filters [mels, frequency bins]
+    write_tokenizer: Callable[[Any, Path], None]  # (tokenizer, package): tokenizer.json and its config
+    compute: Callable[[Any], Any] = lambda model: None  # the dtype its encoder reads features in (None: float32)
 
 
 def is_whisper_config(config: dict) -> bool:
@@ -36,24 +55,6 @@ def is_mlx_audio_whisper(folder: Path, config: dict) -> bool:
 
 def _has_weights(folder: Path) -> bool:
     return any((folder / name).is_file() for name in MLX_WHISPER_WEIGHTS)
-
-
-def export_mlx_audio_whisper(folder: Path, out: Path, exporter, stage) -> Path:
-    refuse_mlx_audio_whisper(folder)
-
-
-def check_mlx_audio_whisper(package: Path, folder: Path, **options) -> dict:
-    refuse_mlx_audio_whisper(folder)
-
-
-def refuse_mlx_audio_whisper(folder: Path) -> None:
-    """mlx-audio's Whisper folders are not exported yet: the reason, and what works."""
-    raise UnsupportedModelError(
-        f"{folder} is an mlx-audio Whisper folder (Transformers' config or model.safetensors, the tokenizer and "
-        "feature extractor as Transformers files), which mlx2onnx does not export yet: mlx-audio runs Whisper in float16 whatever the "
-        "weights, with the folder's Transformers tokenizer, where the Whisper package is checked against "
-        "mlx-whisper in the folder's own dtype. Convert the checkpoint with mlx-whisper (its convert.py writes "
-        "config.json with Whisper's dimensions and weights.safetensors) and export that folder")
 
 
 def load_whisper_folder(folder: Path):
@@ -84,15 +85,17 @@ class _WholeMask:
         return self.mask
 
 
-def whisper_parts(model) -> Seq2Seq:
-    """mlx-whisper's encoder (float32 features [batch, mels, frames], channels last inside,
-    as its decode runs with ``fp16=False``), each layer's cross projections, and its
-    TextDecoder as one step with a [new, past + new] causal mask, so that any number of
-    new tokens can follow any past."""
+def whisper_parts(model, dtype=None) -> Seq2Seq:
+    """The Whisper model's encoder (float32 features [batch, mels, frames], channels last
+    inside, cast to ``dtype`` first where the source computes in it), each layer's cross
+    projections, and its TextDecoder as one step with a [new, past + new] causal mask, so
+    that any number of new tokens can follow any past; the caches in ``dtype``."""
     dims, decoder, heads = model.dims, model.decoder, model.dims.n_text_head
+    cache = dtype or mx.float32
 
     def encode(features):
-        return model.encoder(features.transpose(0, 2, 1))
+        features = features.transpose(0, 2, 1)
+        return model.encoder(features if dtype is None else features.astype(dtype))
 
     def cross(states):
         return tuple(_heads(proj(states), heads) for block in decoder.blocks
@@ -102,8 +105,8 @@ def whisper_parts(model) -> Seq2Seq:
         n, before = input_ids.shape[1], past[0].shape[2]
         x = decoder.token_embedding(input_ids) + decoder.positional_embedding[before:before + n]
         query, key = mx.arange(before, before + n)[:, None], mx.arange(before + n)[None]
-        dtype = decoder._mask.dtype
-        mask = mx.where(key > query, mx.array(-1e9, dtype), mx.array(0, dtype))
+        mask_dtype = decoder._mask.dtype
+        mask = mx.where(key > query, mx.array(-1e9, mask_dtype), mx.array(0, mask_dtype))
         present = []
         for i, block in enumerate(decoder.blocks):
             own, crossed = (tuple(_merged(c) for c in past[4 * i + j:4 * i + j + 2]) for j in (0, 2))
@@ -115,31 +118,37 @@ def whisper_parts(model) -> Seq2Seq:
     return Seq2Seq(encode, cross, step,
                    mx.array(rng.standard_normal((2, dims.n_mels, 2 * dims.n_audio_ctx)), dtype=mx.float32),
                    {0: "batch_size"},
-                   mx.array(rng.standard_normal((2, dims.n_audio_ctx, dims.n_audio_state)), dtype=mx.float32),
-                   dims.n_text_layer, heads, dims.n_text_state // heads, dims.n_vocab, dims.n_text_ctx)
+                   mx.array(rng.standard_normal((2, dims.n_audio_ctx, dims.n_audio_state)), dtype=cache),
+                   dims.n_text_layer, heads, dims.n_text_state // heads, dims.n_vocab, dims.n_text_ctx, cache)
 
 
 def export_whisper(folder: Path, out: Path, exporter, stage) -> Path:
     """Write the automatic-speech-recognition package of the mlx-whisper folder
     ``folder`` to ``out`` (already checked), whole or not at all."""
+    return export_from(MLX_WHISPER, folder, out, exporter, stage)
+
+
+def export_from(source: WhisperSource, folder: Path, out: Path, exporter, stage) -> Path:
+    """Write the package of the Whisper folder ``folder`` as ``source`` loads it."""
     from ..io.packages import package_folder, save_graphs, write_json_files
     from . import whisper_files as files
 
-    with stage(f"loading {folder} with mlx-whisper"):
-        model = load_whisper_folder(folder)
-        tokenizer = files.whisper_tokenizer(model)
-        parts = whisper_parts(model)
+    with stage(f"loading {folder} with {source.name}"):
+        model = source.load(folder)
+        tokenizer = source.tokenizer(model)
+        parts = whisper_parts(model, source.compute(model))
     with stage("tracing the encoder, the cross-attention projections and the decoder step, and translating them"):
         graphs = {**transformers_js_graphs(parts, exporter, "input_features"), **genai_graphs(parts, exporter)}
+    mels = model.dims.n_mels
     with stage(f"checking and writing {out}"), package_folder(out) as package:
         save_graphs(package, graphs, exporter.check)
         write_json_files(package, {
             "config.json": dict(files.model_config(model.dims, tokenizer), mlx2onnx={"task": "automatic-speech-recognition"}),
-            "generation_config.json": files.generation_config(model, tokenizer),
-            "preprocessor_config.json": files.preprocessor_config(model.dims.n_mels),
+            "generation_config.json": files.generation_config(model, tokenizer, source.languages(tokenizer)),
+            "preprocessor_config.json": files.preprocessor_config(mels, source.mel_filters(mels)),
             "genai_config.json": files.genai_config(model, tokenizer),
-            "audio_processor_config.json": files.audio_processor_config(model.dims.n_mels)})
-        files.write_tokenizer(tokenizer, package)
+            "audio_processor_config.json": files.audio_processor_config(mels)})
+        source.write_tokenizer(tokenizer, package)
     return out
 
 
@@ -159,25 +168,58 @@ def mlx_transcription(model, features: mx.array) -> list[int]:
     return list(decode(model, features, options).tokens)
 
 
-def whisper_prompt(model) -> tuple[int, ...]:
-    from .whisper_files import whisper_tokenizer
-
-    tokenizer = whisper_tokenizer(model)
+def whisper_prompt(tokenizer) -> tuple[int, ...]:
+    """The tokens a greedy decode without timestamps starts from."""
     return (*tokenizer.sot_sequence, tokenizer.no_timestamps)
 
 
 def check_whisper(package: Path, folder: Path, seed: int = 0, atol=None, rtol=None) -> dict:
+    return check_from(MLX_WHISPER, package, folder, seed, atol, rtol)
+
+
+def check_from(source: WhisperSource, package: Path, folder: Path, seed: int = 0, atol=None, rtol=None) -> dict:
     """The package's greedy transcription of a synthesised clip (onnxruntime, plain
-    sessions, the package's prompt and suppressed tokens, mlx-whisper's features) against
-    mlx-whisper's greedy decode of the same features, and the first step's logits."""
-    model = load_whisper_folder(folder)
-    features = mlx_features(check_clip(seed), model.dims.n_mels)
-    want = mlx_transcription(model, features)
+    sessions, the package's prompt and suppressed tokens, the source's features) against
+    the source's greedy decode of the same features, and the first step's logits (at the
+    tolerance of the dtype the source computes them in)."""
+    model = source.load(folder)
+    features = source.features(check_clip(seed), model.dims.n_mels)
+    want = source.transcription(model, features)
     settings = json.loads((package / "generation_config.json").read_text())
-    prompt = list(whisper_prompt(model))
+    prompt = list(whisper_prompt(source.tokenizer(model)))
     got, logits, decoder = package_greedy(package, np.array(features).T, prompt, model.dims.n_text_ctx // 2,
                                           settings["eos_token_id"], settings["suppress_tokens"],
                                           settings["begin_suppress_tokens"], atol, rtol)
-    want_logits = model.decoder(mx.array([prompt]), model.encoder(features[None]))[0][0, -1]
+    dtype = source.compute(model)
+    states = model.encoder(features[None] if dtype is None else features[None].astype(dtype))
+    want_logits = model.decoder(mx.array([prompt]), states)[0][0, -1]
     row = decoder.tokens_row("2 s of tones and noise", got, want, logits, want_logits, settings["eos_token_id"])
     return decoder.result("automatic-speech-recognition", package, folder, [row])
+
+
+def _mlx_whisper_tokenizer(model):
+    from .whisper_files import whisper_tokenizer
+
+    return whisper_tokenizer(model)
+
+
+def _mlx_whisper_languages(tokenizer) -> dict:
+    from mlx_whisper.tokenizer import LANGUAGES
+
+    return {t: i for t, i in tokenizer.special_tokens.items() if t.strip("<|>") in LANGUAGES}
+
+
+def _mlx_whisper_filters(n_mels: int) -> np.ndarray:
+    from mlx_whisper.audio import mel_filters
+
+    return np.array(mel_filters(n_mels))
+
+
+def _mlx_whisper_write_tokenizer(tokenizer, package: Path) -> None:
+    from .whisper_files import write_tokenizer
+
+    write_tokenizer(tokenizer, package)
+
+
+MLX_WHISPER = WhisperSource("mlx-whisper", load_whisper_folder, _mlx_whisper_tokenizer, _mlx_whisper_languages,
+                            mlx_features, mlx_transcription, _mlx_whisper_filters, _mlx_whisper_write_tokenizer)

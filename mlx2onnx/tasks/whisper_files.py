@@ -1,8 +1,9 @@
-"""The files beside a Whisper package's graphs, from what mlx-whisper itself uses:
-config.json and generation_config.json (its token ids, the tokens its greedy decode
-suppresses), preprocessor_config.json (its log-mel frontend, with its own mel filters so
-that the runtimes compute its features), and its tiktoken vocabulary converted to a
-tokenizer.json (through transformers' TikTokenConverter)."""
+"""The files beside a Whisper package's graphs, from what the MLX package that runs it
+uses (mlx-whisper or mlx-audio, :class:`~.whisper.WhisperSource`): config.json and
+generation_config.json (its token ids, the tokens its greedy decode suppresses),
+preprocessor_config.json (its log-mel frontend, with its own mel filters so that the
+runtimes compute its features), onnxruntime-genai's configs, and mlx-whisper's tiktoken
+vocabulary converted to a tokenizer.json (through transformers' TikTokenConverter)."""
 
 from __future__ import annotations
 
@@ -43,10 +44,10 @@ def model_config(dims, tokenizer) -> dict:
             "bos_token_id": tokenizer.eot, "begin_suppress_tokens": suppressed(tokenizer)[1]}
 
 
-def generation_config(model, tokenizer) -> dict:
+def generation_config(model, tokenizer, languages: dict) -> dict:
+    """The token ids and suppressed tokens of the source's greedy decode; ``languages``:
+    {"<|en|>": id, ...} of a multilingual model."""
     every, first = suppressed(tokenizer)
-    special = tokenizer.special_tokens
-    languages = {t: i for t, i in special.items() if t.strip("<|>") in _language_codes()}
     config = {"decoder_start_token_id": tokenizer.sot, "eos_token_id": tokenizer.eot, "pad_token_id": tokenizer.eot,
               "bos_token_id": tokenizer.eot, "is_multilingual": bool(model.is_multilingual),
               "no_timestamps_token_id": tokenizer.no_timestamps, "suppress_tokens": every,
@@ -58,25 +59,16 @@ def generation_config(model, tokenizer) -> dict:
     return config
 
 
-def _language_codes() -> set[str]:
-    from mlx_whisper.tokenizer import LANGUAGES
-
-    return set(LANGUAGES)
-
-
-def preprocessor_config(n_mels: int) -> dict:
-    """WhisperFeatureExtractor's options with mlx-whisper's mel filters ([mels, frequency
-    bins], as transformers.js indexes them): the same features as
-    ``mlx_whisper.audio.log_mel_spectrogram`` (its filters come from librosa; the
-    runtimes' own would be computed anew)."""
-    from mlx_whisper.audio import mel_filters
-
-    filters = np.array(mel_filters(n_mels))
+def preprocessor_config(n_mels: int, filters: np.ndarray) -> dict:
+    """WhisperFeatureExtractor's options with the source's own mel filters ([mels,
+    frequency bins], as transformers.js indexes them): the same features as the source's
+    log-mel frontend (mlx-whisper's filters come from librosa, mlx-audio computes its own;
+    the runtimes' would be computed anew)."""
     return {"feature_extractor_type": "WhisperFeatureExtractor", "processor_class": "WhisperProcessor",
             "feature_size": n_mels, "sampling_rate": SAMPLE_RATE, "hop_length": HOP_LENGTH,
             "chunk_length": CHUNK_SECONDS, "n_fft": N_FFT, "n_samples": SAMPLE_RATE * CHUNK_SECONDS,
             "nb_max_frames": SAMPLE_RATE * CHUNK_SECONDS // HOP_LENGTH, "padding_side": "right",
-            "padding_value": 0.0, "return_attention_mask": False, "mel_filters": filters.tolist()}
+            "padding_value": 0.0, "return_attention_mask": False, "mel_filters": np.asarray(filters).tolist()}
 
 
 def write_tokenizer(tokenizer, package: Path) -> None:

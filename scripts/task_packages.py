@@ -64,6 +64,7 @@ ROWS = [  # (task, MLX package, architecture, variant)
     ("image-text-to-text", "mlx-vlm", "idefics3", "float32"),
     ("image-text-to-text", "mlx-vlm", "idefics3", "4-bit"),
     ("image-text-to-text", "mlx-vlm", "idefics3", "bfloat16"),
+    ("image-text-to-text", "mlx-vlm", "idefics3 (tiles)", "float32"),
     ("image-text-to-text", "mlx-vlm", "qwen2_vl", "float32"),
     ("image-text-to-text", "mlx-vlm", "qwen2_vl", "4-bit"),
     ("image-text-to-text", "mlx-vlm", "qwen2_vl", "bfloat16"),
@@ -85,6 +86,8 @@ def write_folder(where: Path, source: str, architecture: str, variant: str) -> P
         return zoo.write_whisper_folder(where / "folder", **options)
     if architecture == "moonshine":
         return zoo.write_moonshine_folder(where / "folder", **options)
+    if architecture == "idefics3 (tiles)":
+        return zoo.write_vlm_folder(where / "folder", "idefics3", split=True, **options)
     if architecture in ("gemma3", "idefics3", "qwen2_vl", "qwen2_5_vl"):
         return zoo.write_vlm_folder(where / "folder", architecture, **options)
     if architecture in ("resnet18", "mobilenet_v2"):
@@ -133,8 +136,11 @@ def transformers_js(task: str, source: str, architecture: str, variant: str, fol
 
 def vision_language(architecture: str, folder: Path, package: Path, where: Path) -> str:
     """transformers.js's processor and model on a PNG and a prompt, against mlx-vlm's
-    generation on the processor's ids and the same pixels."""
+    generation on the processor's ids and the same pixels (for split images: the
+    processor's tiles and global image; the global image is also compared with
+    transformers' Python processor, mlx-vlm's own, and mlx-vlm's tokens on its pixels)."""
     import mlx.core as mx
+    import numpy as np
     from mlx_vlm.utils import load_model
     from PIL import Image
 
@@ -142,6 +148,22 @@ def vision_language(architecture: str, folder: Path, package: Path, where: Path)
     from mlx2onnx.tasks.vision_language import mlx_vlm_tokens
 
     model = load_model(folder)
+    if architecture == "idefics3 (tiles)":
+        tile = model.config.vision_config.image_size
+        image = zoo.generated_image(tile, seed=4, width=2 * tile)
+        Image.fromarray(image).save(where / "image.png")
+        heard = json.loads(zoo._node("transformers_vlm.mjs", str(package), str(where / "image.png"), "12",
+                                     zoo.VLM_PROMPTS["idefics3"], str(where / "pixels.f32"))[-1])
+        pixels = np.fromfile(where / "pixels.f32", np.float32).reshape(heard["pixel_dims"])
+        mask = np.ones((*pixels.shape[:2], *pixels.shape[3:]), bool)
+        want = mlx_vlm_tokens(model, mx.array([heard["ids"]]), {"pixel_values": pixels, "pixel_attention_mask": mask},
+                              12)[0]
+        python = transformers_idefics3_pixels(folder, where / "image.png")
+        same = heard["tokens"] == want
+        own = mlx_vlm_tokens(model, mx.array([heard["ids"]]), python, 12)[0] == want
+        return (f"{'PASS' if same else 'FAIL'}: {len(want)} greedy tokens {'equal' if same else 'differ'} "
+                f"({pixels.shape[1] - 1} tiles and a global image; the global image {np.abs(python['pixel_values'] - pixels).max():.2g} "
+                f"off transformers' Python processor's, whose pixels give mlx-vlm {'the same' if own else 'other'} tokens)")
     image = zoo.generated_image(zoo.VLM_IMAGE_SIZES.get(architecture) or model.config.vision_config.image_size, seed=4)
     Image.fromarray(image).save(where / "image.png")
     heard = json.loads(zoo._node("transformers_vlm.mjs", str(package), str(where / "image.png"), "12",
@@ -149,6 +171,18 @@ def vision_language(architecture: str, folder: Path, package: Path, where: Path)
     want = mlx_vlm_tokens(model, mx.array([heard["ids"]]), zoo.vlm_pixels(architecture, image), 12)[0]
     same = heard["tokens"] == want
     return f"{'PASS' if same else 'FAIL'}: {len(want)} greedy tokens {'equal' if same else 'differ'}"
+
+
+def transformers_idefics3_pixels(folder: Path, png: Path) -> dict:
+    """transformers' Idefics3ImageProcessor (mlx-vlm's processor) with the folder's options."""
+    from PIL import Image
+    from transformers import Idefics3ImageProcessor
+
+    options = json.loads((folder / "preprocessor_config.json").read_text())
+    for key in ("image_processor_type", "processor_class"):
+        options.pop(key, None)
+    out = Idefics3ImageProcessor(**options)(Image.open(png), return_tensors="np")
+    return {"pixel_values": out["pixel_values"], "pixel_attention_mask": out["pixel_attention_mask"]}
 
 
 def genai_vision_language(architecture: str, folder: Path, package: Path, where: Path) -> str:

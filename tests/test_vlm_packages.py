@@ -6,8 +6,10 @@ tokens), exported with ``mlx2onnx export``, checked with ``mlx2onnx check`` and 
 transformers.js under Node (its processor expands the image tokens and preprocesses the
 PNG; its model runs the three graphs and merges the image features), and the gemma3
 package by onnxruntime-genai's gemma3 type (its own processor on the PNG, its embedding
-model merging inside the graph), and the Qwen-VL packages by its qwen2_5_vl type: the greedy tokens are mlx-vlm's generation on the same
-ids and pixels (float32, 4-bit and bfloat16 folders).
+model merging inside the graph), and the Qwen-VL packages by its qwen2_5_vl type: the
+greedy tokens are mlx-vlm's generation on the same ids and pixels (float32, 4-bit and
+bfloat16 folders). A SmolVLM folder whose processor splits images into tiles runs split in
+transformers.js.
 """
 
 from __future__ import annotations
@@ -73,6 +75,47 @@ def test_vlm_folder_generates_mlx_vlm_tokens_in_transformers_js(tmp_path, vlm_pa
                                  zoo.VLM_PROMPTS[architecture])[-1])
     want = _mlx_tokens(folder, heard["ids"], zoo.vlm_pixels(architecture, image))
     assert len(set(want)) > 1  # greedy tokens that tell a wrong logit from a right one
+    assert heard["tokens"] == want
+
+
+@pytest.mark.parametrize("height,width", [(32, 64), (64, 64)])
+def test_idefics3_splits_images_into_tiles_in_transformers_js(tmp_path_factory, tmp_path, height, width):
+    """A SmolVLM folder whose processor splits images: transformers.js cuts the image
+    (longest edge two tiles of the tower's 32 pixels) into 1 x 2 or 2 x 2 tiles, each
+    exactly the image's pixels there, and adds a global image; the prompt names each
+    tile's row and column; the package's greedy tokens are mlx-vlm's on the processor's ids
+    and tiles. (The global image is resized by each library's own filter: measured in
+    docs/packages.md.)"""
+    from PIL import Image
+
+    pytest.importorskip("mlx_vlm.utils")
+    where = tmp_path_factory.mktemp("idefics3split")
+    folder = zoo.write_vlm_folder(where / "folder", "idefics3", split=True)
+    package = where / "package"
+    cli("export", folder, "-o", package, cwd=where, check_rc=0)
+    processor = json.loads((package / "preprocessor_config.json").read_text())
+    assert processor["do_image_splitting"] and processor["size"] == {"longest_edge": 64}
+    checked = cli("check", package, folder, "--json", cwd=tmp_path)
+    assert checked.returncode == 0 and json.loads(checked.stdout)["passed"], checked.stdout + checked.stderr
+    if not _node_available():
+        pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
+    image = zoo.generated_image(height, seed=4, width=width)
+    Image.fromarray(image).save(tmp_path / "image.png")
+    heard = json.loads(zoo._node("transformers_vlm.mjs", str(package), str(tmp_path / "image.png"), "12",
+                                 zoo.VLM_PROMPTS["idefics3"], str(tmp_path / "pixels.f32"))[-1])
+    rows, cols = height // 32, width // 32
+    assert heard["pixel_dims"] == [1, rows * cols + 1, 3, 32, 32]
+    pixels = np.fromfile(tmp_path / "pixels.f32", np.float32).reshape(heard["pixel_dims"])
+    scaled = zoo.vlm_pixels("idefics3", image)["pixel_values"][0, 0]
+    for k in range(rows * cols):
+        r, c = divmod(k, cols)
+        np.testing.assert_array_equal(pixels[0, k], scaled[:, 32 * r:32 * r + 32, 32 * c:32 * c + 32])
+    tokens = json.loads((package / "tokenizer.json").read_text())["added_tokens"]
+    named = {t["id"] for t in tokens if t["content"].startswith("<row_")}
+    assert len(named & set(heard["ids"])) == rows * cols
+    mask = np.ones((1, rows * cols + 1, 32, 32), bool)
+    want = _mlx_tokens(folder, heard["ids"], {"pixel_values": pixels, "pixel_attention_mask": mask})
+    assert len(set(want)) > 1
     assert heard["tokens"] == want
 
 

@@ -832,7 +832,7 @@ def genai_transcription(package, wav, max_length: int) -> list[int]:
 VLM_SPECIALS = {
     "gemma3": ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_image>", "<end_of_image>", "<image_soft_token>"],
     "idefics3": ["<pad>", "<eos>", "<bos>", "<unk>", "<fake_token_around_image>", "<global-img>", "<image>",
-                 "<end_of_utterance>"],
+                 "<end_of_utterance>", *(f"<row_{r}_col_{c}>" for r in (1, 2) for c in (1, 2))],
     "qwen2_vl": ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
                  "<|video_pad|>"],
 }
@@ -883,12 +883,13 @@ def _vlm_settings(architecture: str, ids: dict, vocab: int) -> dict:
 
 
 def write_vlm_folder(folder, architecture: str = "gemma3", scale: float | None = None, dtype=None,
-                     bits: int | None = None):
-    """An mlx-vlm folder (gemma3 or idefics3) as mlx-vlm's save functions write it
-    (config.json with text and vision configs, model.safetensors with the vision tower),
-    a byte-level BPE tokenizer trained here with the architecture's image tokens, its
-    tokenizer_config naming them (as transformers.js's processors read them) and a chat
-    template."""
+                     bits: int | None = None, split: bool = False):
+    """An mlx-vlm folder as mlx-vlm's save functions write it (config.json with text and
+    vision configs, model.safetensors with the vision tower), a byte-level BPE tokenizer
+    trained here with the architecture's image tokens, its tokenizer_config naming them (as
+    transformers.js's processors read them) and a chat template; ``split`` (idefics3):
+    SmolVLM's processor files beside, which split an image into tiles of the tower's size
+    (longest edge resized to two tiles) and add a global image."""
     scale = VLM_SCALES.get(architecture, 0.1) if scale is None else scale
     module = pytest.importorskip(f"mlx_vlm.models.{architecture}.{architecture}")
     configs = pytest.importorskip(f"mlx_vlm.models.{architecture}.config")
@@ -922,6 +923,14 @@ def write_vlm_folder(folder, architecture: str = "gemma3", scale: float | None =
                                                                "bos_token_id": ids.get("<bos>")}))
     (folder / "chat_template.jinja").write_text(
         "{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n{% endfor %}")
+    if split:
+        tile = settings["vision_config"]["image_size"]
+        (folder / "preprocessor_config.json").write_text(json.dumps({
+            "image_processor_type": "Idefics3ImageProcessor", "processor_class": "Idefics3Processor",
+            "do_convert_rgb": True, "do_image_splitting": True, "do_normalize": True, "do_pad": True,
+            "do_rescale": True, "do_resize": True, "image_mean": [0.5] * 3, "image_std": [0.5] * 3,
+            "max_image_size": {"longest_edge": tile}, "resample": 1, "rescale_factor": 1 / 255,
+            "size": {"longest_edge": 2 * tile}}))
     return folder
 
 

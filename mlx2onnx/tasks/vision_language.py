@@ -161,7 +161,7 @@ def export_vision_language(folder: Path, out: Path, exporter, stage) -> Path:
             notes["transformers.js"] = ("cannot run: the folder has no chat_template.jinja, which transformers.js's "
                                         "Gemma3 processor loads")
         written = config if arch.package_config is None else arch.package_config(config)
-        write_json_files(package, {"config.json": dict(written, mlx2onnx=notes), **arch.processor_configs(model),
+        write_json_files(package, {"config.json": dict(written, mlx2onnx=notes), **arch.processor_configs(model, folder),
                                    **genai})
         copy_present(folder, package, ("generation_config.json", *TOKENIZER_FILES))
     return out

@@ -21,7 +21,7 @@ class Architecture:
     # (model, input_ids, pixel inputs) -> (mlx-vlm's merged embeddings, what its generation
     # passes the language model's first step besides them)
     mlx_embeddings: Callable
-    processor_configs: Callable  # model -> {file: content} for transformers.js's processor
+    processor_configs: Callable  # (model, folder) -> {file: content} for transformers.js's processor
     # (model, folder, layout, exporter, the package's graphs) -> (graphs, files, reason) or None
     genai: Callable | None
     image_prompt: Callable  # model -> the token ids one image of the check's pixel inputs takes in a prompt

@@ -50,7 +50,7 @@ def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> tuple[mx.array, 
                                       mask=mx.ones_like(input_ids)).inputs_embeds, {}
 
 
-def processor_configs(model) -> dict[str, dict]:
+def processor_configs(model, folder=None) -> dict[str, dict]:
     """transformers.js's Gemma3 processor files: the image processor (mlx-vlm's SigLIP
     input: resize to image_size, 1/255, mean and std 0.5) and the image token count."""
     size = model.config.vision_config.image_size

@@ -1,18 +1,22 @@
 """mlx-vlm's idefics3 (SmolVLM) as an image-text-to-text package (:mod:`.vision_language`):
 its SigLIP tower over each image, the pixel-shuffle connector, the plain text
-embeddings, and transformers.js's Idefics3 processor files (one global image per image,
-resized to the tower's size: ``do_image_splitting`` false). onnxruntime-genai has no
+embeddings, and transformers.js's Idefics3 processor files: images split into tiles of
+the tower's size plus one global image where the folder's processor splits them
+(SmolVLM's ``do_image_splitting``), else the global image alone. onnxruntime-genai has no
 idefics3 type.
 
 Whole images only: mlx-vlm drops images whose pixels are all zero and buckets the patch
 positions of partly masked ones with Python numbers read from the mask (``int()`` of an
-array, which no exported graph can follow). Resized to the tower's size without splitting,
-every image transformers.js gives for one prompt is whole (its pixel mask all true),
-where mlx-vlm's tower equals its unmasked path; the graph takes ``pixel_attention_mask``
-and does not read it. A batch of prompts with different image counts (padded images) is
-outside what the package serves."""
+array, which no exported graph can follow). Every tile and global image transformers.js
+gives for one prompt is whole (it resizes to multiples of the tile size before cutting;
+its pixel mask is all true), where mlx-vlm's tower equals its unmasked path; the graph
+takes ``pixel_attention_mask`` and does not read it. A batch of prompts with different
+tile or image counts (padded with zero images) is outside what the package serves."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
@@ -63,15 +67,29 @@ def image_tokens(model) -> int:
     return (vision.image_size // vision.patch_size) ** 2 // model.config.scale_factor ** 2
 
 
-def processor_configs(model) -> dict[str, dict]:
-    """transformers.js's Idefics3 processor files: one global image resized to the tower's
-    image_size, scaled to [-1, 1] (SigLIP's mean and std 0.5), and its token count."""
+def splitting(model, folder: Path | None) -> dict:
+    """The image processor's splitting options: the folder's own (SmolVLM's
+    preprocessor_config.json: ``do_image_splitting``, ``size.longest_edge`` the longest edge
+    an image is resized to before it is cut into tiles of the tower's size, ``resample``),
+    else one global image at the tower's size."""
+    size = model.config.vision_config.image_size
+    path = None if folder is None else folder / "preprocessor_config.json"
+    source = json.loads(path.read_text()) if path is not None and path.is_file() else {}
+    longest = (source.get("size") or {}).get("longest_edge")
+    if not (source.get("do_image_splitting") and longest):
+        return {"do_image_splitting": False, "size": {"longest_edge": size}, "resample": 2}
+    return {"do_image_splitting": True, "size": {"longest_edge": longest}, "resample": source.get("resample", 2)}
+
+
+def processor_configs(model, folder: Path | None = None) -> dict[str, dict]:
+    """transformers.js's Idefics3 processor files: tiles of the tower's image_size (and one
+    global image resized to it), or the global image alone (:func:`splitting`), scaled to
+    [-1, 1] (SigLIP's mean and std 0.5), and the image token count of each."""
     size = model.config.vision_config.image_size
     image = {"image_processor_type": "Idefics3ImageProcessor", "processor_class": "Idefics3Processor",
-             "do_resize": True, "size": {"longest_edge": size}, "max_image_size": {"longest_edge": size},
-             "do_image_splitting": False, "resample": 2, "do_rescale": True, "rescale_factor": 1 / 255,
-             "do_normalize": True, "image_mean": [0.5] * 3, "image_std": [0.5] * 3, "do_pad": True,
-             "do_convert_rgb": True}
+             "do_resize": True, "max_image_size": {"longest_edge": size}, "do_rescale": True,
+             "rescale_factor": 1 / 255, "do_normalize": True, "image_mean": [0.5] * 3, "image_std": [0.5] * 3,
+             "do_pad": True, "do_convert_rgb": True, **splitting(model, folder)}
     return {"preprocessor_config.json": image,
             "processor_config.json": {"processor_class": "Idefics3Processor", "image_seq_len": image_tokens(model)}}
 

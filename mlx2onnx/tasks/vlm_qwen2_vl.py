@@ -273,7 +273,7 @@ def qwen_architecture(processor: str, grid_name: str, check_grid: int, package_c
         return [config.vision_start_token_id] + [config.image_token_id] * (check_grid ** 2 // _merge(model) ** 2)
 
     return Architecture(processor.removesuffix("Processor"), embeddings, None, vision_inputs, {}, text_function,
-                        mlx_embeddings, lambda model: processor_configs(model, processor),
+                        mlx_embeddings, lambda model, folder: processor_configs(model, processor),
                         lambda model, folder, layout, exporter, graphs: genai_files(model, folder, layout, exporter,
                                                                                     graphs, grid_name),
                         image_prompt,

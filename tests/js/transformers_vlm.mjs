@@ -1,10 +1,13 @@
 // transformers.js image-text-to-text on a package folder, under Node:
-// node transformers_vlm.mjs PACKAGE IMAGE.png NEW_TOKENS TEXT -> one JSON line {"ids": the
-// processor's input_ids (the image tokens expanded), "tokens": the model's greedy tokens after them}
+// node transformers_vlm.mjs PACKAGE IMAGE.png NEW_TOKENS TEXT [PIXELS.f32] -> one JSON line {"ids":
+// the processor's input_ids (the image tokens expanded), "tokens": the model's greedy tokens after
+// them, "pixel_dims": the processor's pixel_values dims}; with PIXELS.f32, its pixel_values
+// written there as raw little-endian float32
+import fs from "node:fs";
 import path from "node:path";
 import { AutoModelForImageTextToText, AutoProcessor, RawImage, env } from "@huggingface/transformers";
 
-const [pkg, imageFile, count, text] = process.argv.slice(2);
+const [pkg, imageFile, count, text, pixelsFile] = process.argv.slice(2);
 env.allowRemoteModels = false;
 env.localModelPath = path.dirname(path.resolve(pkg)) + path.sep;
 const name = path.basename(path.resolve(pkg));
@@ -13,5 +16,7 @@ const model = await AutoModelForImageTextToText.from_pretrained(name, { dtype: "
 const image = await RawImage.read(imageFile);
 const inputs = await processor(text, image);
 const ids = Array.from(inputs.input_ids.data, Number);
+if (pixelsFile) fs.writeFileSync(pixelsFile, Buffer.from(inputs.pixel_values.data.buffer));
 const out = await model.generate({ ...inputs, max_new_tokens: Number(count), do_sample: false });
-console.log(JSON.stringify({ ids, tokens: Array.from(out.data, Number).slice(ids.length) }));
+console.log(JSON.stringify({ ids, tokens: Array.from(out.data, Number).slice(ids.length),
+                             pixel_dims: inputs.pixel_values.dims }));

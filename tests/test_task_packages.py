@@ -14,9 +14,11 @@ from __future__ import annotations
 import json
 
 import mlx.core as mx
+import mlx.nn as nn
 import numpy as np
 import onnx
 import pytest
+from mlx.utils import tree_flatten
 
 import zoo
 from test_cli import cli
@@ -120,6 +122,13 @@ def test_image_folder_identification(tmp_path):
     (folder / "other.safetensors").unlink()
     bad = cli("export", folder, "-o", tmp_path / "package", cwd=tmp_path)
     assert bad.returncode != 0 and "match no mlx-image model" in bad.stderr
+    assert not (tmp_path / "package").exists()
+    # a quantized mlx-image model (mlx-image writes and loads none): refused, saying so
+    model = zoo.mlxim_classifier("resnet18")
+    nn.quantize(model, 32, 4, class_predicate=lambda p, m: isinstance(m, nn.Linear) and m.weight.shape[-1] % 32 == 0)
+    mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())))
+    bad = cli("export", folder, "-o", tmp_path / "package", cwd=tmp_path)
+    assert bad.returncode == 2 and "quantized layers" in bad.stderr and "float weights" in bad.stderr, bad.stderr
     assert not (tmp_path / "package").exists()
 
 

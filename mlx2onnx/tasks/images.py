@@ -61,9 +61,12 @@ def identify(folder: Path) -> tuple[str, int]:
         if {k: tuple(v.shape) for k, v in tree_flatten(build(num_classes=classes).parameters())} == weights:
             matches.append((name, classes))
     if not matches:
+        quantized = any(k.endswith(".scales") for k in weights)  # mlx-image builds and loads no quantized layer
         raise UsageError(f"{folder} has no config.json, which an mlx-lm or mlx-embeddings model folder holds, and "
                          f"the weights in {path.name} match no mlx-image model (their parameter names and shapes are "
-                         "those of none of mlxim.model.list_models())")
+                         "those of none of mlxim.model.list_models())"
+                         + ("; they hold quantized layers (.scales), which mlx-image neither writes nor loads: export "
+                            "the float weights" if quantized else ""))
     named = [m for m in matches if f"{m[0]}-mlxim" in str(folder.resolve())]
     if len(matches) > 1 and len(named) != 1 and len({_transform(m) for m, _ in matches}) > 1:
         raise UsageError(f"the weights in {path} fit the mlx-image models {', '.join(m for m, _ in matches)}, which "

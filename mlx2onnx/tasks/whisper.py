@@ -19,6 +19,7 @@ import mlx.core as mx
 import numpy as np
 
 from ..targets import UsageError
+from . import whisper_files as files
 from .loading import load_with
 from .seq2seq import Seq2Seq, check_clip, genai_graphs, package_greedy, transformers_js_graphs
 
@@ -85,6 +86,11 @@ class _WholeMask:
         return self.mask
 
 
+def computed(features: mx.array, dtype) -> mx.array:
+    """The features as the source's encoder reads them: cast to ``dtype`` (None: as given)."""
+    return features if dtype is None else features.astype(dtype)
+
+
 def whisper_parts(model, dtype=None) -> Seq2Seq:
     """The Whisper model's encoder (float32 features [batch, mels, frames], channels last
     inside, cast to ``dtype`` first where the source computes in it), each layer's cross
@@ -94,8 +100,7 @@ def whisper_parts(model, dtype=None) -> Seq2Seq:
     cache = dtype or mx.float32
 
     def encode(features):
-        features = features.transpose(0, 2, 1)
-        return model.encoder(features if dtype is None else features.astype(dtype))
+        return model.encoder(computed(features.transpose(0, 2, 1), dtype))
 
     def cross(states):
         return tuple(_heads(proj(states), heads) for block in decoder.blocks
@@ -131,7 +136,6 @@ def export_whisper(folder: Path, out: Path, exporter, stage) -> Path:
 def export_from(source: WhisperSource, folder: Path, out: Path, exporter, stage) -> Path:
     """Write the package of the Whisper folder ``folder`` as ``source`` loads it."""
     from ..io.packages import package_folder, save_graphs, write_json_files
-    from . import whisper_files as files
 
     with stage(f"loading {folder} with {source.name}"):
         model = source.load(folder)
@@ -190,36 +194,11 @@ def check_from(source: WhisperSource, package: Path, folder: Path, seed: int = 0
     got, logits, decoder = package_greedy(package, np.array(features).T, prompt, model.dims.n_text_ctx // 2,
                                           settings["eos_token_id"], settings["suppress_tokens"],
                                           settings["begin_suppress_tokens"], atol, rtol)
-    dtype = source.compute(model)
-    states = model.encoder(features[None] if dtype is None else features[None].astype(dtype))
+    states = model.encoder(computed(features[None], source.compute(model)))
     want_logits = model.decoder(mx.array([prompt]), states)[0][0, -1]
     row = decoder.tokens_row("2 s of tones and noise", got, want, logits, want_logits, settings["eos_token_id"])
     return decoder.result("automatic-speech-recognition", package, folder, [row])
 
 
-def _mlx_whisper_tokenizer(model):
-    from .whisper_files import whisper_tokenizer
-
-    return whisper_tokenizer(model)
-
-
-def _mlx_whisper_languages(tokenizer) -> dict:
-    from mlx_whisper.tokenizer import LANGUAGES
-
-    return {t: i for t, i in tokenizer.special_tokens.items() if t.strip("<|>") in LANGUAGES}
-
-
-def _mlx_whisper_filters(n_mels: int) -> np.ndarray:
-    from mlx_whisper.audio import mel_filters
-
-    return np.array(mel_filters(n_mels))
-
-
-def _mlx_whisper_write_tokenizer(tokenizer, package: Path) -> None:
-    from .whisper_files import write_tokenizer
-
-    write_tokenizer(tokenizer, package)
-
-
-MLX_WHISPER = WhisperSource("mlx-whisper", load_whisper_folder, _mlx_whisper_tokenizer, _mlx_whisper_languages,
-                            mlx_features, mlx_transcription, _mlx_whisper_filters, _mlx_whisper_write_tokenizer)
+MLX_WHISPER = WhisperSource("mlx-whisper", load_whisper_folder, files.whisper_tokenizer, files.mlx_whisper_languages,
+                            mlx_features, mlx_transcription, files.mlx_whisper_filters, files.write_tokenizer)

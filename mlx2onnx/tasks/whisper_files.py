@@ -59,6 +59,20 @@ def generation_config(model, tokenizer, languages: dict) -> dict:
     return config
 
 
+def mlx_whisper_languages(tokenizer) -> dict:
+    """{"<|en|>": id, ...} of mlx-whisper's tokenizer."""
+    from mlx_whisper.tokenizer import LANGUAGES
+
+    return {t: i for t, i in tokenizer.special_tokens.items() if t.strip("<|>") in LANGUAGES}
+
+
+def mlx_whisper_filters(n_mels: int) -> np.ndarray:
+    """mlx-whisper's mel filters [mels, frequency bins] (librosa's, shipped with it)."""
+    from mlx_whisper.audio import mel_filters
+
+    return np.array(mel_filters(n_mels))
+
+
 def preprocessor_config(n_mels: int, filters: np.ndarray) -> dict:
     """WhisperFeatureExtractor's options with the source's own mel filters ([mels,
     frequency bins], as transformers.js indexes them): the same features as the source's

@@ -168,14 +168,24 @@ def test_whisper_folder_without_weights_is_refused(tmp_path):
     assert not (tmp_path / "package").exists()
 
 
-def test_mlx_audio_whisper_folder_with_whisper_dimensions_exports(tmp_path):
+@pytest.mark.parametrize("layout", ["dimensions", "transformers-weights"])
+def test_mlx_audio_whisper_folder_layouts_export(tmp_path, layout):
     """mlx-audio also reads Whisper's dimensions as config.json beside model.safetensors
-    (where mlx-whisper reads weights.safetensors): the same package, checked."""
+    (where mlx-whisper reads weights.safetensors), and a Transformers checkpoint's names
+    and convolution layout: mlx-audio loads the same model from each (every parameter
+    equal to the MLX layout's), and the package is checked against it."""
     pytest.importorskip("mlx_audio.stt.models.whisper.decoding")
-    from mlx2onnx.tasks import folder_kind
+    from mlx.utils import tree_flatten
 
-    folder = zoo.write_mlx_audio_whisper_folder(tmp_path / "folder", layout="dimensions")
+    from mlx2onnx.tasks import folder_kind
+    from mlx2onnx.tasks.whisper_audio import load_mlx_audio_whisper
+
+    folder = zoo.write_mlx_audio_whisper_folder(tmp_path / "folder", layout=layout)
     assert folder_kind(folder) == "mlx-audio whisper"
+    same = zoo.write_mlx_audio_whisper_folder(tmp_path / "mlx-layout")
+    loaded, reference = (dict(tree_flatten(load_mlx_audio_whisper(f).parameters())) for f in (folder, same))
+    assert loaded.keys() == reference.keys()
+    assert all(mx.array_equal(loaded[k], reference[k]) for k in reference)
     cli("export", folder, "-o", tmp_path / "package", cwd=tmp_path, check_rc=0)
     assert _checked(tmp_path, folder, tmp_path / "package", ("encoder.onnx",))["rows"][0]["passed"]
 

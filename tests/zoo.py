@@ -664,10 +664,37 @@ def write_whisper_folder(folder, dims: dict | None = None, bits: int | None = No
     return folder
 
 
+# MLX Whisper names -> Transformers' (mlx-audio's sanitize maps them back)
+_TRANSFORMERS_WHISPER_NAMES = [("decoder.positional_embedding", "decoder.embed_positions.weight"),
+                               ("encoder.ln_post.", "encoder.layer_norm."), ("decoder.ln.", "decoder.layer_norm."),
+                               ("encoder.blocks.", "encoder.layers."), ("decoder.blocks.", "decoder.layers."),
+                               (".attn_ln.", ".self_attn_layer_norm."), (".mlp_ln.", ".final_layer_norm."),
+                               (".cross_attn_ln.", ".encoder_attn_layer_norm."), (".mlp1.", ".fc1."),
+                               (".mlp2.", ".fc2."), (".cross_attn.query.", ".encoder_attn.q_proj."),
+                               (".cross_attn.key.", ".encoder_attn.k_proj."),
+                               (".cross_attn.value.", ".encoder_attn.v_proj."),
+                               (".cross_attn.out.", ".encoder_attn.out_proj."), (".attn.query.", ".self_attn.q_proj."),
+                               (".attn.key.", ".self_attn.k_proj."), (".attn.value.", ".self_attn.v_proj."),
+                               (".attn.out.", ".self_attn.out_proj."),
+                               ("decoder.token_embedding.", "decoder.embed_tokens.")]
+
+
+def _transformers_whisper_weights(weights: dict) -> dict:
+    out = {}
+    for name, value in weights.items():
+        for mlx_name, name_there in _TRANSFORMERS_WHISPER_NAMES:
+            name = name.replace(mlx_name, name_there)
+        if ".conv" in name and name.endswith("weight"):
+            value = value.transpose(0, 2, 1)  # [out, kernel, in] -> Transformers' [out, in, kernel]
+        out["model." + name] = value
+    return out
+
+
 def write_mlx_audio_whisper_folder(folder, bits: int | None = None, dtype=None, layout: str = "transformers"):
     """An mlx-audio Whisper folder as the hub holds them: config.json (Transformers'
     WhisperConfig, or with ``layout="dimensions"`` Whisper's dimensions), model.safetensors
-    in MLX's layout, and the files transformers' WhisperProcessor loads (the Whisper
+    in MLX's layout (``layout="transformers-weights"``: Transformers' names and convolution
+    layout, as a Transformers Whisper checkpoint holds them), and the files transformers' WhisperProcessor loads (the Whisper
     tokenizer, mlx-whisper's vocabulary, and its feature extractor); random weights as in
     :func:`write_whisper_folder`. ``dtype``: the stored weights' (mlx-audio computes in
     float16 whatever they are)."""
@@ -689,7 +716,10 @@ def write_mlx_audio_whisper_folder(folder, bits: int | None = None, dtype=None, 
         decoder_layers=dims["n_text_layer"], decoder_attention_heads=dims["n_text_head"],
         max_source_positions=dims["n_audio_ctx"], max_target_positions=dims["n_text_ctx"]).to_dict())
     as_variant(model, settings, dtype or mx.float16, bits)
-    mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())))
+    weights = dict(tree_flatten(model.parameters()))
+    if layout == "transformers-weights":  # a Transformers checkpoint as the hub holds it, which mlx-audio reads too
+        weights = _transformers_whisper_weights(weights)
+    mx.save_safetensors(str(folder / "model.safetensors"), weights)
     (folder / "config.json").write_text(json.dumps(settings))
     source = pytest.importorskip("mlx_whisper.whisper")
     vocabulary = whisper_files.whisper_tokenizer(source.Whisper(source.ModelDimensions(**dims)))

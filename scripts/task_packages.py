@@ -52,9 +52,11 @@ ROWS = [  # (task, MLX package, architecture, variant)
     ("automatic-speech-recognition", "mlx-whisper", "whisper", "float32"),
     ("automatic-speech-recognition", "mlx-whisper", "whisper", "4-bit"),
     ("automatic-speech-recognition", "mlx-whisper", "whisper", "bfloat16"),
+    ("automatic-speech-recognition", "mlx-whisper", "whisper", "english-only"),
     ("automatic-speech-recognition", "mlx-audio", "whisper", "float16"),
     ("automatic-speech-recognition", "mlx-audio", "whisper", "4-bit"),
     ("automatic-speech-recognition", "mlx-audio", "whisper", "bfloat16"),
+    ("automatic-speech-recognition", "mlx-audio", "whisper", "english-only"),
     ("automatic-speech-recognition", "mlx-audio", "moonshine", "float32"),
     ("automatic-speech-recognition", "mlx-audio", "moonshine", "4-bit"),
     ("automatic-speech-recognition", "mlx-audio", "moonshine", "bfloat16"),
@@ -79,7 +81,8 @@ def write_folder(where: Path, source: str, architecture: str, variant: str) -> P
 
     import zoo
 
-    options = {"4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16}}.get(variant, {})
+    options = {"4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16},
+               "english-only": {"dims": zoo.ENGLISH_WHISPER_DIMS}}.get(variant, {})
     if (source, architecture) == ("mlx-audio", "whisper"):
         return zoo.write_mlx_audio_whisper_folder(where / "folder", **options)
     if architecture == "whisper":
@@ -235,7 +238,8 @@ def genai(source: str, architecture: str, variant: str, folder: Path, package: P
     samples = zoo.write_wav(where / "clip.wav", zoo.speech_clip(seconds=2.7, seed=5))
     want, limit, start = speech_reference(source, architecture, folder, samples, variant)
     got = zoo.genai_transcription(package, where / "clip.wav", len(start) + limit)[len(start):]
-    got = [t for t in got if t != 50257]
+    eos = json.loads((package / "generation_config.json").read_text())["eos_token_id"]
+    got = [t for t in got if t != eos]
     return f"{'PASS' if got == want else 'FAIL'}: {len(want)} greedy tokens {'equal' if got == want else 'differ'}"
 
 

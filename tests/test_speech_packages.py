@@ -30,13 +30,14 @@ from test_cli import cli
 from test_packages import _node_available
 
 VARIANTS = {"float32": {}, "4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16},
-            "float16": {"dtype": mx.float16}}
+            "float16": {"dtype": mx.float16}, "english-only": {"dims": zoo.ENGLISH_WHISPER_DIMS}}
 WRITERS = {"whisper": zoo.write_whisper_folder, "moonshine": zoo.write_moonshine_folder,
            "mlx-audio-whisper": zoo.write_mlx_audio_whisper_folder}
 # (architecture, variant) of the Whisper packages: mlx-whisper's folders, and mlx-audio's
-# (which computes in float16 whatever the weights: float16, 4-bit and bfloat16 folders)
-WHISPERS = [("whisper", v) for v in ("float32", "4-bit", "bfloat16")] + \
-    [("mlx-audio-whisper", v) for v in ("float16", "4-bit", "bfloat16")]
+# (which computes in float16 whatever the weights: float16, 4-bit and bfloat16 folders);
+# multilingual, and English-only (its own vocabulary and prompt, no language to detect)
+WHISPERS = [("whisper", v) for v in ("float32", "4-bit", "bfloat16", "english-only")] + \
+    [("mlx-audio-whisper", v) for v in ("float16", "4-bit", "bfloat16", "english-only")]
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +68,10 @@ def _asr(tmp_path, package, audio, new_tokens):
         pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
     audio.tofile(tmp_path / "clip.f32")
     return json.loads(zoo._node("transformers_asr.mjs", str(package), str(tmp_path / "clip.f32"), str(new_tokens))[-1])
+
+
+def _eos(package) -> int:
+    return json.loads((package / "generation_config.json").read_text())["eos_token_id"]
 
 
 def _source(architecture):
@@ -107,7 +112,7 @@ def test_whisper_package_checks_and_transcribes_in_transformers_js(tmp_path, spe
     assert len(set(tokens)) > 2  # a transcription that tells a wrong token from a right one
     heard = _asr(tmp_path, package, audio, model.dims.n_text_ctx // 2)
     assert heard["tokens"][:len(prompt)] == prompt
-    assert [t for t in heard["tokens"][len(prompt):] if t != 50257] == tokens
+    assert [t for t in heard["tokens"][len(prompt):] if t != _eos(package)] == tokens
     text = source.tokenizer(model).decode(tokens)
     assert heard["text"].strip() == text.strip()
 
@@ -212,7 +217,7 @@ def test_whisper_package_transcribes_in_onnxruntime_genai(tmp_path, speech_packa
     tokens, model, prompt, _ = _mlx_decode(architecture, folder, samples, variant)
     got = zoo.genai_transcription(package, tmp_path / "clip.wav", len(prompt) + model.dims.n_text_ctx // 2)
     assert got[:len(prompt)] == prompt
-    assert [t for t in got[len(prompt):] if t != 50257] == tokens
+    assert [t for t in got[len(prompt):] if t != _eos(package)] == tokens
 
 
 @pytest.mark.parametrize("variant", ["float32", "4-bit", "bfloat16"])

@@ -643,6 +643,7 @@ def generated_image(size: int, seed: int = 0, width: int | None = None) -> np.nd
 
 WHISPER_DIMS = dict(n_mels=80, n_audio_ctx=1500, n_audio_state=64, n_audio_head=4, n_audio_layer=2, n_vocab=51865,
                     n_text_ctx=64, n_text_state=64, n_text_head=4, n_text_layer=2)
+ENGLISH_WHISPER_DIMS = dict(WHISPER_DIMS, n_vocab=51864)  # an English-only model (tiny.en ...): GPT-2's vocabulary
 
 
 def write_whisper_folder(folder, dims: dict | None = None, bits: int | None = None, dtype=None):
@@ -690,7 +691,8 @@ def _transformers_whisper_weights(weights: dict) -> dict:
     return out
 
 
-def write_mlx_audio_whisper_folder(folder, bits: int | None = None, dtype=None, layout: str = "transformers"):
+def write_mlx_audio_whisper_folder(folder, bits: int | None = None, dtype=None, layout: str = "transformers",
+                                   dims: dict | None = None):
     """An mlx-audio Whisper folder as the hub holds them: config.json (Transformers'
     WhisperConfig, or with ``layout="dimensions"`` Whisper's dimensions), model.safetensors
     in MLX's layout (``layout="transformers-weights"``: Transformers' names and convolution
@@ -705,7 +707,7 @@ def write_mlx_audio_whisper_folder(folder, bits: int | None = None, dtype=None, 
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    dims = dict(WHISPER_DIMS)
+    dims = dict(dims or WHISPER_DIMS)
     mx.random.seed(0)
     model = whisper.Model(whisper.ModelDimensions(**dims), dtype=mx.float32)
     model.update(tree_map(lambda a: mx.random.normal(a.shape) * (0.3 if a.ndim > 1 else 0.1)
@@ -843,12 +845,15 @@ def write_wav(path, audio) -> np.ndarray:
 
 def genai_transcription(package, wav, max_length: int) -> list[int]:
     """onnxruntime-genai's greedy tokens for the WAV file through its own processor, after
-    the prompt mlx-whisper starts from."""
+    the prompt mlx-whisper starts from (English-only models': without language and task)."""
     import onnxruntime_genai as og
 
     model = og.Model(str(package))
     processor = model.create_multimodal_processor()
-    inputs = processor("<|startoftranscript|><|en|><|transcribe|><|notimestamps|>", audios=og.Audios.open(str(wav)))
+    multilingual = json.loads((Path(package) / "generation_config.json").read_text())["is_multilingual"]
+    prompt = "<|startoftranscript|><|en|><|transcribe|><|notimestamps|>" if multilingual else \
+        "<|startoftranscript|><|notimestamps|>"
+    inputs = processor(prompt, audios=og.Audios.open(str(wav)))
     params = og.GeneratorParams(model)
     params.set_search_options(do_sample=False, max_length=max_length)
     generator = og.Generator(model, params)

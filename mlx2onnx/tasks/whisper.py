@@ -165,10 +165,12 @@ def mlx_features(audio: np.ndarray, n_mels: int) -> mx.array:
 
 
 def mlx_transcription(model, features: mx.array) -> list[int]:
-    """mlx-whisper's greedy decode (English, without timestamps, float32): its tokens."""
+    """mlx-whisper's greedy decode (English, without timestamps, float32): its tokens.
+    English is named for English-only models too, as its transcribe does (without a
+    language the decode detects one, which an English-only model cannot)."""
     from mlx_whisper.decoding import DecodingOptions, decode
 
-    options = DecodingOptions(language="en" if model.is_multilingual else None, without_timestamps=True, fp16=False)
+    options = DecodingOptions(language="en", without_timestamps=True, fp16=False)
     return list(decode(model, features, options).tokens)
 
 

@@ -59,10 +59,11 @@ def mlx_audio_features(audio: np.ndarray, n_mels: int) -> mx.array:
 
 
 def mlx_audio_transcription(model, features: mx.array) -> list[int]:
-    """mlx-audio's greedy decode (English, without timestamps, its default fp16): its tokens."""
+    """mlx-audio's greedy decode (English, without timestamps, its default fp16): its
+    tokens. English is named for English-only models too, as its generate does."""
     from mlx_audio.stt.models.whisper.decoding import DecodingOptions, decode
 
-    options = DecodingOptions(language="en" if model.is_multilingual else None, without_timestamps=True)
+    options = DecodingOptions(language="en", without_timestamps=True)
     return list(decode(model, features, options).tokens)
 
 

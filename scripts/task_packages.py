@@ -155,12 +155,9 @@ def vision_language(architecture: str, folder: Path, package: Path, where: Path)
         tile = model.config.vision_config.image_size
         image = zoo.generated_image(tile, seed=4, width=2 * tile)
         Image.fromarray(image).save(where / "image.png")
-        heard = json.loads(zoo._node("transformers_vlm.mjs", str(package), str(where / "image.png"), "12",
-                                     zoo.VLM_PROMPTS["idefics3"], str(where / "pixels.f32"))[-1])
-        pixels = np.fromfile(where / "pixels.f32", np.float32).reshape(heard["pixel_dims"])
-        mask = np.ones((*pixels.shape[:2], *pixels.shape[3:]), bool)
-        want = mlx_vlm_tokens(model, mx.array([heard["ids"]]), {"pixel_values": pixels, "pixel_attention_mask": mask},
-                              12)[0]
+        heard, inputs = zoo.transformers_vlm_tiles(package, where / "image.png", zoo.VLM_PROMPTS["idefics3"], where)
+        pixels = inputs["pixel_values"]
+        want = mlx_vlm_tokens(model, mx.array([heard["ids"]]), inputs, 12)[0]
         python = transformers_idefics3_pixels(folder, where / "image.png")
         same = heard["tokens"] == want
         own = mlx_vlm_tokens(model, mx.array([heard["ids"]]), python, 12)[0] == want

@@ -101,11 +101,10 @@ def test_idefics3_splits_images_into_tiles_in_transformers_js(tmp_path_factory, 
         pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
     image = zoo.generated_image(height, seed=4, width=width)
     Image.fromarray(image).save(tmp_path / "image.png")
-    heard = json.loads(zoo._node("transformers_vlm.mjs", str(package), str(tmp_path / "image.png"), "12",
-                                 zoo.VLM_PROMPTS["idefics3"], str(tmp_path / "pixels.f32"))[-1])
+    heard, inputs = zoo.transformers_vlm_tiles(package, tmp_path / "image.png", zoo.VLM_PROMPTS["idefics3"], tmp_path)
     rows, cols = height // 32, width // 32
     assert heard["pixel_dims"] == [1, rows * cols + 1, 3, 32, 32]
-    pixels = np.fromfile(tmp_path / "pixels.f32", np.float32).reshape(heard["pixel_dims"])
+    pixels = inputs["pixel_values"]
     scaled = zoo.vlm_pixels("idefics3", image)["pixel_values"][0, 0]
     for k in range(rows * cols):
         r, c = divmod(k, cols)
@@ -113,8 +112,8 @@ def test_idefics3_splits_images_into_tiles_in_transformers_js(tmp_path_factory, 
     tokens = json.loads((package / "tokenizer.json").read_text())["added_tokens"]
     named = {t["id"] for t in tokens if t["content"].startswith("<row_")}
     assert len(named & set(heard["ids"])) == rows * cols
-    mask = np.ones((1, rows * cols + 1, 32, 32), bool)
-    want = _mlx_tokens(folder, heard["ids"], {"pixel_values": pixels, "pixel_attention_mask": mask})
+    assert inputs["pixel_attention_mask"].all()
+    want = _mlx_tokens(folder, heard["ids"], inputs)
     assert len(set(want)) > 1
     assert heard["tokens"] == want
 

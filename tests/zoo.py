@@ -646,19 +646,26 @@ WHISPER_DIMS = dict(n_mels=80, n_audio_ctx=1500, n_audio_state=64, n_audio_head=
 ENGLISH_WHISPER_DIMS = dict(WHISPER_DIMS, n_vocab=51864)  # an English-only model (tiny.en ...): GPT-2's vocabulary
 
 
+def _wandering_whisper(build):
+    """``build()``'s Whisper model (seed 0) with random weights at a scale that makes greedy
+    decoding wander over the vocabulary."""
+    mx.random.seed(0)
+    model = build()
+    model.update(tree_map(lambda a: mx.random.normal(a.shape) * (0.3 if a.ndim > 1 else 0.1)
+                          if mx.issubdtype(a.dtype, mx.floating) else a, model.parameters()))
+    return model
+
+
 def write_whisper_folder(folder, dims: dict | None = None, bits: int | None = None, dtype=None):
     """An mlx-whisper model folder as its converter writes one (config.json with the
     model's dimensions and model_type, weights.safetensors), random weights at a scale
-    that makes greedy decoding wander over the vocabulary; the real vocabulary size, so
-    that mlx-whisper's own tokenizer serves it."""
+    that makes greedy decoding wander; the real vocabulary size, so that mlx-whisper's own
+    tokenizer serves it."""
     whisper = pytest.importorskip("mlx_whisper.whisper")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     settings = dict(dims or WHISPER_DIMS)
-    mx.random.seed(0)
-    model = whisper.Whisper(whisper.ModelDimensions(**settings), dtype=mx.float32)
-    model.update(tree_map(lambda a: mx.random.normal(a.shape) * (0.3 if a.ndim > 1 else 0.1)
-                          if mx.issubdtype(a.dtype, mx.floating) else a, model.parameters()))
+    model = _wandering_whisper(lambda: whisper.Whisper(whisper.ModelDimensions(**settings), dtype=mx.float32))
     as_variant(model, settings, dtype, bits, record_dtype=False)  # mlx-whisper's config holds dimensions only
     mx.save_safetensors(str(folder / "weights.safetensors"), dict(tree_flatten(model.parameters())))
     (folder / "config.json").write_text(json.dumps({"model_type": "whisper", **settings}))
@@ -696,8 +703,9 @@ def write_mlx_audio_whisper_folder(folder, bits: int | None = None, dtype=None, 
     """An mlx-audio Whisper folder as the hub holds them: config.json (Transformers'
     WhisperConfig, or with ``layout="dimensions"`` Whisper's dimensions), model.safetensors
     in MLX's layout (``layout="transformers-weights"``: Transformers' names and convolution
-    layout, as a Transformers Whisper checkpoint holds them), and the files transformers' WhisperProcessor loads (the Whisper
-    tokenizer, mlx-whisper's vocabulary, and its feature extractor); random weights as in
+    layout, as a Transformers Whisper checkpoint holds them), and the files transformers'
+    WhisperProcessor loads (the Whisper tokenizer, mlx-whisper's vocabulary, and its
+    feature extractor); random weights as in
     :func:`write_whisper_folder`. ``dtype``: the stored weights' (mlx-audio computes in
     float16 whatever they are)."""
     whisper = pytest.importorskip("mlx_audio.stt.models.whisper.whisper")
@@ -708,10 +716,7 @@ def write_mlx_audio_whisper_folder(folder, bits: int | None = None, dtype=None, 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     dims = dict(dims or WHISPER_DIMS)
-    mx.random.seed(0)
-    model = whisper.Model(whisper.ModelDimensions(**dims), dtype=mx.float32)
-    model.update(tree_map(lambda a: mx.random.normal(a.shape) * (0.3 if a.ndim > 1 else 0.1)
-                          if mx.issubdtype(a.dtype, mx.floating) else a, model.parameters()))
+    model = _wandering_whisper(lambda: whisper.Model(whisper.ModelDimensions(**dims), dtype=mx.float32))
     settings = ({"model_type": "whisper", **dims} if layout == "dimensions" else WhisperConfig(
         vocab_size=dims["n_vocab"], num_mel_bins=dims["n_mels"], d_model=dims["n_audio_state"],
         encoder_layers=dims["n_audio_layer"], encoder_attention_heads=dims["n_audio_head"],
@@ -967,6 +972,16 @@ def write_vlm_folder(folder, architecture: str = "gemma3", scale: float | None =
             "max_image_size": {"longest_edge": tile}, "resample": 1, "rescale_factor": 1 / 255,
             "size": {"longest_edge": 2 * tile}}))
     return folder
+
+
+def transformers_vlm_tiles(package, png, prompt: str, where) -> tuple[dict, dict[str, np.ndarray]]:
+    """transformers.js's image-text-to-text run of :func:`_node`'s transformers_vlm.mjs
+    (12 new tokens) with the pixels its processor made: (its JSON line, those pixels and
+    their all-true mask as mlx-vlm's idefics3 reads them)."""
+    heard = json.loads(_node("transformers_vlm.mjs", str(package), str(png), "12", prompt,
+                             str(Path(where) / "pixels.f32"))[-1])
+    pixels = np.fromfile(Path(where) / "pixels.f32", np.float32).reshape(heard["pixel_dims"])
+    return heard, {"pixel_values": pixels, "pixel_attention_mask": np.ones((*pixels.shape[:2], *pixels.shape[3:]), bool)}
 
 
 def vlm_pixels(architecture: str, image: np.ndarray) -> dict[str, np.ndarray]:

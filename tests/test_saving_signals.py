@@ -34,3 +34,29 @@ def test_sigterm_while_writing_removes_the_staging_folder(tmp_path):
     proc.wait(timeout=120)
     assert proc.returncode == -signal.SIGTERM
     assert list(out.iterdir()) == []
+
+
+SWALLOWED = """
+import os, signal, sys, time
+from pathlib import Path
+from mlx2onnx.io.saving import staging_folder
+with staging_folder(Path(sys.argv[1]), ".big.") as staging:
+    (staging / "big.onnx").write_bytes(b"partial")
+    try:  # C code running when the signal lands (numpy's tofile) may replace its exception
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    except BaseException as exc:
+        raise TypeError("expected str, bytes or os.PathLike object, not BufferedWriter") from None
+print("finished", flush=True)
+"""
+
+
+def test_sigterm_whose_exception_is_replaced_still_ends_the_process_by_sigterm(tmp_path):
+    script = tmp_path / "swallowed.py"
+    script.write_text(textwrap.dedent(SWALLOWED))
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    assert "finished" not in proc.stdout
+    assert list(out.iterdir()) == []

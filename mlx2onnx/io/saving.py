@@ -198,10 +198,6 @@ class _Terminated(BaseException):
     """SIGTERM arrived while a staging folder was open (raised so that it is removed)."""
 
 
-def _raise_terminated(signum, frame):
-    raise _Terminated()
-
-
 @contextlib.contextmanager
 def staging_folder(directory: Path, prefix: str):
     """A temporary folder beside the final files, removed whatever happens: writers fill
@@ -209,22 +205,31 @@ def staging_folder(directory: Path, prefix: str):
 
     Removed on an exception, on Ctrl-C (SIGINT) and on SIGTERM: while it is open, a SIGTERM
     that would end the process with Python's default action is turned into an exception,
-    the folder is removed, and the process then ends by the same signal. SIGKILL cannot be
-    caught: what it leaves is a hidden ``.NAME.XXXXXXXX.tmp`` folder beside the output."""
+    the folder is removed, and the process then ends by the same signal. The signal is
+    remembered as well as raised: C code that was running (numpy writing a tensor) may
+    replace the exception by its own, and the process must still end by SIGTERM. SIGKILL
+    cannot be caught: what it leaves is a hidden ``.NAME.XXXXXXXX.tmp`` folder beside the
+    output."""
     staging = Path(tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=directory or "."))
     catch = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    signalled = []
+
+    def terminate(signum, frame):
+        signalled.append(signum)
+        raise _Terminated()
+
     if catch:
-        signal.signal(signal.SIGTERM, _raise_terminated)
-    terminated = False
+        signal.signal(signal.SIGTERM, terminate)
     try:
         yield staging
-    except _Terminated:
-        terminated = True
+    except BaseException:
+        if not signalled:
+            raise
     finally:
         if catch:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
         shutil.rmtree(staging, ignore_errors=True)
-    if terminated:  # end as SIGTERM would have, now that nothing is left behind
+    if signalled:  # end as SIGTERM would have, now that nothing is left behind
         os.kill(os.getpid(), signal.SIGTERM)
 
 

@@ -19,11 +19,17 @@ print("finished", flush=True)
 """
 
 
-def test_sigterm_while_writing_removes_the_staging_folder(tmp_path):
-    script = tmp_path / "writer.py"
-    script.write_text(textwrap.dedent(WRITER))
+def _script_and_out(tmp_path, source: str):
+    """The program written to a file, and the empty folder it writes into."""
+    script = tmp_path / "program.py"
+    script.write_text(textwrap.dedent(source))
     out = tmp_path / "out"
     out.mkdir()
+    return script, out
+
+
+def test_sigterm_while_writing_removes_the_staging_folder(tmp_path):
+    script, out = _script_and_out(tmp_path, WRITER)
     proc = subprocess.Popen([sys.executable, str(script), str(out / "big.onnx")], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "ready"
     deadline = time.monotonic() + 120
@@ -52,10 +58,7 @@ print("finished", flush=True)
 
 
 def test_sigterm_whose_exception_is_replaced_still_ends_the_process_by_sigterm(tmp_path):
-    script = tmp_path / "swallowed.py"
-    script.write_text(textwrap.dedent(SWALLOWED))
-    out = tmp_path / "out"
-    out.mkdir()
+    script, out = _script_and_out(tmp_path, SWALLOWED)
     proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == -signal.SIGTERM, proc.stderr
     assert "finished" not in proc.stdout

@@ -62,7 +62,8 @@ class Exporter:
         check: run ``onnx.checker.check_model(full_check=True)`` on the result.
         external_data: ``None`` stores weights beside the model only above 2 GB; ``True``
             always; ``False`` never.
-        overwrite: replace an existing file at ``path``.
+        overwrite: replace an existing model at ``path`` (default False: an existing
+            file is refused); only a model mlx2onnx wrote is ever replaced.
         bfloat16: how bfloat16 values are carried in the graph: ``"auto"`` (default:
             ``"float32"`` for the portable target; for target ``"onnxruntime"``, ``"keep"``
             when its CPU provider has bfloat16 kernels for the core ops), ``"keep"``,
@@ -100,7 +101,7 @@ class Exporter:
     path: str | os.PathLike | None = None
     check: bool = True
     external_data: bool | None = None
-    overwrite: bool = True
+    overwrite: bool = False
     bfloat16: str = "auto"
     float16: str = "keep"
     optimize: bool = True

@@ -231,14 +231,28 @@ def test_save_is_atomic(tmp_path, monkeypatch):
 
 
 def test_existing_file_is_kept_unless_overwrite(tmp_path):
+    """The API refuses an existing file by default, as the command line does; overwrite=True
+    replaces only a model mlx2onnx wrote."""
     (x,) = arrays((2,))
     out = tmp_path / "m.onnx"
     out.write_bytes(b"keep me")
     with pytest.raises(mlx2onnx.ExportOptionError, match="already exists"):
-        mlx2onnx.Exporter(path=out, overwrite=False).export(mx.abs, x)
+        mlx2onnx.Exporter(path=out).export(mx.abs, x)
+    with pytest.raises(mlx2onnx.ExportOptionError, match="not an ONNX model; --overwrite replaces only a model mlx2onnx"):
+        mlx2onnx.Exporter(path=out, overwrite=True).export(mx.abs, x)
     assert out.read_bytes() == b"keep me"
+    foreign = onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []), producer_name="pytorch")
+    onnx.save(foreign, str(out))
+    kept = out.read_bytes()
+    with pytest.raises(mlx2onnx.ExportOptionError, match="written by 'pytorch'"):
+        mlx2onnx.Exporter(path=out, overwrite=True).export(mx.abs, x)
+    assert out.read_bytes() == kept
+    out.unlink()
     mlx2onnx.Exporter(path=out).export(mx.abs, x)
-    assert onnx.load(str(out)).graph.node
+    first = out.read_bytes()
+    mlx2onnx.Exporter(path=out, overwrite=True).export(mx.negative, x)
+    assert out.read_bytes() != first and onnx.load(str(out)).graph.node[0].op_type == "Neg"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
 
 
 def test_bad_output_paths_fail_before_tracing(tmp_path):

@@ -186,10 +186,11 @@ def test_unwritable_directory(tmp_path, x, monkeypatch):
 
 def test_existing_path_is_kept_on_a_failed_export(tmp_path, x):
     out = tmp_path / "m.onnx"
-    out.write_bytes(b"previous model")
+    mlx2onnx.Exporter(path=out).export(mx.abs, x)
+    previous = out.read_bytes()
     with pytest.raises(mlx2onnx.CaptureError):
-        mlx2onnx.Exporter(path=out).export(lambda a: None, x)
-    assert out.read_bytes() == b"previous model"
+        mlx2onnx.Exporter(path=out, overwrite=True).export(lambda a: None, x)
+    assert out.read_bytes() == previous
     assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]
 
 

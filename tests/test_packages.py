@@ -65,8 +65,9 @@ def mlx_tokens(folder: Path, ids: list[int]) -> list[int]:
 def test_package_layout(packages):
     folder, package = packages("llama")
     files = sorted(str(p.relative_to(package)) for p in package.rglob("*") if p.is_file())
-    assert files == ["config.json", "genai_config.json", "generation_config.json", "onnx/model.onnx",
-                     "tokenizer.json", "tokenizer_config.json"]
+    assert files == [".mlx2onnx.json", "config.json", "genai_config.json", "generation_config.json",
+                     "onnx/model.onnx", "tokenizer.json", "tokenizer_config.json"]
+    assert json.loads((package / ".mlx2onnx.json").read_text())["files"] == files[1:]
     model = onnx.load(str(package / "onnx" / "model.onnx"))
     onnx.checker.check_model(model, full_check=True)
     dims = {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
@@ -170,6 +171,7 @@ def test_bad_folders_are_refused_before_anything_is_written(tmp_path, case):
         folder = zoo.write_model_folder(tmp_path / "folder", "llama4", config=config_for("llama4"))
     elif case == "existing output":
         (tmp_path / "package").mkdir()
+        (tmp_path / "package" / "notes.txt").write_text("mine")
     out = cli("export", folder, "-o", tmp_path / "package", cwd=tmp_path)
     assert out.returncode == (3 if case == "chunked cache" else 2)  # cannot export; a usage error
     import re

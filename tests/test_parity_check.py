@@ -84,7 +84,7 @@ def work(tmp_path_factory):
 
 
 def export_file(fun, args, path, **options):
-    mlx2onnx.Exporter(path=str(path), **options).export(fun, *args)
+    mlx2onnx.Exporter(path=str(path), overwrite=True, **options).export(fun, *args)
     return str(path)
 
 

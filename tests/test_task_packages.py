@@ -136,9 +136,10 @@ def test_task_package_errors(tmp_path):
     pytest.importorskip("mlx_embeddings.utils")
     folder = zoo.write_embedding_folder(tmp_path / "folder", "bert")
     (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "notes.txt").write_text("mine")
     bad = cli("export", folder, "-o", tmp_path / "taken", cwd=tmp_path)
     assert bad.returncode != 0 and "already exists" in bad.stderr
-    assert not any((tmp_path / "taken").iterdir())
+    assert [p.name for p in (tmp_path / "taken").iterdir()] == ["notes.txt"]
     package, _, _ = _exported(tmp_path, folder)
     other = zoo.write_model_folder(tmp_path / "lm", "llama")
     bad = cli("check", package, other, cwd=tmp_path)

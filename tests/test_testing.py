@@ -206,6 +206,13 @@ def test_model_folders_as_targets(tmp_path, capsys):
                                          '[[targets]]\nname = "longer"\ntarget = "tiny-llama"\ninputs = ["inputs=2x5:int32:0..97"]\n')
     rc = cli.main(["check-suite", str(tmp_path / "suite.toml"), "-o", str(tmp_path / "reports")])
     assert rc == 0, capsys.readouterr().out
+    rc = cli.main(["check-suite", str(tmp_path / "suite.toml"), "-o", str(tmp_path / "reports"), "-q"])
+    assert rc == 0, capsys.readouterr().out  # an earlier run's reports are replaced
+    (tmp_path / "reports" / "mine.txt").write_text("the user's")
+    rc = cli.main(["check-suite", str(tmp_path / "suite.toml"), "-o", str(tmp_path / "reports"), "-q"])
+    assert rc == 2 and "(mine.txt)" in capsys.readouterr().err  # refused before anything runs
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [".mlx2onnx.json", "junit.xml", "mine.txt",
+                                                                        "report.html", "report.json"]
     (tmp_path / "empty").mkdir()
     rc = cli.main(["export", str(tmp_path / "empty"), "-o", str(tmp_path / "e.onnx")])
     assert rc == 2 and "no config.json" in capsys.readouterr().err and not (tmp_path / "e.onnx").exists()

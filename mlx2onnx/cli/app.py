@@ -7,6 +7,8 @@ Exit codes (also in ``docs/cli.md``):
     2  usage error: bad arguments, bad --input spec, unknown module or callable
     3  cannot export: unsupported or refused primitive, conversion or verification error
     4  the user's code raised (importing the module, the factory, or the traced function)
+    5  the file system refused a write or a read (disk full, permission): the output is as it was
+  130  interrupted (Ctrl-C): the output is as it was, or complete
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 import traceback
 
 from .check import cmd_check
-from .common import EXIT_EXPORT, EXIT_OK, EXIT_USAGE, EXIT_USER, error, user_traceback
+from .common import EXIT_EXPORT, EXIT_OK, EXIT_USAGE, EXIT_USER, EXIT_WRITE, error, user_traceback
 from .export import cmd_export
 from .inspect import cmd_inspect
 from .primitives import cmd_primitives
@@ -31,12 +33,14 @@ _EPILOG = """exit codes:
   2  usage error: bad arguments, bad --input spec, unknown module or callable
   3  cannot export: unsupported/refused primitive, conversion or verification error
   4  the user's code raised (its traceback is shown)
+  5  the file system refused a write or a read (disk full, permission): output as it was
 
 targets:
   mlp | encoder | llama          a bundled reference model
   package.module:callable        importable from the current directory
   path/to/file.py:callable       loaded from that file
-  path/to/model_folder           an mlx-lm model folder (config.json + safetensors)
+  path/to/model_folder           an MLX model folder (mlx-lm, mlx-vlm, mlx-embeddings, mlx-whisper,
+                                 mlx-audio, mlx-image); with -o FOLDER/ its task's package
 The callable is a factory returning a function or mlx.nn.Module, or a (function, args)
 or (function, args, kwargs) tuple; a factory that takes `seed` gets --model-seed. A callable
 with required parameters (or an nn.Module object) is itself the function to export.
@@ -152,14 +156,18 @@ def _add_export(sub, common, target, checking) -> None:
                              "run onnx.checker and write the model atomically (nothing is written on failure).",
                  epilog="example:\n  mlx2onnx export mlp -o mlp.onnx --check\n"
                         "  mlx2onnx export mymodel.py:build -i x=1x16:float32 -o m.onnx --opset 18\n\n" + _EPILOG)
-    p.add_argument("target", metavar="TARGET", help="mlp | encoder | llama | MODULE:CALLABLE | path.py:CALLABLE")
-    p.add_argument("-o", "--output", required=True, metavar="FILE.onnx", help="where to write the model")
+    p.add_argument("target", metavar="TARGET",
+                   help="mlp | encoder | llama | MODULE:CALLABLE | path.py:CALLABLE | MODEL_FOLDER")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.onnx|PACKAGE/",
+                   help="where to write the model: a .onnx file, or for a model folder a package folder")
     p.add_argument("--opset", type=int, help="target ONNX opset, 17 to 28 (default 24: the portable target's, which every "
                         "runtime in docs/runtimes.md runs)")
     p.add_argument("--input-names", metavar="NAMES",
                    help="graph input names: a,b in input order, or old=new pairs (default: parameter names)")
     p.add_argument("--output-names", metavar="NAMES", help="graph output names a,b in output order")
-    p.add_argument("--overwrite", action="store_true", help="replace FILE.onnx if it exists")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the output if it exists and mlx2onnx wrote it (a package folder holding only "
+                        "its files, a model it wrote); anything else is refused")
     p.add_argument("--external-data", choices=("auto", "always", "never"), default="auto",
                    help="weights in FILE.onnx.data: above 2 GB (auto, default), always or never")
     p.add_argument("--bfloat16", choices=("auto", "keep", "float16", "float32", "emulate"), default="auto",
@@ -184,7 +192,9 @@ def _add_export(sub, common, target, checking) -> None:
                    help="skip the optimisation passes (broadcast dropping, constant folding, fusions, CSE); "
                         "keeps every MLX intermediate as a named ONNX value, which helps check --localize")
     p.add_argument("--check", action="store_true",
-                   help="after writing, compare onnxruntime with MLX on random inputs (exit 1 on mismatch)")
+                   help="after writing, compare onnxruntime with MLX on random inputs (a package: its greedy "
+                        "tokens or task outputs against the MLX package's, as `mlx2onnx check` does; exit 1 on "
+                        "mismatch)")
 
 
 def _add_check(sub, common, target, checking) -> None:
@@ -294,6 +304,11 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
+    except OSError as exc:  # the file system refused: the writers left the output as it was
+        progress.close()
+        where = f" ({exc.filename})" if exc.filename else ""
+        error(f"the file system refused: {exc.strerror or exc}{where}; the output is as it was before this command")
+        return EXIT_WRITE
     except Exception:  # a bug in mlx2onnx itself: show our traceback, exit as a failed export
         progress.close()
         sys.stderr.write("mlx2onnx: internal error (please report it):\n" + traceback.format_exc())

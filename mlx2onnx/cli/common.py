@@ -14,6 +14,7 @@ EXIT_MISMATCH = 1
 EXIT_USAGE = 2
 EXIT_EXPORT = 3
 EXIT_USER = 4
+EXIT_WRITE = 5
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # the mlx2onnx package
 

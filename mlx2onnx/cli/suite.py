@@ -10,6 +10,7 @@ from .progress import Progress
 
 # -- check-suite ---------------------------------------------------------------------------
 def cmd_check_suite(ns, progress: Progress) -> int:
+    from ..io.packages import check_folder_path, folder_written_whole
     from ..targets import UsageError
     from ..testing.report import write_html, write_json, write_junit
     from ..testing.suite import load_suite, run_suite, summary
@@ -17,9 +18,8 @@ def cmd_check_suite(ns, progress: Progress) -> int:
     suite = Path(ns.suite)
     if not suite.is_file():
         raise UsageError(f"no such suite file: {ns.suite}")
-    out = Path(ns.output)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--output {ns.output!r} is a file; give a folder for the reports")
+    # the reports of an earlier run are replaced; a folder holding anything else is refused
+    out = check_folder_path(ns.output, overwrite=True)
     total = len(load_suite(suite))  # every error in the file, before anything runs
     print(f"{suite}: {total} target(s)")
 
@@ -32,11 +32,11 @@ def cmd_check_suite(ns, progress: Progress) -> int:
     with progress.stage(f"checking {total} target(s)"):
         rows = run_suite(suite, progress=report_progress)
     result = summary(rows)
-    out.mkdir(parents=True, exist_ok=True)
     name = suite.stem
-    write_json(rows, result, out / "report.json", name)
-    write_junit(rows, result, out / "junit.xml", name)
-    write_html(rows, result, out / "report.html", name)
+    with folder_written_whole(out) as staged:
+        write_json(rows, result, staged / "report.json", name)
+        write_junit(rows, result, staged / "junit.xml", name)
+        write_html(rows, result, staged / "report.html", name)
     print(f"{result['passed']} passed, {result['failed']} failed")
     print(f"reports: {out / 'report.json'}, {out / 'junit.xml'}, {out / 'report.html'}")
     return EXIT_OK if not result["failed"] else EXIT_MISMATCH

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import ExportOptionError
+from .ownership import folder_refusal, publish, refuse_enclosing, write_marker
 from .saving import staging_folder
 
 # what a model folder's tokenizer (and chat template) is written in, for both runtimes
@@ -20,28 +21,59 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
                    "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja")
 
 
-def check_package_path(out: str | os.PathLike, overwrite: bool) -> Path:
-    """``out`` as a package folder path, or ExportOptionError naming what is wrong."""
+def check_folder_path(out: str | os.PathLike, overwrite: bool, source: str | os.PathLike | None = None) -> Path:
+    """``out`` as a package folder path, or ExportOptionError naming what is wrong: a
+    ``.onnx`` name, the current directory, the model folder ``source`` or a folder holding
+    either, or an existing path that is not an empty folder (with ``overwrite``: that is
+    not a package mlx2onnx wrote, or that holds other files; :mod:`.ownership`)."""
     out = Path(out)
-    if out.exists() and not overwrite:
-        raise ExportOptionError(f"{str(out)!r} already exists; pass overwrite=True (--overwrite) to replace it")
     if out.suffix == ".onnx":
         raise ExportOptionError(f"{str(out)!r} names a file; a package is a folder (e.g. {str(out.with_suffix(''))}/)")
+    refuse_enclosing(out, source)
+    if out.exists() or out.is_symlink():
+        empty = out.is_dir() and not out.is_symlink() and not any(out.iterdir())
+        if not overwrite and not empty:
+            ours = folder_refusal(out) is None
+            raise ExportOptionError(f"{str(out)!r} already exists" + (
+                "; pass overwrite=True (--overwrite) to replace the package" if ours else
+                " and is not a package mlx2onnx wrote: choose a new folder"))
+        reason = folder_refusal(out)
+        if reason:
+            raise ExportOptionError(reason)
+    for parent in out.parents:  # the first existing folder above must take the package
+        if parent.exists() or parent.is_symlink():
+            if not parent.is_dir():
+                raise ExportOptionError(f"{str(parent)!r} is a file, so {str(out)!r} cannot be made inside it")
+            break
     return out
 
 
 @contextlib.contextmanager
 def package_folder(out: Path) -> Iterator[Path]:
-    """A staging folder (with ``onnx/`` made) that becomes ``out`` when the block ends
-    without an exception; on an exception nothing of it is left and ``out`` is untouched."""
+    """:func:`folder_written_whole` with ``onnx/`` made: a package's graphs go there."""
+    with folder_written_whole(out) as package:
+        (package / "onnx").mkdir()
+        yield package
+
+
+@contextlib.contextmanager
+def folder_written_whole(out: Path) -> Iterator[Path]:
+    """A staging folder that becomes ``out`` when the block ends without an exception,
+    marked as mlx2onnx's (:func:`~.ownership.write_marker`); an existing ``out`` is
+    replaced only when mlx2onnx wrote it and it holds nothing else (checked again now), and
+    is kept if the move fails. On an exception nothing of it is left and ``out`` is
+    untouched."""
     out.parent.mkdir(parents=True, exist_ok=True)
     with staging_folder(out.parent, f".{out.name}.") as staging:
-        package = staging / "package"
-        (package / "onnx").mkdir(parents=True)
-        yield package
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(package, out)
+        folder = staging / "folder"
+        folder.mkdir()
+        yield folder
+        if out.exists() or out.is_symlink():
+            reason = folder_refusal(out)
+            if reason:
+                raise ExportOptionError(reason)
+        write_marker(folder)
+        publish(staging, [(folder, out)])
 
 
 def save_graphs(package: Path, graphs: dict, check: bool) -> None:

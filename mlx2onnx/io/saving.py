@@ -16,6 +16,7 @@ import onnx
 import onnx_ir as ir
 
 from ..errors import ExportOptionError
+from .ownership import file_refusal, publish
 
 # protobuf refuses messages of 2 GiB; keep a margin for the graph itself.
 EXTERNAL_DATA_THRESHOLD = 2**31 - 64 * 2**20
@@ -164,8 +165,10 @@ def _progress(model: ir.Model):
     return report
 
 
-def check_output_path(path: str | os.PathLike, overwrite: bool = True) -> Path:
-    """Validate an output path before any work is done; raise a clear error if unusable."""
+def check_output_path(path: str | os.PathLike, overwrite: bool = False, data_name: str | None = None) -> Path:
+    """Validate an output path before any work is done; raise a clear error if unusable.
+    An existing model (and its weights file ``data_name``, default ``<name>.data``) is
+    replaced only with ``overwrite`` and only when mlx2onnx wrote it (:mod:`.ownership`)."""
     path = Path(path)
     if path.suffix.lower() != ".onnx":
         raise ExportOptionError(f"output path {str(path)!r} should end in .onnx")
@@ -185,12 +188,16 @@ def check_output_path(path: str | os.PathLike, overwrite: bool = True) -> Path:
         raise ExportOptionError(
             f"the directory {str(parent)!r} is not writable ({exc.strerror}); choose another output path"
         ) from exc
+    data = path.with_name(data_name or path.name + ".data")
     if not overwrite:
-        for taken in (path, path.with_name(path.name + ".data")):
+        for taken in (path, data):
             if taken.exists():
                 raise ExportOptionError(
                     f"{str(taken)!r} already exists; pass overwrite=True (CLI: --overwrite) to replace it"
                 )
+    reason = file_refusal(path, [data])
+    if reason:
+        raise ExportOptionError(reason)
     return path
 
 
@@ -239,18 +246,20 @@ def save_model(
     *,
     external_data: bool | None = None,
     check: bool = True,
-    overwrite: bool = True,
+    overwrite: bool = False,
     data_name: str | None = None,
 ) -> Path:
     """Write ``model`` to ``path`` atomically; return the path.
 
     The files are first written into a temporary folder beside ``path`` (and checked with
     ``onnx.checker`` when ``check``), then renamed into place, so a failure never leaves a
-    partial model behind. ``external_data=None`` stores weights in ``<name>.onnx.data``
+    partial model behind; an existing model is replaced only with ``overwrite`` and only
+    when mlx2onnx wrote it (checked before the write and again before the move).
+    ``external_data=None`` stores weights in ``<name>.onnx.data``
     beside the model only when the model would exceed protobuf's 2 GB limit
     (``data_name`` names that file otherwise).
     """
-    path = check_output_path(path, overwrite)
+    path = check_output_path(path, overwrite, data_name)
     proto = None
     if isinstance(model, onnx.ModelProto):
         if external_data is False:  # write the message as it is: no second serialisation
@@ -271,9 +280,8 @@ def save_model(
             _write_streamed(model, staged)
         if check:
             onnx.checker.check_model(str(staged), full_check=True)
-        if use_external:
-            os.replace(staging / data_name, path.parent / data_name)
-        elif (path.parent / data_name).exists() and overwrite:
-            os.remove(path.parent / data_name)  # a stale weights file from an earlier export
-        os.replace(staged, path)
+        check_output_path(path, overwrite, data_name)  # nothing else took the path meanwhile
+        # without external data, a weights file left by the model replaced is stale: removed with it
+        data = (staging / data_name) if use_external else None
+        publish(staging, [(data, path.parent / data_name), (staged, path)])
     return path

@@ -37,6 +37,7 @@ from ..capture.dynamic import Dim
 from ..errors import ExportOptionError
 from ..exporter import Exporter
 from ..io.metadata import DECODER_METADATA_KEY
+from ..io.ownership import publish
 from ..io.saving import check_output_path, staging_folder
 from .caches import KV, GrowingKVCache, ShapeProbe
 
@@ -189,9 +190,8 @@ def _check_destination(directory: Path, name: str, prompt_length: int, max_lengt
         raise ExportOptionError(f"prompt_length={prompt_length} must be in 1..max_length={max_length}")
     made = not directory.exists()
     for suffix in ("prefill", "decode"):  # a missing directory: its parent must take it
-        check_output_path((directory.parent if made else directory) / f"{name}.{suffix}.onnx", overwrite)
-    if (directory / f"{name}.weights").exists() and not overwrite:
-        raise ExportOptionError(f"{str(directory / f'{name}.weights')!r} already exists; pass overwrite=True to replace it")
+        check_output_path((directory.parent if made else directory) / f"{name}.{suffix}.onnx", overwrite,
+                          f"{name}.weights")
     return made
 
 
@@ -290,9 +290,7 @@ def save_sharing_weights(
             if check:
                 onnx.checker.check_model(str(target), full_check=True)
             paths[filename] = directory / filename
-        os.replace(staging / weights_name, directory / weights_name)
-        for filename in models:
-            os.replace(staging / filename, directory / filename)
+        publish(staging, [(staging / name, directory / name) for name in (weights_name, *models)])
         for model in models.values():  # the tensors now live beside the saved models
             for value in model.graph.initializers.values():
                 if isinstance(value.const_value, ir.ExternalTensor):

@@ -42,7 +42,7 @@ import numpy as np
 from ..capture.dynamic import Dim
 from ..errors import DynamicShapeError, UnsupportedModelError
 from ..exporter import Exporter
-from ..io.packages import TOKENIZER_FILES, check_package_path, copy_present, package_folder, write_json_files
+from ..io.packages import TOKENIZER_FILES, check_folder_path, copy_present, package_folder, write_json_files
 from ..io.saving import save_model
 from ..targets import load_model_folder
 from .check import left_padded
@@ -174,7 +174,7 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
     at all. ``stage(text)`` is entered around each step (the command line's progress).
     ``external_data``: weights in ``onnx/model.onnx_data`` (None: above 2 GB only); the
     package's config.json then says so to transformers.js (``use_external_data_format``)."""
-    folder, out = Path(folder), check_package_path(out, overwrite)
+    folder, out = Path(folder), check_folder_path(out, overwrite, folder)
     with stage(f"loading {folder} with mlx-lm"):
         target = load_model_folder(str(folder))
         config = json.loads((folder / "config.json").read_text())

@@ -16,6 +16,8 @@ from .errors import (
     Mlx2OnnxError,
     UnsupportedModelError,
     UnsupportedPrimitiveError,
+    UsageError,
+    UserFunctionError,
     VerificationError,
 )
 from .exporter import Exporter, export, save, supported_primitives
@@ -34,6 +36,8 @@ __all__ = [
     "Trace",
     "UnsupportedModelError",
     "UnsupportedPrimitiveError",
+    "UsageError",
+    "UserFunctionError",
     "VerificationError",
     "Verifier",
     "VerifyReport",

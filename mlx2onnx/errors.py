@@ -86,5 +86,13 @@ class UserFunctionError(Mlx2OnnxError):
         super().__init__(f"{where} raised {type(error).__name__}: {error}")
 
 
+class UsageError(Mlx2OnnxError, ValueError):
+    """What the caller names does not exist or cannot be read: a target, a model folder or
+    one of its files, a command-line spec (CLI exit 2)."""
+
+
+UserCodeError = UserFunctionError  # the name the command line's resolver knew it by
+
+
 class RuntimeUnavailableError(CheckOptionError):
     """The runtime asked to run the check is unknown or not installed here."""

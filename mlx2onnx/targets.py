@@ -31,19 +31,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
-
-
-class UsageError(Exception):
-    """The command line names something that does not exist or cannot be parsed (exit 2)."""
-
-
-class UserCodeError(Exception):
-    """The user's code raised; ``error`` is the user's exception, ``where`` says what ran."""
-
-    def __init__(self, where: str, error: BaseException):
-        self.where = where
-        self.error = error
-        super().__init__(f"{where} raised {type(error).__name__}: {error}")
+from .errors import UsageError, UserCodeError
 
 
 @dataclass
@@ -66,10 +54,7 @@ def load_target(spec: str, seed: int = 0) -> Target:
     if os.path.isdir(spec):
         return load_model_folder(spec, seed)
     if ":" not in spec:
-        raise UsageError(
-            f"{spec!r} is neither a reference model ({', '.join(sorted(REFERENCE_MODELS))}) nor "
-            "MODULE:CALLABLE; write e.g. mypackage.models:build or path/to/file.py:build"
-        )
+        raise UsageError(_unresolved(spec, sorted(REFERENCE_MODELS)))
     module_part, _, attr = spec.rpartition(":")
     if not module_part or not attr:
         raise UsageError(f"{spec!r}: both MODULE and CALLABLE are needed, as in mymodule:build")
@@ -82,6 +67,28 @@ def load_target(spec: str, seed: int = 0) -> Target:
     return _from_result(_call_factory(obj, spec, seed), spec)
 
 
+def _unresolved(spec: str, references: list[str]) -> str:
+    """Why ``spec`` (no folder, no ``:``) names nothing to export, and what would."""
+    kinds = (f"a reference model ({', '.join(references)}), MODULE:CALLABLE, path/to/file.py:CALLABLE or a model "
+             "folder")
+    path = Path(spec).expanduser()
+    if path.is_file():
+        if path.suffix == ".onnx":
+            return (f"{spec!r} is an ONNX model, not something to export: TARGET is {kinds}; to compare an exported "
+                    f"model with the function it came from: mlx2onnx check {spec} TARGET")
+        if path.suffix == ".py":
+            return f"{spec!r} is a Python file: name the callable in it, e.g. {spec}:build"
+        if path.suffix in (".safetensors", ".npz"):
+            return f"{spec!r} is a weights file: give the model folder that holds it (with its config.json)"
+        return f"{spec!r} is a file, not a target: TARGET is {kinds}"
+    if re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", spec) and not os.path.lexists(spec.split("/")[0]):
+        return (f"no folder {spec!r} here; if it is a Hugging Face hub id: mlx2onnx does not download models, so "
+                f"download it first (e.g. hf download {spec} --local-dir {spec.split('/')[-1]}) and give that folder")
+    if os.sep in spec or "/" in spec or spec.startswith((".", "~")):
+        return f"no such folder or file: {spec!r}; TARGET is {kinds}"
+    return f"{spec!r} is not {kinds}; write e.g. mypackage.models:build or path/to/file.py:build"
+
+
 # The example a model folder is traced at: a batch of token ids of this many.
 FOLDER_EXAMPLE_TOKENS = (1, 8)
 
@@ -90,7 +97,10 @@ def load_model_folder(folder: str, seed: int = 0) -> Target:
     """An mlx-lm model folder (``config.json`` and ``*.safetensors``, float, bf16 or
     quantized): the model loaded with mlx-lm's own loader, traced on random token ids
     ``[1, 8]`` (``--input`` gives others); the export is the logits of the whole sequence."""
+    from .io.folders import check_model_folder
+
     path = Path(folder)
+    check_model_folder(path)
     config = path / "config.json"
     if not config.is_file():
         raise UsageError(f"{folder} is a folder but not a model folder: it has no config.json "

@@ -34,6 +34,10 @@ KINDS = {
     "mlx-vlm": ("image-text-to-text", "vision_language", "export_vision_language", "check_vision_language"),
 }
 
+# folder kinds whose package's runtimes read the folder's tokenizer -> those runtimes
+TOKENIZED = {"mlx-lm": "onnxruntime-genai and transformers.js", "mlx-embeddings": "transformers.js",
+             "mlx-vlm": "transformers.js and onnxruntime-genai"}
+
 
 def folder_kind(folder: str | os.PathLike) -> str:
     """Which MLX package wrote the folder (a key of :data:`KINDS`): mlx-image for weights
@@ -80,11 +84,18 @@ def export_folder(folder: str | os.PathLike, out: str | os.PathLike, *, overwrit
     """Export the model folder ``folder`` as the package of its task (:func:`folder_kind`)
     to the folder ``out``, written whole or not at all."""
     from ..exporter import Exporter
-    from ..io.packages import check_package_path
+    from ..io.folders import check_model_folder, check_tokenizer
+    from ..io.packages import check_folder_path
     from ..llm.package import export_package
+    from ..targets import UsageError
 
-    folder, out = Path(folder), check_package_path(out, overwrite)
+    folder, out = Path(folder), check_folder_path(out, overwrite, folder)
+    if not folder.is_dir():
+        raise UsageError(f"no such model folder: {str(folder)!r}")
+    check_model_folder(folder)
     kind = folder_kind(folder)
+    if kind in TOKENIZED:
+        check_tokenizer(folder, TOKENIZED[kind], graph_alone=kind == "mlx-lm")
     if kind == "mlx-lm":
         return export_package(folder, out, overwrite=overwrite, stage=stage, exporter=exporter)
     return _function(kind, 0)(folder, out, exporter or Exporter(), stage)

@@ -122,3 +122,45 @@ def test_model_from_another_function_is_reported(mlp):
     onnx_model = mlx2onnx.export(model, *args, **kwargs)
     report = localize(onnx_model, lambda x: mx.sin(x)[:, :10], args, {})
     assert report.first is None and "not exported from this function" in report.problem
+
+
+def pooled_conv():
+    """A conv net whose pooled features the layout pass leaves channels-first: the Reduce's
+    ONNX value is [N, C, 1, 1] where MLX's is [N, 1, 1, C]."""
+    import mlx.nn as nn
+
+    mx.random.seed(3)
+    conv, fc = nn.Conv2d(3, 16, 3, padding=1), nn.Linear(16, 10)
+    mx.eval(conv.parameters(), fc.parameters())
+
+    def net(x):
+        h = nn.relu(conv(x))
+        return fc(mx.mean(h, axis=(1, 2), keepdims=True).reshape(x.shape[0], -1))
+
+    return net, (mx.random.normal((2, 8, 8, 3)),)
+
+
+@pytest.mark.parametrize("dynamic", [None, {"x": {0: "batch"}}], ids=["static", "dynamic batch"])
+def test_localize_compares_values_in_mlx_layout_and_on_dynamic_exports(monkeypatch, dynamic):
+    """The broken record after a channels-first Reduce is named (the Reduce, compared in
+    MLX's layout, passes), and a dynamic export's records are matched by its own trace."""
+    from mlx2onnx.translate.markers import layout_perm
+
+    net, args = pooled_conv()
+    original = registry.lookup("AddMM")
+
+    def broken(ctx, rec):
+        (y,) = original(ctx, rec)
+        return [ctx.op.Add(y, ctx.scalar(0.5, rec.outputs[0].dtype))]
+
+    monkeypatch.setitem(registry._HANDLERS, "AddMM", broken)
+    onnx_model = mlx2onnx.Exporter(dynamic=dynamic).export(net, *args)
+    relaid = [n for n in onnx_model.graph.node if layout_perm(n) is not None]
+    reduce_node = next(n for n in onnx_model.graph.node if n.op_type == "ReduceSum")
+    assert reduce_node in relaid and reduce_node.output[0].startswith("reduce_")  # the case this test is for
+    report = localize(onnx_model, net, args, {})
+    trace = mlx2onnx.capture(net, args, {}) if dynamic is None else mlx2onnx.capture(net, args, {}, shapeless=True)
+    addmm = next(p.index for p in trace.primitives if p.name == "AddMM")
+    assert report.problem == "" and (report.first.name, report.first.index) == ("AddMM", addmm), str(report)
+    assert [c.name for c in report.divergent] == ["AddMM"] and report.skipped == []
+    assert report.checked >= 2  # the Reduce among them, in MLX's layout

@@ -18,6 +18,7 @@ from .graph import (
     rank,
     static_shape,
 )
+from ..translate.markers import relaid
 from .permutes import inverse_perm, relaid_shape, reshape_before, reshaped_dims, size1_relaid, transpose_perm
 
 UNARY = frozenset(
@@ -68,6 +69,7 @@ def _transpose_after(graph: ir.Graph, node: ir.Node, perm: list[int], shape: ir.
         return
     transpose = ir.Node("", "Transpose", [out], attributes=[ir.AttrInt64s("perm", perm)])
     graph.insert_after(node, transpose)
+    relaid(node, perm)
     moved = transpose.outputs[0]
     moved.shape, moved.type = out.shape, out.type
     out.shape = shape

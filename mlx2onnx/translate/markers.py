@@ -54,3 +54,29 @@ def primitive_tag(record) -> str:
 def value_name(record, k: int = 0) -> str:
     """The ONNX name of a record's ``k``-th output: ``name_index`` (``:k`` after the first)."""
     return f"{record.name.lower()}_{record.index}" + (f":{k}" if k else "")
+
+
+# Node metadata: the node's output holds its MLX value in another layout, written by the
+# layout pass (passes.sink_plan) when it moves a Transpose past the node: the MLX value is
+# Transpose(output, perm), perm as comma-separated axes. verify.localize reads it back to
+# compare the value in MLX's layout.
+LAYOUT_TAG = "mlx.layout"
+
+
+def layout_perm(node) -> list[int] | None:
+    """The perm of ``LAYOUT_TAG`` on an onnx_ir or protobuf node (None: MLX's layout)."""
+    props = node.metadata_props
+    text = props.get(LAYOUT_TAG) if isinstance(props, dict) else next(
+        (p.value for p in props if p.key == LAYOUT_TAG), None)
+    return None if text is None else [int(a) for a in text.split(",")]
+
+
+def relaid(node, perm: list[int]) -> None:
+    """Record that ``node``'s output is now its former value transposed by the inverse of
+    ``perm`` (the former value = Transpose(output, perm)), composing with what it held."""
+    before = layout_perm(node)
+    total = list(perm) if before is None else [perm[i] for i in before]
+    if total == list(range(len(total))):
+        node.metadata_props.pop(LAYOUT_TAG, None)
+    else:
+        node.metadata_props[LAYOUT_TAG] = ",".join(map(str, total))

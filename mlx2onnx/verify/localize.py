@@ -27,7 +27,7 @@ from ..capture.trace import Primitive, Trace
 from ..capture.tracing import capture
 from ..errors import VerificationError
 from ..io import metadata
-from ..translate.markers import PRIMITIVE_TAG, primitive_tag, value_name
+from ..translate.markers import PRIMITIVE_TAG, layout_perm, primitive_tag, value_name
 from . import interpret
 from .compare import DEFAULT_TOLERANCES, EXACT, OutputReport, compare
 from .inputs import random_like
@@ -163,7 +163,8 @@ def onnx_names(proto: onnx.ModelProto, trace: Trace) -> tuple[dict[str, str], st
     foreign = sorted({t for t in produced.values() if t} - {primitive_tag(r) for r in trace.primitives})
     if foreign:
         return {}, (f"the model has nodes for MLX records {', '.join(foreign[:4])} that this function's trace does "
-                    "not contain: it was not exported from this function and these example inputs")
+                    "not contain: it was not exported from this function and these example inputs (or its export "
+                    "folded a loop, whose records are numbered otherwise)")
     for rec in trace.primitives:
         for k, spec in enumerate(rec.outputs):
             name = value_name(rec, k)
@@ -186,10 +187,16 @@ def _with_outputs(proto: onnx.ModelProto, names: list[str], specs: dict) -> onnx
     for name in names:
         if name in existing:
             continue
-        spec = specs[name]
-        elem = int(dtypes.to_onnx(meta.carried(spec.dtype)))
-        model.graph.output.append(onnx.helper.make_tensor_value_info(name, elem, list(spec.shape)))
+        elem = int(dtypes.to_onnx(meta.carried(specs[name].dtype)))  # no shape: the value's own layout and sizes
+        model.graph.output.append(onnx.helper.make_tensor_value_info(name, elem, None))
     return model
+
+
+def in_mlx_layout(proto: onnx.ModelProto, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The runtime's ``values`` in MLX's layout: a value the layout pass left channels-first
+    (its node's ``mlx.layout``, :func:`~mlx2onnx.translate.markers.layout_perm`) transposed back."""
+    perms = {out: perm for node in proto.graph.node if (perm := layout_perm(node)) is not None for out in node.output[:1]}
+    return {name: np.transpose(value, perms[name]) if name in perms else value for name, value in values.items()}
 
 
 def _tolerance(dtype: mx.Dtype, tolerances: Mapping[str, tuple[float, float]] | None) -> tuple[float, float]:
@@ -229,7 +236,9 @@ def localize(
 
     proto = onnx.load(str(model), load_external_data=False) if not isinstance(model, onnx.ModelProto) else model
     base_dir = None if isinstance(model, onnx.ModelProto) else str(Path(model).parent)
-    trace = capture(fun, args, kwargs)
+    # a dynamic export was traced shapeless (its records hold sizes as symbols): the same
+    # program, traced at these inputs' sizes, numbers its records as the model does
+    trace = capture(fun, args, kwargs, shapeless=metadata.read(proto).dynamic is not None)
     report = LocalizeReport(records=len(trace.primitives))
     mapping, report.problem = onnx_names(proto, trace)
     if report.problem:
@@ -245,8 +254,9 @@ def localize(
         progress.update(f"localizing: running onnxruntime with {len(exposed)} exposed values")
     if base_dir is not None and any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer):
         onnx.load_external_data_for_model(augmented, base_dir)
-    got = _run_exposed(augmented, [mapping[n] for n in exposed], _feeds(proto, call_args, call_kwargs),
-                       graph_optimization_level, session_config)
+    got = in_mlx_layout(proto, _run_exposed(augmented, [mapping[n] for n in exposed],
+                                            _feeds(proto, call_args, call_kwargs), graph_optimization_level,
+                                            session_config))
 
     reference = interpret.bind_inputs(trace, tuple(call_args), call_kwargs)  # the all-MLX chain
     mixed = dict(reference)  # ONNX values where exposed, else MLX evaluated on them

@@ -32,6 +32,7 @@ def _export_package(ns, progress: Progress) -> int:
     from pathlib import Path
 
     from ..exporter import Exporter
+    from ..io.ownership import FOLDER_MARKER
     from ..llm.check import package_notes
     from ..llm.package import PACKAGE_BFLOAT16
     from ..tasks import export_folder
@@ -40,13 +41,17 @@ def _export_package(ns, progress: Progress) -> int:
                         optimize=not ns.no_optimize, quantized_weights=ns.quantized_weights,
                         int8_activations=ns.int8_activations)
     out = export_folder(ns.target, ns.output, overwrite=ns.overwrite, stage=progress.stage, exporter=exporter)
-    files = sorted(str(p.relative_to(out)) for p in Path(out).rglob("*") if p.is_file())
+    files = sorted(str(p.relative_to(out)) for p in Path(out).rglob("*") if p.is_file() and p.name != FOLDER_MARKER)
     print(f"wrote package {out}: {', '.join(files)}")
     notes = package_notes(Path(out))
     for key in ("onnxruntime-genai", "transformers.js", "left_padded_batches"):
         if key in notes:  # what a runtime cannot do with this package, as config.json records it
             print(f"  {key.replace('_', ' ')}: {notes[key]}")
-    return EXIT_OK
+    if not ns.check:
+        return EXIT_OK
+    from .check import check_package_folder
+
+    return check_package_folder(out, ns.target, progress, ns.seed)
 
 
 def cmd_export(ns, progress: Progress) -> int:

@@ -116,7 +116,9 @@ def _scalar(value) -> str:
     value = np.asarray(value)
     if value.dtype.kind in "biu":
         return str(value.item())
-    return f"{float(value.astype(np.float64)):.7g}"
+    if value.dtype.kind not in "fc":  # bfloat16: float32 holds it exactly
+        value = value.astype(np.float32)
+    return str(value[()])  # the shortest text that reads back as this value: two values print apart
 
 
 def compare(name: str, got: np.ndarray, want: np.ndarray, dtype: str, tolerance: tuple[float, float],

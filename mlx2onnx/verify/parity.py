@@ -27,6 +27,7 @@ from ..capture.inputs import (
 )
 from ..errors import CheckOptionError, UserFunctionError, VerificationError
 from ..io import metadata
+from ..translate.markers import PRIMITIVE_TAG
 from . import reference as references
 from .compare import (
     DEFAULT_TOLERANCES,
@@ -186,6 +187,7 @@ class Verifier:
             runtime_options=self.options(),
             arithmetic=tuple(str(t) for t in trades),
             reference=reference.to_dict(),
+            hints=() if all(r.passed for r in reports) else failure_hints(proto),
         )
 
     def options(self) -> dict[str, str]:
@@ -323,3 +325,15 @@ def verify(model: Any, fun: Any, /, *args: Any, **kwargs: Any) -> VerifyReport:
     inputs, tolerances).
     """
     return Verifier().verify(model, fun, *args, **kwargs)
+
+
+def failure_hints(proto: onnx.ModelProto) -> tuple[str, ...]:
+    """What in ``proto`` may explain a failed comparison: random draws from the key the
+    function was traced with (a model left in training mode: Dropout)."""
+    tags = [p.value for node in proto.graph.node for p in node.metadata_props if p.key == PRIMITIVE_TAG]
+    draws = sorted({t for t in tags if t.startswith("RandomBits:")})
+    if not draws:
+        return ()
+    return (f"the model draws random numbers ({len(draws)} MLX RandomBits record(s)) from the key it was traced "
+            "with, while MLX draws new ones at every call, so the two cannot agree. A model left in training mode "
+            "does this (Dropout): call model.eval() before exporting; or pass the random key as an input",)

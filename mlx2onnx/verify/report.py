@@ -21,6 +21,7 @@ class VerifyReport:
     runtime_options: Mapping[str, str] = field(default_factory=dict)  # the user's (none: the runtime's defaults)
     arithmetic: tuple[str, ...] = ()  # where the runtime computed with less precision than MLX, and why
     reference: Mapping[str, Any] = field(default_factory=dict)  # MLX's device and arithmetic (references.Reference)
+    hints: tuple[str, ...] = ()  # what a failure may come from, where the model shows it (not a verdict)
 
     @property
     def passed(self) -> bool:
@@ -50,7 +51,11 @@ class VerifyReport:
         elif self.reference.get("moved"):
             lines.append(f"  MLX reference: {self.reference['why']}")
         lines += [f"  problem: {p}" for p in self.problems]
-        return "\n".join(lines + ["  " + o.line(width) for o in self.outputs])
+        if self.outputs:
+            lines.append("  " + " " * width + f"{'output':<24} {'dtype':<9} {'shape':<18} {'largest error':<30} "
+                         f"tolerance: an element passes when |{self.runtime} - MLX| <= atol + rtol * |MLX|")
+        lines += ["  " + o.line(width) for o in self.outputs]
+        return "\n".join(lines + [f"  hint: {h}" for h in self.hints])
 
     def to_dict(self) -> dict:
         return {
@@ -65,6 +70,7 @@ class VerifyReport:
             "mlx_version": self.mlx_version,
             "seed": self.seed,
             "problems": list(self.problems),
+            "hints": list(self.hints),
             "inputs": {k: {"shape": list(s), "dtype": d} for k, (s, d) in self.inputs.items()},
             "outputs": [o.to_dict() for o in self.outputs],
         }

@@ -37,6 +37,8 @@ def _exported(tmp_path, folder):
     package = tmp_path / "package"
     out = cli("export", folder, "-o", package, cwd=tmp_path, check_rc=0)
     onnx.checker.check_model(onnx.load(str(package / "onnx" / "model.onnx")), full_check=True)
+    dtypes = json.loads((package / "config.json").read_text())["transformers.js_config"]["dtype"]
+    assert dtypes == {p.stem: "fp32" for p in (package / "onnx").glob("*.onnx")}  # transformers.js's defaults find them
     checked = cli("check", package, folder, "--json", cwd=tmp_path)
     result = json.loads(checked.stdout)
     assert checked.returncode == 0 and result["passed"], checked.stdout + checked.stderr

@@ -94,14 +94,18 @@ def copy_present(folder: Path, package: Path, names) -> None:
 
 def write_json_files(package: Path, files: dict[str, dict]) -> None:
     """Write each ``{file name: content}`` as strict JSON (:func:`json_text`) into
-    ``package``; config.json tells transformers.js (``use_external_data_format``) when a
-    graph under ``onnx/`` keeps its weights in an ``.onnx_data`` file (write the graphs
-    first)."""
-    external = any((package / "onnx").glob("*.onnx_data"))
+    ``package``; config.json's ``transformers.js_config`` (write the graphs first) names
+    the dtype of each graph under ``onnx/`` as transformers.js names its files (``fp32``:
+    no suffix), so that its defaults find them (in a browser, wasm's default dtype is q8,
+    the file ``model_quantized.onnx``), and says when a graph keeps its weights in an
+    ``.onnx_data`` file (``use_external_data_format``)."""
+    graphs = sorted(path.stem for path in (package / "onnx").glob("*.onnx"))
     for name, content in files.items():
-        if name == "config.json" and external:
-            content = dict(content, **{"transformers.js_config": {**content.get("transformers.js_config", {}),
-                                                                  "use_external_data_format": True}})
+        if name == "config.json" and graphs:
+            js = dict(content.get("transformers.js_config", {}), dtype={graph: "fp32" for graph in graphs})
+            if any((package / "onnx").glob("*.onnx_data")):
+                js["use_external_data_format"] = True
+            content = dict(content, **{"transformers.js_config": js})
         (package / name).write_text(json_text(content))
 
 

@@ -5,7 +5,8 @@ A target is one of
 * a reference model's short name (``mlp``, ``encoder``, ``llama``);
 * ``package.module:callable``, a dotted module importable from the current directory;
 * ``path/to/file.py:callable``, a file loaded from exactly that path;
-* ``path/to/model_folder``, an mlx-lm model folder (``config.json`` and weights).
+* ``path/to/model_folder``, an mlx-lm model folder (``config.json`` and weights), or a
+  Hugging Face hub id ``ORG/NAME`` of one (its folder in huggingface_hub's cache).
 
 User code is imported only from the module the user names; nothing is evaluated from
 strings. The callable is either a factory (no required parameters; it may take ``seed``)
@@ -45,14 +46,18 @@ class Target:
 
 
 # -- targets ----------------------------------------------------------------------------
-def load_target(spec: str, seed: int = 0) -> Target:
-    """Resolve ``spec`` (see the module docstring) and call the factory, if it is one."""
+def load_target(spec: str, seed: int = 0, revision: str | None = None) -> Target:
+    """Resolve ``spec`` (see the module docstring) and call the factory, if it is one; a
+    hub id (ORG/NAME, no such path here) is the hub model's folder at ``revision``."""
+    from .io.folders import hub_folder, is_hub_id
     from .models import REFERENCE_MODELS
 
     if spec in REFERENCE_MODELS:
         return _from_result(_call_factory(REFERENCE_MODELS[spec], spec, seed), spec)
     if os.path.isdir(spec):
         return load_model_folder(spec, seed)
+    if is_hub_id(spec):
+        return load_model_folder(str(hub_folder(spec, revision)), seed)
     if ":" not in spec:
         raise UsageError(_unresolved(spec, sorted(REFERENCE_MODELS)))
     module_part, _, attr = spec.rpartition(":")
@@ -81,9 +86,6 @@ def _unresolved(spec: str, references: list[str]) -> str:
         if path.suffix in (".safetensors", ".npz"):
             return f"{spec!r} is a weights file: give the model folder that holds it (with its config.json)"
         return f"{spec!r} is a file, not a target: TARGET is {kinds}"
-    if re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", spec) and not os.path.lexists(spec.split("/")[0]):
-        return (f"no folder {spec!r} here; if it is a Hugging Face hub id: mlx2onnx does not download models, so "
-                f"download it first (e.g. hf download {spec} --local-dir {spec.split('/')[-1]}) and give that folder")
     if os.sep in spec or "/" in spec or spec.startswith((".", "~")):
         return f"no such folder or file: {spec!r}; TARGET is {kinds}"
     return f"{spec!r} is not {kinds}; write e.g. mypackage.models:build or path/to/file.py:build"

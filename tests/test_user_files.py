@@ -175,7 +175,6 @@ def test_a_hostile_folder_gets_one_line_and_nothing_is_written(home, capsys, cas
 
 
 @pytest.mark.parametrize("target, match", [
-    ("mlx-community/SmolLM2-135M-Instruct-4bit", "mlx2onnx does not download models"),
     ("./tiny-lama", "no such folder or file: './tiny-lama'"),
     ("model.onnx", "is an ONNX model, not something to export"),
     ("src/model.safetensors", "is a weights file: give the model folder"),
@@ -241,3 +240,36 @@ def test_a_weights_mismatch_does_not_send_the_user_to_localize(tmp_path, capsys)
     assert inprocess("export", "mlp", "-o", "mlp.onnx", "-q", cwd=tmp_path, capsys=capsys)[0] == 0
     code, out, _ = inprocess("check", "mlp.onnx", "mlp", "--model-seed", "3", "-q", cwd=tmp_path, capsys=capsys)
     assert code == 1 and "weights differ from the callable's" in out and "--localize" not in out
+
+
+def test_a_hub_id_exports_from_huggingface_hubs_cache(home, tmp_path):
+    """``export ORG/NAME`` reads the model from huggingface_hub's cache as mlx-lm's load()
+    does (a cache built here, HF_HUB_OFFLINE=1: no network); an id the cache lacks, or a
+    revision it lacks, is one line, exit 2, and nothing written."""
+    import os
+    import shutil
+    import subprocess
+
+    from test_cli import COMMAND
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "cache" / "models--mlx-community--tiny-llama"
+    shutil.copytree(home / "src", repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(tmp_path / "cache"))
+
+    def run(*args):
+        return subprocess.run([*COMMAND, *args, "-q"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=300)
+
+    done = run("export", "mlx-community/tiny-llama", "-o", "pkg/")
+    assert done.returncode == 0, done.stderr
+    done = run("check", "pkg", "mlx-community/tiny-llama")
+    assert done.returncode == 0 and "package parity PASSED" in done.stdout, done.stdout + done.stderr
+    before = snapshot(tmp_path)
+    for args in (["mlx-community/no-such-model"], ["mlx-community/tiny-llama", "--revision", "v2"]):
+        done = run("export", *args, "-o", "other/")
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "the Hugging Face hub did not give it" in done.stderr
+    assert snapshot(tmp_path) == before

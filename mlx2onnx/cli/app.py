@@ -39,6 +39,7 @@ targets:
   mlp | encoder | llama          a bundled reference model
   package.module:callable        importable from the current directory
   path/to/file.py:callable       loaded from that file
+  ORG/NAME                       a Hugging Face hub id of such a folder (--revision REV)
   path/to/model_folder           an MLX model folder (mlx-lm, mlx-vlm, mlx-embeddings, mlx-whisper,
                                  mlx-audio, mlx-image); with -o FOLDER/ its task's package
 The callable is a factory returning a function or mlx.nn.Module, or a (function, args)
@@ -117,6 +118,9 @@ def _shared_options() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser,
                              "Replaces the example inputs the callable returns")
     target.add_argument("--seed", type=_seed, default=0,
                         help="seed of the random inputs: the --input values and the check's fresh inputs (default 0)")
+    target.add_argument("--revision", metavar="REV",
+                        help="for a TARGET that is a Hugging Face hub id (ORG/NAME): the branch, tag or commit "
+                             "(default main); the model is read from huggingface_hub's cache, fetched when missing")
     target.add_argument("--model-seed", type=_seed, default=0,
                         help="passed as `seed` to a factory that takes one, e.g. the reference models' weights "
                              "(default 0; check with the seed the model was exported with)")
@@ -254,6 +258,15 @@ def _add_check_suite(sub, common) -> None:
                    help="folder for report.json, junit.xml and report.html (default: check-suite-report)")
 
 
+def _hub_target(ns, progress: Progress) -> None:
+    """A TARGET that is a hub id becomes its folder in huggingface_hub's cache."""
+    from ..io.folders import hub_folder, is_hub_id
+
+    if getattr(ns, "target", None) and is_hub_id(ns.target):
+        with progress.stage(f"fetching {ns.target} from the Hugging Face hub (or its cache)"):
+            ns.target = str(hub_folder(ns.target, ns.revision))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -274,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
 
     progress = Progress(quiet=ns.quiet)
     try:
+        _hub_target(ns, progress)
         return ns.run(ns, progress)
     except UsageError as exc:
         progress.close()

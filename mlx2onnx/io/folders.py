@@ -6,6 +6,8 @@ folder is wanted, and the tokenizer a package's runtimes read. Each problem is o
 from __future__ import annotations
 
 import json
+import os
+import re
 import struct
 from pathlib import Path
 
@@ -16,6 +18,40 @@ from .ownership import FOLDER_MARKER
 _WIDTHS = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
            "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
 _AGAIN = "an incomplete download or a corrupt file: download or convert the model again"
+
+# a Hugging Face hub id, ORG/NAME; and what of a model repository its export reads (as mlx-lm's
+# load() fetches: no *.py, no other formats' weights)
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+HUB_FILES = ["*.json", "*.safetensors", "*.npz", "tokenizer.model", "*.tiktoken", "*.txt", "*.jinja", "*.jsonl"]
+
+
+def is_hub_id(spec: str | os.PathLike) -> bool:
+    """Whether ``spec`` names a hub model (ORG/NAME) rather than a path here: no file or
+    folder of that name, nor of its first part, exists."""
+    spec = str(spec)
+    return bool(_HUB_ID.fullmatch(spec)) and not os.path.lexists(spec) and not os.path.lexists(spec.split("/")[0])
+
+
+def hub_folder(repo_id: str, revision: str | None = None) -> Path:
+    """The folder of the hub model ``repo_id`` (at ``revision``) in huggingface_hub's
+    cache, fetched into it when missing, as mlx-lm's ``load`` does (``HF_HUB_OFFLINE=1``:
+    the cache alone; ``HF_HUB_CACHE`` / ``HF_HOME`` say where it is)."""
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise UsageError(f"{repo_id!r} is not a folder here; to fetch it as a hub id, install huggingface_hub "
+                         "(pip install huggingface_hub), or give the path of the downloaded folder") from None
+    try:
+        folder = Path(snapshot_download(repo_id, revision=revision, allow_patterns=HUB_FILES))
+    except Exception as exc:  # not cached while offline, no such repository or revision, no network
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"{repo_id!r} is not a folder here, and the Hugging Face hub did not give it "
+                         f"({type(exc).__name__}: {reason}); check the id and revision, or download the folder "
+                         "and give its path") from None
+    if not (folder / "config.json").is_file() and not any(folder.glob("*.safetensors")):
+        raise UsageError(f"the hub's {repo_id!r} holds no MLX model files (config.json, *.safetensors): is it an "
+                         "MLX model (e.g. one of mlx-community's)?")
+    return folder
 
 
 def safetensors_problem(path: Path) -> str | None:

@@ -80,15 +80,19 @@ def _function(kind: str, which: int) -> Callable:
 
 
 def export_folder(folder: str | os.PathLike, out: str | os.PathLike, *, overwrite: bool = False,
-                  stage: Callable[[str], Any] = lambda text: contextlib.nullcontext(), exporter=None) -> Path:
-    """Export the model folder ``folder`` as the package of its task (:func:`folder_kind`)
-    to the folder ``out``, written whole or not at all."""
+                  stage: Callable[[str], Any] = lambda text: contextlib.nullcontext(), exporter=None,
+                  revision: str | None = None) -> Path:
+    """Export the model folder ``folder`` (or the hub model ``ORG/NAME`` at ``revision``,
+    from huggingface_hub's cache) as the package of its task (:func:`folder_kind`) to the
+    folder ``out``, written whole or not at all."""
     from ..exporter import Exporter
-    from ..io.folders import check_model_folder, check_tokenizer
+    from ..io.folders import check_model_folder, check_tokenizer, hub_folder, is_hub_id
     from ..io.packages import check_folder_path
     from ..llm.package import export_package
     from ..targets import UsageError
 
+    if is_hub_id(folder):
+        folder = hub_folder(str(folder), revision)
     folder, out = Path(folder), check_folder_path(out, overwrite, folder)
     if not folder.is_dir():
         raise UsageError(f"no such model folder: {str(folder)!r}")

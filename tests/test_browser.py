@@ -62,3 +62,77 @@ def test_text_generation_in_chromium_gives_mlx_tokens(packages, weights, device)
         expected = zoo.mlx_tokens(model, folder, row["ids"], NEW_TOKENS)
         assert row["tokens"] == expected, f"{row['text']!r}: tokens {row['tokens']}, mlx-lm {expected}"
     assert found["pipeline"] == found["rows"][0]["text"]
+
+
+# -- the other tasks' packages, through their pipelines with no options ------------------------
+PIPELINE = """
+const { pipeline, Tensor } = transformers;
+const run = await pipeline(%s, "pkg", %s);
+let input = %s;
+if (typeof input === "string" && input.endsWith(".f32")) input = new Float32Array(await (await fetch(input)).arrayBuffer());
+const out = await run(input, %s);
+return out instanceof Tensor ? { dims: out.dims, data: Array.from(out.data) } : out;
+"""
+
+DEVICES = ["defaults", "webgpu"]
+SPOKEN = 24  # tokens of the transcription compared (SwiftShader's WebGPU takes about 0.5 s a token)
+
+
+def _pipeline(task, package, device, inputs, call_options, extra=None):
+    options = {} if device == "defaults" else {"device": "webgpu"}
+    script = PIPELINE % (json.dumps(task), json.dumps(options), json.dumps(inputs), json.dumps(call_options))
+    return run_page(script, {"pkg": package, **(extra or {})}, webgpu=device == "webgpu")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_feature_extraction_in_chromium_gives_mlx_embeddings(tmp_path, device):
+    import numpy as np
+
+    pytest.importorskip("mlx_embeddings.utils")
+    from mlx2onnx.tasks import export_folder
+
+    folder = zoo.write_embedding_folder(tmp_path / "folder", "bert")
+    package = export_folder(folder, tmp_path / "package")
+    got = _pipeline("feature-extraction", package, device, zoo.EMBEDDING_TEXTS, {"pooling": "mean", "normalize": True})
+    got = np.array(got["data"], np.float32).reshape(got["dims"])
+    np.testing.assert_allclose(got, zoo.mlx_embeddings(folder, zoo.EMBEDDING_TEXTS), atol=2e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_image_classification_in_chromium_gives_mlx_probabilities(tmp_path, device):
+    import numpy as np
+    from PIL import Image
+
+    pytest.importorskip("mlxim.model")
+    from mlx2onnx.tasks import export_folder
+
+    folder = zoo.write_image_folder(tmp_path / "resnet18-mlxim", "resnet18")
+    package = export_folder(folder, tmp_path / "package")
+    processor = json.loads((package / "preprocessor_config.json").read_text())
+    image = zoo.generated_image(processor["size"]["height"], seed=3)
+    (tmp_path / "images").mkdir()
+    Image.fromarray(image).save(tmp_path / "images" / "image.png")
+    got = _pipeline("image-classification", package, device, "/models/images/image.png", {"top_k": 10},
+                    {"images": tmp_path / "images"})
+    want = zoo.mlx_class_probabilities(folder, "resnet18", image, processor["crop_size"]["height"])
+    scores = {row["label"]: row["score"] for row in got}
+    np.testing.assert_allclose([scores[f"LABEL_{i}"] for i in range(10)], want, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_speech_recognition_in_chromium_gives_mlx_whispers_text(tmp_path, device):
+    pytest.importorskip("mlx_whisper.decoding")
+    from mlx2onnx.tasks import export_folder
+    from mlx2onnx.tasks.whisper import MLX_WHISPER as source
+
+    folder = zoo.write_whisper_folder(tmp_path / "folder")
+    package = export_folder(folder, tmp_path / "package")
+    audio = zoo.speech_clip(seed=7)
+    (tmp_path / "audio").mkdir()
+    audio.astype("float32").tofile(tmp_path / "audio" / "clip.f32")
+    model = source.load(folder)
+    tokens = source.transcription(model, source.features(audio, model.dims.n_mels))[:SPOKEN]
+    assert len(set(tokens)) > 2  # a transcription that tells a wrong token from a right one
+    heard = _pipeline("automatic-speech-recognition", package, device, "/models/audio/clip.f32",
+                      {"max_new_tokens": SPOKEN}, {"audio": tmp_path / "audio"})
+    assert heard["text"].strip() == source.tokenizer(model).decode(tokens).strip()

@@ -136,3 +136,37 @@ def test_speech_recognition_in_chromium_gives_mlx_whispers_text(tmp_path, device
     heard = _pipeline("automatic-speech-recognition", package, device, "/models/audio/clip.f32",
                       {"max_new_tokens": SPOKEN}, {"audio": tmp_path / "audio"})
     assert heard["text"].strip() == source.tokenizer(model).decode(tokens).strip()
+
+
+VLM = """
+const { AutoProcessor, AutoModelForImageTextToText, RawImage } = transformers;
+const processor = await AutoProcessor.from_pretrained("pkg");
+const model = await AutoModelForImageTextToText.from_pretrained("pkg", %s);
+const inputs = await processor(%s, await RawImage.fromURL("/models/images/image.png"));
+const ids = Array.from(inputs.input_ids.data, Number);
+const out = await model.generate({ ...inputs, max_new_tokens: %d, do_sample: false });
+return { ids, tokens: Array.from(out.data, Number).slice(ids.length) };
+"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_image_text_to_text_in_chromium_gives_mlx_vlm_tokens(tmp_path, device):
+    import mlx.core as mx
+    from PIL import Image
+
+    pytest.importorskip("mlx_vlm.utils")
+    from mlx_vlm.utils import load_model
+
+    from mlx2onnx.tasks import export_folder
+    from mlx2onnx.tasks.vision_language import mlx_vlm_tokens
+
+    folder = zoo.write_vlm_folder(tmp_path / "folder", "gemma3")
+    package = export_folder(folder, tmp_path / "package")
+    image = zoo.generated_image(json.loads((folder / "config.json").read_text())["vision_config"]["image_size"], seed=4)
+    (tmp_path / "images").mkdir()
+    Image.fromarray(image).save(tmp_path / "images" / "image.png")
+    options = {} if device == "defaults" else {"device": "webgpu"}
+    heard = run_page(VLM % (json.dumps(options), json.dumps(zoo.VLM_PROMPTS["gemma3"]), NEW_TOKENS),
+                     {"pkg": package, "images": tmp_path / "images"}, webgpu=device == "webgpu")
+    want = mlx_vlm_tokens(load_model(folder), mx.array([heard["ids"]]), zoo.vlm_pixels("gemma3", image), NEW_TOKENS)[0]
+    assert len(set(want)) > 1 and heard["tokens"] == want

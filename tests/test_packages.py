@@ -230,8 +230,9 @@ def test_a_config_transformers_js_does_not_know_is_given_as_its_plain_decoder(tm
         (folder / "config.json").read_text())["vocab_size"]
     kept = zoo.write_model_folder(tmp_path / "qwen3", "qwen3")
     cli("export", kept, "-o", tmp_path / "qwen3-package", cwd=tmp_path, check_rc=0)
-    assert json.loads((tmp_path / "qwen3-package" / "config.json").read_text()) == json.loads(
-        (kept / "config.json").read_text())  # a type transformers.js runs as it is: the source's own config
+    written = json.loads((tmp_path / "qwen3-package" / "config.json").read_text())
+    assert written.pop("transformers.js_config") == {"dtype": {"model": "fp32"}}  # where its defaults find the graph
+    assert written == json.loads((kept / "config.json").read_text())  # a type transformers.js runs as it is: the source's own config
 
 
 def test_a_model_module_that_exits_is_the_users_code(tmp_path, monkeypatch):

@@ -25,16 +25,22 @@ WASM = ("ort-wasm-simd-threaded.asyncify.mjs", "ort-wasm-simd-threaded.asyncify.
 WEBGPU_FLAGS = ["--enable-unsafe-webgpu", "--enable-features=Vulkan", "--use-angle=swiftshader",
                 "--use-webgpu-adapter=swiftshader", "--enable-unsafe-swiftshader"]
 
-PAGE = """<!doctype html><meta charset="utf-8"><script type="module">
-import * as transformers from "/transformers.min.js";
+# onnxruntime-web itself, as a page that runs a plain export imports it
+ORT_WEB = ROOT / "node_modules" / "onnxruntime-web" / "dist"
+TRANSFORMERS_PRELUDE = """import * as transformers from "/transformers.min.js";
 const { env } = transformers;
 env.allowLocalModels = true;  // off by default in a browser
 env.allowRemoteModels = false;
 env.localModelPath = "/models/";
-env.backends.onnx.wasm.wasmPaths = { mjs: "/ort/%s", wasm: "/ort/%s" };
+env.backends.onnx.wasm.wasmPaths = { mjs: "/ort/%s", wasm: "/ort/%s" };""" % WASM
+ORT_PRELUDE = """import * as ort from "/ortweb/ort.all.min.mjs";
+ort.env.wasm.wasmPaths = "/ortweb/";"""
+
+PAGE = """<!doctype html><meta charset="utf-8"><script type="module">
+{prelude}
 const post = (data) => fetch("/result", { method: "POST", body: JSON.stringify(data) });
 try {
-  const run = async () => { %s };
+  const run = async () => { {script} };
   await post({ result: await run() });
 } catch (error) {
   await post({ error: String((error && error.stack) || error) });
@@ -79,15 +85,17 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def run_page(script: str, models: dict[str, Path], webgpu: bool = False, timeout: float = 240) -> object:
+def run_page(script: str, models: dict[str, Path], webgpu: bool = False, timeout: float = 240,
+             prelude: str = TRANSFORMERS_PRELUDE) -> object:
     """Run ``script`` (the body of an async function returning a JSON value, with
-    ``transformers`` in scope) in a page of headless Chromium, with ``models`` served as
-    ``/models/NAME/``; its result, or AssertionError with the page's error."""
+    ``transformers`` in scope, or ``ort`` with :data:`ORT_PRELUDE`) in a page of headless
+    Chromium, with ``models`` served as ``/models/NAME/``; its result, or AssertionError
+    with the page's error."""
     browser = chromium()
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
-        (scratch / "index.html").write_text(PAGE % (*WASM, script))
-        site = {"/transformers.min.js": TRANSFORMERS, "/ort": ORT, "/": scratch,
+        (scratch / "index.html").write_text(PAGE.replace("{prelude}", prelude).replace("{script}", script))
+        site = {"/transformers.min.js": TRANSFORMERS, "/ort": ORT, "/ortweb": ORT_WEB, "/": scratch,
                 **{f"/models/{name}": path for name, path in models.items()}}
         results, done = [], threading.Event()
         handler = functools.partial(_Handler, site=site, results=results, done=done)

@@ -170,3 +170,38 @@ def test_image_text_to_text_in_chromium_gives_mlx_vlm_tokens(tmp_path, device):
                      {"pkg": package, "images": tmp_path / "images"}, webgpu=device == "webgpu")
     want = mlx_vlm_tokens(load_model(folder), mx.array([heard["ids"]]), zoo.vlm_pixels("gemma3", image), NEW_TOKENS)[0]
     assert len(set(want)) > 1 and heard["tokens"] == want
+
+
+# -- a plain export in onnxruntime-web, as a page imports it -----------------------------------
+ORT_RUN = """
+const session = await ort.InferenceSession.create("/models/plain/model.onnx", %s);
+const feeds = {};
+const arrays = { float32: Float32Array, int32: Int32Array };
+for (const [name, { type, dims, data }] of Object.entries(%s)) feeds[name] = new ort.Tensor(type, arrays[type].from(data), dims);
+const out = await session.run(feeds);
+return Object.fromEntries(Object.entries(out).map(([name, t]) => [name, { dims: t.dims, data: Array.from(t.data) }]));
+"""
+
+
+@pytest.mark.parametrize("device", ["wasm", "webgpu"])
+def test_a_plain_export_runs_in_onnxruntime_web_in_chromium(tmp_path, device):
+    """The bundled llama reference model exported with default options, run by
+    onnxruntime-web in the page (no options but the execution provider) on fresh random
+    inputs: MLX's outputs at the default float32 tolerance."""
+    import mlx.core as mx
+    import numpy as np
+
+    import mlx2onnx
+    from browser import ORT_PRELUDE
+    from mlx2onnx.models import REFERENCE_MODELS
+
+    model, args, kwargs = REFERENCE_MODELS["llama"](seed=0)
+    (tmp_path / "plain").mkdir()
+    exported = mlx2onnx.Exporter(path=tmp_path / "plain" / "model.onnx").export(model, *args, **kwargs)
+    ids = np.random.default_rng(5).integers(0, 128, args[0].shape).astype(np.int32)
+    want = np.array(model(mx.array(ids)))
+    options = {"executionProviders": [device]}
+    feeds = {exported.graph.input[0].name: {"type": "int32", "dims": list(ids.shape), "data": ids.ravel().tolist()}}
+    got = run_page(ORT_RUN % (json.dumps(options), json.dumps(feeds)), {"plain": tmp_path / "plain"},
+                   webgpu=device == "webgpu", prelude=ORT_PRELUDE)["output_0"]
+    np.testing.assert_allclose(np.array(got["data"], np.float32).reshape(got["dims"]), want, atol=1e-4, rtol=1e-4)

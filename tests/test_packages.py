@@ -65,7 +65,7 @@ def mlx_tokens(folder: Path, ids: list[int]) -> list[int]:
 def test_package_layout(packages):
     folder, package = packages("llama")
     files = sorted(str(p.relative_to(package)) for p in package.rglob("*") if p.is_file())
-    assert files == [".mlx2onnx.json", "config.json", "genai_config.json", "generation_config.json",
+    assert files == [".mlx2onnx.json", "README.md", "config.json", "genai_config.json", "generation_config.json",
                      "onnx/model.onnx", "tokenizer.json", "tokenizer_config.json"]
     assert json.loads((package / ".mlx2onnx.json").read_text())["files"] == files[1:]
     model = onnx.load(str(package / "onnx" / "model.onnx"))

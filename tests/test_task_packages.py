@@ -39,6 +39,9 @@ def _exported(tmp_path, folder):
     onnx.checker.check_model(onnx.load(str(package / "onnx" / "model.onnx")), full_check=True)
     dtypes = json.loads((package / "config.json").read_text())["transformers.js_config"]["dtype"]
     assert dtypes == {p.stem: "fp32" for p in (package / "onnx").glob("*.onnx")}  # transformers.js's defaults find them
+    card = (package / "README.md").read_text()  # the model card a hub shows
+    assert f"base_model: {folder.name}" in card and f"pipeline_tag: {json.loads((package / 'config.json').read_text())['mlx2onnx']['task']}" in card
+    assert all(f"`onnx/{p.name}` | fp32 |" in card for p in (package / "onnx").glob("*.onnx"))
     checked = cli("check", package, folder, "--json", cwd=tmp_path)
     result = json.loads(checked.stdout)
     assert checked.returncode == 0 and result["passed"], checked.stdout + checked.stderr

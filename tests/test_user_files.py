@@ -265,6 +265,8 @@ def test_a_hub_id_exports_from_huggingface_hubs_cache(home, tmp_path):
 
     done = run("export", "mlx-community/tiny-llama", "-o", "pkg/")
     assert done.returncode == 0, done.stderr
+    card = (tmp_path / "pkg" / "README.md").read_text()  # the model card names the hub model it came from
+    assert "base_model: mlx-community/tiny-llama" in card and "mlx2onnx check PACKAGE/ mlx-community/tiny-llama" in card
     done = run("check", "pkg", "mlx-community/tiny-llama")
     assert done.returncode == 0 and "package parity PASSED" in done.stdout, done.stdout + done.stderr
     before = snapshot(tmp_path)

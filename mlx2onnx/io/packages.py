@@ -49,11 +49,15 @@ def check_folder_path(out: str | os.PathLike, overwrite: bool, source: str | os.
 
 
 @contextlib.contextmanager
-def package_folder(out: Path) -> Iterator[Path]:
-    """:func:`folder_written_whole` with ``onnx/`` made: a package's graphs go there."""
+def package_folder(out: Path, source: Path) -> Iterator[Path]:
+    """:func:`folder_written_whole` with ``onnx/`` made, where a package's graphs go, and
+    its model card written last (:func:`~.card.write_card`, ``source``: the model folder)."""
+    from .card import write_card
+
     with folder_written_whole(out) as package:
         (package / "onnx").mkdir()
         yield package
+        write_card(package, Path(source))
 
 
 @contextlib.contextmanager

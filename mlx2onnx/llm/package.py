@@ -200,7 +200,7 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
             refuse_unlike_fresh_states(forward, model, layout, config.get("model_type", "?"))
             padding = padding_reason(forward, layout, masked)
     vocab = graph.graph.outputs[0].shape[-1]  # the logits' width: the vocabulary the graph scores
-    with stage(f"checking and writing {out}"), package_folder(out) as package:
+    with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
         save_model(graph, package / "onnx" / "model.onnx", check=exporter.check, data_name="model.onnx_data",
                    external_data=external_data)
         copy_present(folder, package, ("generation_config.json", *TOKENIZER_FILES))

@@ -139,7 +139,7 @@ def export_classifier(folder: Path, out: Path, exporter, stage) -> Path:
     example = mx.array(np.random.default_rng(0).standard_normal((2, 3, size, size)).astype(np.float32))
     with stage(f"tracing {name} and translating it"):
         graph = exporter.to_ir(classify(model), example)
-    with stage(f"checking and writing {out}"), package_folder(out) as package:
+    with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
         save_graphs(package, {"onnx/model.onnx": graph}, exporter.check)
         write_json_files(package, {"config.json": model_config(name, classes)[0],
                                    "preprocessor_config.json": preprocessor_config(name)})

@@ -152,7 +152,7 @@ def export_vision_language(folder: Path, out: Path, exporter, stage) -> Path:
         graphs, layout = export_graphs(model, exporter, arch)
         genai_graphs, genai, genai_reason = ({}, {}, f"onnxruntime-genai has no {config['model_type']} type") \
             if arch.genai is None else arch.genai(model, folder, layout, exporter, graphs)
-    with stage(f"checking and writing {out}"), package_folder(out) as package:
+    with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
         save_graphs(package, {**graphs, **genai_graphs}, exporter.check)
         notes = {"task": "image-text-to-text"}
         if genai_reason:

@@ -144,7 +144,7 @@ def export_from(source: WhisperSource, folder: Path, out: Path, exporter, stage)
     with stage("tracing the encoder, the cross-attention projections and the decoder step, and translating them"):
         graphs = {**transformers_js_graphs(parts, exporter, "input_features"), **genai_graphs(parts, exporter)}
     mels = model.dims.n_mels
-    with stage(f"checking and writing {out}"), package_folder(out) as package:
+    with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
         save_graphs(package, graphs, exporter.check)
         write_json_files(package, {
             "config.json": dict(files.model_config(model.dims, tokenizer), mlx2onnx={"task": "automatic-speech-recognition"}),

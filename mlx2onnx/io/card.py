@@ -1,0 +1,71 @@
+"""A package's ``README.md``: the model card a hub shows when the folder is uploaded as a
+repository, read from the package as written (its task, graphs, runtimes' files) and the
+folder it came from."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+_TRANSFORMERS_JS = {  # task -> how a transformers.js user calls the package
+    "text-generation": 'const generator = await pipeline("text-generation", "{name}");\n'
+                       'const out = await generator("Hello", {{ max_new_tokens: 32 }});',
+    "feature-extraction": 'const extractor = await pipeline("feature-extraction", "{name}");\n'
+                          'const embeddings = await extractor(["Hello"], {{ pooling: "{pooling}", normalize: true }});',
+    "image-classification": 'const classifier = await pipeline("image-classification", "{name}");\n'
+                            'const labels = await classifier("image.png");',
+    "automatic-speech-recognition": 'const transcriber = await pipeline("automatic-speech-recognition", "{name}");\n'
+                                    'const { text } = await transcriber(samples);  // Float32Array, 16 kHz',
+    "image-text-to-text": 'const processor = await AutoProcessor.from_pretrained("{name}");\n'
+                          'const model = await AutoModelForImageTextToText.from_pretrained("{name}");\n'
+                          'const inputs = await processor(prompt, await RawImage.read("image.png"));\n'
+                          'const out = await model.generate({{ ...inputs, max_new_tokens: 32 }});',
+}
+_IMPORTS = {"image-text-to-text": "AutoProcessor, AutoModelForImageTextToText, RawImage"}
+
+
+def base_model(source: Path) -> str:
+    """The hub id of ``source`` when it lies in huggingface_hub's cache
+    (``models--ORG--NAME/snapshots/REV``), else the folder's name."""
+    parts = source.resolve().parts
+    for i, part in enumerate(parts[:-2]):
+        if part.startswith("models--") and parts[i + 1] == "snapshots":
+            return "/".join(part[len("models--"):].split("--", 1))
+    return source.resolve().name
+
+
+def write_card(package: Path, source: Path) -> None:
+    """Write ``package/README.md`` for the package written from the folder ``source``."""
+    from .._version import __version__
+
+    config = json.loads((package / "config.json").read_text()) if (package / "config.json").is_file() else {}
+    notes = config.get("mlx2onnx", {})
+    task = notes.get("task", "text-generation")
+    dtypes = config.get("transformers.js_config", {}).get("dtype", {})
+    base, name = base_model(source), "PACKAGE"
+    genai = (package / "genai_config.json").is_file()
+    rows = [f"| `onnx/{p.name}` | {dtypes.get(p.stem, '-')} | {p.stat().st_size / 2**20:.1f} MiB |"
+            for p in sorted((package / "onnx").glob("*.onnx"))]
+    usage = _TRANSFORMERS_JS[task].format(name=name, pooling=notes.get("pooling", "mean"))
+    lines = ["---", "library_name: transformers.js", f"base_model: {base}", f"pipeline_tag: {task}",
+             "tags:", "- onnx", "- mlx2onnx", *(["- onnxruntime-genai"] if genai else []), "---", "",
+             f"# {base} (ONNX)", "",
+             f"`{base}` exported from its MLX folder by mlx2onnx {__version__}, for transformers.js"
+             + (" and onnxruntime-genai" if genai else "") + f": {task}.", "",
+             "## Files", "", "| graph | transformers.js dtype | size |", "|---|---|---|", *rows, "",
+             "Each graph computes what the MLX package computes on the folder's weights (quantized "
+             "weights stay quantized); `transformers.js_config` in config.json names each graph's dtype, "
+             "so the runtime's defaults find it.", "",
+             "## Use", "", "transformers.js (a browser or Node), with this folder uploaded as `PACKAGE`:", "",
+             "```js", f'import {{ {_IMPORTS.get(task, "pipeline")} }} from "@huggingface/transformers";', usage,
+             "```", ""]
+    if genai:
+        lines += ["onnxruntime-genai (Python), on the folder:", "", "```python", "import onnxruntime_genai as og",
+                  "", 'model = og.Model("PACKAGE")', "```", ""]
+    lines += ["## Check", "", "Run the package against the MLX folder it came from (plain onnxruntime sessions, "
+              "the MLX package's own code as the reference):", "", "```bash",
+              f"mlx2onnx check PACKAGE/ {base}", "```", ""]
+    for runtime in ("transformers.js", "onnxruntime-genai", "left_padded_batches"):
+        if notes.get(runtime):
+            lines.append(f"- {runtime.replace('_', ' ')}: {notes[runtime]}")
+    (package / "README.md").write_text("\n".join(lines).rstrip() + "\n")

@@ -74,6 +74,13 @@ def _tolerance(text: str) -> float:
     return value
 
 
+def _fraction(text: str) -> float:
+    value = _tolerance(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a share is a number from 0 to 1")
+    return value
+
+
 def _command(sub, name: str, parents: list, run, *, help: str, description: str,
              epilog: str | None = None) -> argparse.ArgumentParser:
     """Subcommand ``name``: its parser with the shared option groups ``parents``, its one-line
@@ -144,6 +151,9 @@ def _shared_options() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser,
                                "computes, which on CUDA and M5-class Metal GPUs is float32 products in TF32 "
                                "(then compared at TF32's tolerance, and said), or float32: a full float32 "
                                "reference (MLX's CPU stream where the device would use TF32)")
+    checking.add_argument("--min-agreement", type=_fraction, default=0.9, metavar="F",
+                          help="a package's extra dtype files (--dtype) pass when at least this share of their "
+                               "teacher-forced greedy tokens equals MLX's (default 0.9)")
     checking.add_argument("--example-inputs", action="store_true",
                           help="compare on the example inputs themselves instead of fresh random ones")
 
@@ -192,6 +202,11 @@ def _add_export(sub, common, target, checking) -> None:
     p.add_argument("--dynamic", action="append", metavar="SPEC",
                    help=f"dimensions that may change size, repeatable: {DYNAMIC_SPEC_HELP.replace('%', '%%')}. The function is "
                         "traced at several sizes; a dimension it fixes is refused with the primitive that fixes it")
+    p.add_argument("--dtype", action="append", metavar="DTYPES",
+                   help="for a text-generation package: the graph files it holds, by transformers.js's dtype names, "
+                        "comma-separated: fp32 (onnx/model.onnx, always: the folder's own computation), fp16, q8 "
+                        "(model_quantized.onnx), q4, q4f16; each other one is traced from the model made over in MLX "
+                        "and measured against the folder's (recorded in config.json and README.md)")
     p.add_argument("--no-optimize", action="store_true",
                    help="skip the optimisation passes (broadcast dropping, constant folding, fusions, CSE); "
                         "keeps every MLX intermediate as a named ONNX value, which helps check --localize")

@@ -73,14 +73,15 @@ def _check_interface(proto, fun, args, kwargs) -> None:
         raise Mismatch("the model does not match the callable: " + "; ".join(problems))
 
 
-def check_package_folder(package, folder, progress: Progress, seed: int = 0, as_json: bool = False) -> int:
+def check_package_folder(package, folder, progress: Progress, seed: int = 0, as_json: bool = False,
+                         min_agreement: float = 0.9) -> int:
     """``mlx2onnx check PACKAGE/ MODEL_FOLDER`` (and ``export FOLDER -o PACKAGE/ --check``):
     for text generation, greedy tokens and logits of the package in onnxruntime (two
     prompts in one left-padded batch, or one at a time where the package does not serve
     padded batches) against mlx-lm's own forward; other tasks through their own check."""
     from pathlib import Path
 
-    from ..llm.check import check_package, check_prompts
+    from ..llm.check import check_dtype_files, check_package, check_prompts
     from ..targets import UsageError
     from ..tasks import package_task
 
@@ -92,6 +93,8 @@ def check_package_folder(package, folder, progress: Progress, seed: int = 0, as_
     prompts = check_prompts(Path(package), seed)
     with progress.stage("generating with the package in onnxruntime and with mlx-lm"):
         result = check_package(package, folder, prompts)
+        result["dtype_files"] = check_dtype_files(package, folder, prompts, min_agreement)
+        result["passed"] = result["passed"] and all(row["passed"] for row in result["dtype_files"])
     if as_json:
         print(json.dumps(result, indent=2))
     else:
@@ -105,6 +108,10 @@ def check_package_folder(package, folder, progress: Progress, seed: int = 0, as_
             state = "PASS" if row["passed"] else "FAIL"
             print(f"  prompt of {len(row['prompt'])}: tokens {row['tokens']} (MLX {row['mlx_tokens']}), "
                   f"first logits abs {row['max_abs_logit_error']:.3g} (tolerance {row['tolerance']:.3g})  {state}")
+        for row in result["dtype_files"]:
+            print(f"  {row['file']} ({row['dtype']}): {row['token_agreement']:.0%} of {row['tokens']} teacher-forced "
+                  f"tokens equal MLX's, largest logit gap {row['max_logit_gap']:.3g} (at least "
+                  f"{row['min_agreement']:.0%})  {'PASS' if row['passed'] else 'FAIL'}")
         print(f"package parity {'PASSED' if result['passed'] else 'FAILED'}")
     return EXIT_OK if result["passed"] else EXIT_MISMATCH
 
@@ -132,7 +139,7 @@ def cmd_check(ns, progress: Progress) -> int:
     from pathlib import Path
 
     if Path(ns.model).is_dir():
-        return check_package_folder(ns.model, ns.target, progress, ns.seed, ns.json)
+        return check_package_folder(ns.model, ns.target, progress, ns.seed, ns.json, ns.min_agreement)
     proto = _load_model(ns.model)
     fun, args, kwargs, label = target_and_inputs(ns)
     try:

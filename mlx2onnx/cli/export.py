@@ -40,7 +40,9 @@ def _export_package(ns, progress: Progress) -> int:
     exporter = Exporter(bfloat16=PACKAGE_BFLOAT16 if ns.bfloat16 == "auto" else ns.bfloat16, float16=ns.float16,
                         optimize=not ns.no_optimize, quantized_weights=ns.quantized_weights,
                         int8_activations=ns.int8_activations)
-    out = export_folder(ns.target, ns.output, overwrite=ns.overwrite, stage=progress.stage, exporter=exporter)
+    dtypes = [d.strip() for spec in ns.dtype or () for d in spec.split(",") if d.strip()]
+    out = export_folder(ns.target, ns.output, overwrite=ns.overwrite, stage=progress.stage, exporter=exporter,
+                        dtypes=dtypes or ("fp32",))
     files = sorted(str(p.relative_to(out)) for p in Path(out).rglob("*") if p.is_file() and p.name != FOLDER_MARKER)
     print(f"wrote package {out}: {', '.join(files)}")
     notes = package_notes(Path(out))
@@ -51,7 +53,7 @@ def _export_package(ns, progress: Progress) -> int:
         return EXIT_OK
     from .check import check_package_folder
 
-    return check_package_folder(out, ns.target, progress, ns.seed)
+    return check_package_folder(out, ns.target, progress, ns.seed, min_agreement=ns.min_agreement)
 
 
 def cmd_export(ns, progress: Progress) -> int:

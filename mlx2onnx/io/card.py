@@ -44,18 +44,27 @@ def write_card(package: Path, source: Path) -> None:
     dtypes = config.get("transformers.js_config", {}).get("dtype", {})
     base, name = base_model(source), "PACKAGE"
     genai = (package / "genai_config.json").is_file()
-    rows = [f"| `onnx/{p.name}` | {dtypes.get(p.stem, '-')} | {p.stat().st_size / 2**20:.1f} MiB |"
-            for p in sorted((package / "onnx").glob("*.onnx"))]
+    extra = {entry["file"]: (dtype, entry) for dtype, entry in notes.get("dtype_files", {}).items()}
+
+    def row(path: Path) -> str:
+        dtype, entry = extra.get(f"onnx/{path.name}", (dtypes.get(path.stem, "-"), None))
+        found = "the MLX folder's own computation" if entry is None else (
+            f"{entry['token_agreement']:.0%} of {entry['tokens']} teacher-forced greedy tokens equal MLX's, "
+            f"largest logit gap {entry['max_logit_gap']:.3g}")
+        return f"| `onnx/{path.name}` | {dtype} | {path.stat().st_size / 2**20:.1f} MiB | {found} |"
+
+    rows = [row(p) for p in sorted((package / "onnx").glob("*.onnx"))]
     usage = _TRANSFORMERS_JS[task].format(name=name, pooling=notes.get("pooling", "mean"))
     lines = ["---", "library_name: transformers.js", f"base_model: {base}", f"pipeline_tag: {task}",
              "tags:", "- onnx", "- mlx2onnx", *(["- onnxruntime-genai"] if genai else []), "---", "",
              f"# {base} (ONNX)", "",
              f"`{base}` exported from its MLX folder by mlx2onnx {__version__}, for transformers.js"
              + (" and onnxruntime-genai" if genai else "") + f": {task}.", "",
-             "## Files", "", "| graph | transformers.js dtype | size |", "|---|---|---|", *rows, "",
-             "Each graph computes what the MLX package computes on the folder's weights (quantized "
-             "weights stay quantized); `transformers.js_config` in config.json names each graph's dtype, "
-             "so the runtime's defaults find it.", "",
+             "## Files", "", "| graph | transformers.js dtype | size | measured |", "|---|---|---|---|", *rows, "",
+             "The graphs without a dtype suffix compute what the MLX package computes on the folder's "
+             "weights (quantized weights stay quantized), and `transformers.js_config` in config.json "
+             "names their dtype, so the runtime's defaults find them; a file with a suffix is the "
+             "model made over to that dtype in MLX, loaded with `{ dtype: \"q4\" }` and the like.", "",
              "## Use", "", "transformers.js (a browser or Node), with this folder uploaded as `PACKAGE`:", "",
              "```js", f'import {{ {_IMPORTS.get(task, "pipeline")} }} from "@huggingface/transformers";', usage,
              "```", ""]

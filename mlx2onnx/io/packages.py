@@ -103,7 +103,8 @@ def write_json_files(package: Path, files: dict[str, dict]) -> None:
     no suffix), so that its defaults find them (in a browser, wasm's default dtype is q8,
     the file ``model_quantized.onnx``), and says when a graph keeps its weights in an
     ``.onnx_data`` file (``use_external_data_format``)."""
-    graphs = sorted(path.stem for path in (package / "onnx").glob("*.onnx"))
+    suffixes = ("_fp16", "_quantized", "_q4", "_q4f16", "_int8", "_uint8", "_bnb4")  # transformers.js's other dtypes
+    graphs = sorted(path.stem for path in (package / "onnx").glob("*.onnx") if not path.stem.endswith(suffixes))
     for name, content in files.items():
         if name == "config.json" and graphs:
             js = dict(content.get("transformers.js_config", {}), dtype={graph: "fp32" for graph in graphs})

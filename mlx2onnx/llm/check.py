@@ -33,9 +33,7 @@ def package_generate(session, prompts: list[list[int]], new_tokens: int, pad: in
     left-padded batch of ``prompts``, and the first step's logits of each row's last token."""
     ids, mask, positions = left_padded(prompts, pad)
     carried = session.get_inputs()[3:]  # keys, values and states, in the order of the outputs after the logits
-    past = {value.name: np.zeros([len(prompts) if i == 0 else d if isinstance(d, int) else 0
-                                  for i, d in enumerate(value.shape)], NUMPY_TYPES[value.type])
-            for value in carried}
+    past = empty_past(session, len(prompts))
     tokens, first = [], None
     for step in range(new_tokens):
         outputs = session.run(None, {"input_ids": ids, "attention_mask": mask, "position_ids": positions, **past})
@@ -48,6 +46,20 @@ def package_generate(session, prompts: list[list[int]], new_tokens: int, pad: in
         mask = np.concatenate([mask, np.ones((len(prompts), 1), np.int64)], axis=1)
         positions = positions[:, -1:] + 1
     return np.stack(tokens, axis=1), first
+
+
+def empty_past(session, batch: int) -> dict[str, np.ndarray]:
+    """The decoder's past before the first token: no keys and values, zero states."""
+    return {value.name: np.zeros([batch if i == 0 else d if isinstance(d, int) else 0 for i, d in enumerate(value.shape)],
+                                 NUMPY_TYPES[value.type]) for value in session.get_inputs()[3:]}
+
+
+def forward_logits(session, ids: list[int]) -> np.ndarray:
+    """The decoder's logits [len(ids), vocab] for one sequence from an empty past."""
+    batch = np.array([ids], np.int64)
+    feeds = {"input_ids": batch, "attention_mask": np.ones_like(batch),
+             "position_ids": np.arange(len(ids), dtype=np.int64)[None], **empty_past(session, 1)}
+    return session.run(["logits"], feeds)[0][0].astype(np.float32)
 
 
 def package_tokens(session, package: Path, prompts: list[list[int]], new_tokens: int):
@@ -64,7 +76,11 @@ def package_tokens(session, package: Path, prompts: list[list[int]], new_tokens:
 
 def check_prompts(package: Path, seed: int = 0) -> list[list[int]]:
     """The check's two prompts: random token ids of lengths 7 and 4 from the package's vocabulary."""
-    vocab = int(json.loads((Path(package) / "config.json").read_text()).get("vocab_size", 2))
+    return prompts_for(int(json.loads((Path(package) / "config.json").read_text()).get("vocab_size", 2)), seed)
+
+
+def prompts_for(vocab: int, seed: int = 0) -> list[list[int]]:
+    """Two prompts of random token ids, of lengths 7 and 4, below ``vocab``."""
     rng = np.random.default_rng(seed)
     return [rng.integers(0, vocab, n).tolist() for n in (7, 4)]
 
@@ -100,6 +116,26 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
     return {"package": str(package), "folder": str(folder), **plain.describe(), "rows": rows,
             "batch": f"one prompt at a time: left-padded batches are {padding}" if padding else "one left-padded batch",
             "passed": all(r["passed"] for r in rows)}
+
+
+def check_dtype_files(package: str | os.PathLike, folder: str | os.PathLike, prompts: list[list[int]],
+                      min_agreement: float) -> list[dict]:
+    """Each extra dtype file of the package (config.json's ``dtype_files``) measured again
+    against the folder's MLX model (:func:`~.dtype_files.teacher_forced`); a row passes when
+    its token agreement is at least ``min_agreement``."""
+    from ..verify.session import open_session
+    from .dtype_files import teacher_forced
+
+    recorded = package_notes(Path(package)).get("dtype_files", {})
+    if not recorded:
+        return []
+    model = load_model_folder(str(folder)).fun
+    rows = []
+    for dtype, entry in recorded.items():
+        found = teacher_forced(open_session(str(Path(package) / entry["file"]), "all"), model, prompts)
+        rows.append({"dtype": dtype, "file": entry["file"], **found, "min_agreement": min_agreement,
+                     "passed": found["token_agreement"] >= min_agreement})
+    return rows
 
 
 def package_notes(package: Path) -> dict:

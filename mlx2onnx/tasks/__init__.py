@@ -81,10 +81,11 @@ def _function(kind: str, which: int) -> Callable:
 
 def export_folder(folder: str | os.PathLike, out: str | os.PathLike, *, overwrite: bool = False,
                   stage: Callable[[str], Any] = lambda text: contextlib.nullcontext(), exporter=None,
-                  revision: str | None = None) -> Path:
+                  revision: str | None = None, dtypes=("fp32",)) -> Path:
     """Export the model folder ``folder`` (or the hub model ``ORG/NAME`` at ``revision``,
     from huggingface_hub's cache) as the package of its task (:func:`folder_kind`) to the
-    folder ``out``, written whole or not at all."""
+    folder ``out``, written whole or not at all; ``dtypes``: a text-generation package's
+    graph files (:mod:`mlx2onnx.llm.dtype_files`)."""
     from ..exporter import Exporter
     from ..io.folders import check_model_folder, check_tokenizer, hub_folder, is_hub_id
     from ..io.packages import check_folder_path
@@ -101,7 +102,13 @@ def export_folder(folder: str | os.PathLike, out: str | os.PathLike, *, overwrit
     if kind in TOKENIZED:
         check_tokenizer(folder, TOKENIZED[kind], graph_alone=kind == "mlx-lm")
     if kind == "mlx-lm":
-        return export_package(folder, out, overwrite=overwrite, stage=stage, exporter=exporter)
+        return export_package(folder, out, overwrite=overwrite, stage=stage, exporter=exporter, dtypes=dtypes)
+    if set(dtypes) != {"fp32"}:
+        from ..errors import ExportOptionError
+
+        raise ExportOptionError(f"{folder} is a {KINDS[kind][0]} folder: its package holds the fp32 graphs (the "
+                                "folder's own computation) alone; other dtype files are written for text-generation "
+                                "packages")
     return _function(kind, 0)(folder, out, exporter or Exporter(), stage)
 
 

@@ -1,0 +1,92 @@
+"""A text-generation package's extra graph files, named as transformers.js names a dtype's
+file (``{dtype: "q4"}`` loads ``onnx/model_q4.onnx``), as the hub's ONNX packages ship them.
+
+Each is a graph of its own, traced from the folder's model made over in MLX: ``fp16``
+its float weights and computation in float16, ``q8`` / ``q4`` its Linear and Embedding
+weights quantized by MLX to 8 / 4 bits (groups of 32: onnxruntime's ``MatMulNBits``),
+``q4f16`` both. They compute other numbers than the folder's model, so each is measured
+by what its users see: teacher-forced greedy agreement with the folder's MLX model over
+the check's prompts (the share of next tokens equal to MLX's along MLX's own greedy
+continuation) and the largest logit gap there. ``model.onnx`` (``fp32``: no suffix) stays
+the folder's own computation, MLX-exact.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+
+from ..errors import ExportOptionError
+
+# transformers.js's dtype -> the suffix of its file name
+SUFFIXES = {"fp32": "", "fp16": "_fp16", "q8": "_quantized", "q4": "_q4", "q4f16": "_q4f16"}
+GROUP_SIZE = 32
+NEW_TOKENS = 12
+
+
+def check_dtypes(dtypes, quantized: bool) -> list[str]:
+    """The requested dtypes (``fp32`` first), or ExportOptionError naming a dtype that is not
+    one, or a re-quantization of a folder whose weights are quantized already."""
+    wanted = list(dict.fromkeys(["fp32", *dtypes]))
+    unknown = [d for d in wanted if d not in SUFFIXES]
+    if unknown:
+        raise ExportOptionError(f"dtype {unknown[0]!r} is not one of transformers.js's file dtypes mlx2onnx writes: "
+                                f"{', '.join(SUFFIXES)}")
+    again = [d for d in wanted if d.startswith("q") and quantized]
+    if again:
+        raise ExportOptionError(f"dtype {again[0]!r}: the folder's weights are quantized already, so its model.onnx "
+                                "holds them as they are; quantizing them again would not be this model's weights "
+                                "(export the float folder with that dtype)")
+    return wanted
+
+
+def file_name(dtype: str) -> str:
+    return f"model{SUFFIXES[dtype]}.onnx"
+
+
+def made_over(model: nn.Module, dtype: str) -> nn.Module:
+    """``model`` (a fresh copy, changed in place) as ``dtype`` computes it."""
+    if dtype in ("fp16", "q4f16"):
+        model.set_dtype(mx.float16)
+    if dtype.startswith("q"):
+        bits = 8 if dtype == "q8" else 4
+        nn.quantize(model, group_size=GROUP_SIZE, bits=bits,
+                    class_predicate=lambda _, m: hasattr(m, "to_quantized") and m.weight.shape[-1] % GROUP_SIZE == 0)
+    mx.eval(model.parameters())
+    return model
+
+
+def teacher_forced(session, model: nn.Module, prompts: list[list[int]], new_tokens: int = NEW_TOKENS) -> dict:
+    """The graph in ``session`` along MLX's greedy continuation of each prompt: the share of
+    its next tokens equal to MLX's, and the largest logit gap to MLX's there."""
+    from .check import forward_logits
+    from .decoder import mlx_generate
+
+    equal = total = 0
+    gap = 0.0
+    for prompt in prompts:
+        tokens = mlx_generate(model, mx.array([prompt]), new_tokens)[0].tolist()
+        sequence = prompt + tokens[:-1]
+        want = np.array(model(mx.array([sequence]))[0, len(prompt) - 1:].astype(mx.float32))
+        got = forward_logits(session, sequence)[len(prompt) - 1:]
+        equal += int((got.argmax(-1) == np.array(tokens)).sum())
+        total += len(tokens)
+        gap = max(gap, float(np.abs(got.astype(np.float64) - want).max()))
+    return {"token_agreement": round(equal / total, 4), "max_logit_gap": round(gap, 4), "tokens": total}
+
+
+def measured(graph, model: nn.Module, made: nn.Module, prompts: list[list[int]]) -> dict:
+    """``graph`` (an extra dtype's, onnx-ir) in a plain session: :func:`teacher_forced`
+    against the folder's ``model``, and its largest logit error against the model it was
+    traced from, ``made`` (:func:`made_over`), which shows the file computes what MLX
+    computes for that dtype."""
+    import onnx_ir as ir
+
+    from ..verify.session import open_session
+
+    session = open_session(ir.serde.serialize_model(graph).SerializeToString(), "all")
+    own = teacher_forced(session, made, prompts)
+    return {**teacher_forced(session, model, prompts), "max_logit_error_vs_mlx_same_dtype": own["max_logit_gap"]}

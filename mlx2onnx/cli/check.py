@@ -81,7 +81,8 @@ def check_package_folder(package, folder, progress: Progress, seed: int = 0, as_
     padded batches) against mlx-lm's own forward; other tasks through their own check."""
     from pathlib import Path
 
-    from ..llm.check import check_dtype_files, check_package, check_prompts
+    from ..llm.check import check_package, check_prompts
+    from ..llm.dtype_files import check_dtype_files
     from ..targets import UsageError
     from ..tasks import package_task
 

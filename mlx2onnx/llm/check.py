@@ -118,26 +118,6 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
             "passed": all(r["passed"] for r in rows)}
 
 
-def check_dtype_files(package: str | os.PathLike, folder: str | os.PathLike, prompts: list[list[int]],
-                      min_agreement: float) -> list[dict]:
-    """Each extra dtype file of the package (config.json's ``dtype_files``) measured again
-    against the folder's MLX model (:func:`~.dtype_files.teacher_forced`); a row passes when
-    its token agreement is at least ``min_agreement``."""
-    from ..verify.session import open_session
-    from .dtype_files import teacher_forced
-
-    recorded = package_notes(Path(package)).get("dtype_files", {})
-    if not recorded:
-        return []
-    model = load_model_folder(str(folder)).fun
-    rows = []
-    for dtype, entry in recorded.items():
-        found = teacher_forced(open_session(str(Path(package) / entry["file"]), "all"), model, prompts)
-        rows.append({"dtype": dtype, "file": entry["file"], **found, "min_agreement": min_agreement,
-                     "passed": found["token_agreement"] >= min_agreement})
-    return rows
-
-
 def package_notes(package: Path) -> dict:
     """What the package's config.json says under ``mlx2onnx`` (runtimes that cannot run it,
     batches it does not serve)."""

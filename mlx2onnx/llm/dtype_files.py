@@ -15,11 +15,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import os
+
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
 from ..errors import ExportOptionError
+from .check import forward_logits, package_notes
 
 # transformers.js's dtype -> the suffix of its file name
 SUFFIXES = {"fp32": "", "fp16": "_fp16", "q8": "_quantized", "q4": "_q4", "q4f16": "_q4f16"}
@@ -62,7 +65,6 @@ def made_over(model: nn.Module, dtype: str) -> nn.Module:
 def teacher_forced(session, model: nn.Module, prompts: list[list[int]], new_tokens: int = NEW_TOKENS) -> dict:
     """The graph in ``session`` along MLX's greedy continuation of each prompt: the share of
     its next tokens equal to MLX's, and the largest logit gap to MLX's there."""
-    from .check import forward_logits
     from .decoder import mlx_generate
 
     equal = total = 0
@@ -76,6 +78,26 @@ def teacher_forced(session, model: nn.Module, prompts: list[list[int]], new_toke
         total += len(tokens)
         gap = max(gap, float(np.abs(got.astype(np.float64) - want).max()))
     return {"token_agreement": round(equal / total, 4), "max_logit_gap": round(gap, 4), "tokens": total}
+
+
+def check_dtype_files(package: str | os.PathLike, folder: str | os.PathLike, prompts: list[list[int]],
+                      min_agreement: float) -> list[dict]:
+    """Each extra dtype file of the package (config.json's ``dtype_files``) measured again
+    against the folder's MLX model (:func:`~.dtype_files.teacher_forced`); a row passes when
+    its token agreement is at least ``min_agreement``."""
+    from ..targets import load_model_folder
+    from ..verify.session import open_session
+
+    recorded = package_notes(Path(package)).get("dtype_files", {})
+    if not recorded:
+        return []
+    model = load_model_folder(str(folder)).fun
+    rows = []
+    for dtype, entry in recorded.items():
+        found = teacher_forced(open_session(str(Path(package) / entry["file"]), "all"), model, prompts)
+        rows.append({"dtype": dtype, "file": entry["file"], **found, "min_agreement": min_agreement,
+                     "passed": found["token_agreement"] >= min_agreement})
+    return rows
 
 
 def measured(graph, model: nn.Module, made: nn.Module, prompts: list[list[int]]) -> dict:

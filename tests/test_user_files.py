@@ -275,3 +275,16 @@ def test_a_hub_id_exports_from_huggingface_hubs_cache(home, tmp_path):
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert "the Hugging Face hub did not give it" in done.stderr
     assert snapshot(tmp_path) == before
+
+
+def test_the_model_card_of_every_task(tmp_path):
+    from mlx2onnx.io.card import _TRANSFORMERS_JS, write_card
+
+    for task in _TRANSFORMERS_JS:
+        package = tmp_path / task
+        (package / "onnx").mkdir(parents=True)
+        (package / "onnx" / "model.onnx").write_bytes(b"graph")
+        (package / "config.json").write_text(json.dumps({"mlx2onnx": {"task": task}}))
+        write_card(package, tmp_path / "models--org--name" / "snapshots" / "abc")
+        card = (package / "README.md").read_text()
+        assert f"pipeline_tag: {task}" in card and "base_model: org/name" in card and "`onnx/model.onnx`" in card

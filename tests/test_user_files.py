@@ -110,11 +110,13 @@ def test_the_api_refuses_by_default_as_the_command_line_does(home):
     from mlx2onnx.errors import ExportOptionError
     from mlx2onnx.tasks import export_folder
 
+    (home / "theirs").mkdir(exist_ok=True)
+    (home / "theirs" / "notes.txt").write_text("hi")
     before = snapshot(home)
     with pytest.raises(ExportOptionError, match="is the model folder"):
         export_folder(home / "src", home / "src", overwrite=True)
     with pytest.raises(ExportOptionError, match="mlx2onnx did not write"):
-        export_folder(home / "src", home / "foreign", overwrite=True)
+        export_folder(home / "src", home / "theirs", overwrite=True)
     assert snapshot(home) == before
 
 

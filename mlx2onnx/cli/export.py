@@ -18,14 +18,11 @@ from .progress import Progress
 
 # -- export -------------------------------------------------------------------------------
 def _is_package_export(ns) -> bool:
-    """A model folder exported to a path that is not a .onnx file: a package folder (an
-    mlx-lm or mlx-embeddings folder has a config.json, an mlx-image folder one weights file)."""
-    from pathlib import Path
+    """A model folder (one the registry of folder kinds exports, :mod:`mlx2onnx.tasks.kinds`)
+    exported to a path that is not a .onnx file: a package folder."""
+    from ..tasks.kinds import is_model_folder
 
-    folder = Path(ns.target)
-    weights = folder.is_dir() and (any(folder.glob("*.safetensors")) or any(folder.glob("*.npz")))
-    is_folder = (folder / "config.json").is_file() or weights
-    return is_folder and not str(ns.output).endswith(".onnx")
+    return is_model_folder(ns.target) and not str(ns.output).endswith(".onnx")
 
 
 def _export_package(ns, progress: Progress) -> int:

@@ -10,137 +10,19 @@ runtimes' own pipelines load, and checked against the MLX package that wrote the
 - ``image-text-to-text``: mlx-vlm folders with their vision tower's weights (gemma3,
   idefics3 / SmolVLM, qwen2_vl, qwen2_5_vl), :mod:`.vision_language`.
 
-Text generation (mlx-lm folders) is :mod:`mlx2onnx.llm`; :func:`folder_kind` tells them
-apart."""
+Text generation (mlx-lm folders, the fallback kind) is :mod:`mlx2onnx.llm`. Each kind is
+registered below, once, in :mod:`.kinds`' registry, which tells them apart."""
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import os
 from pathlib import Path
 from typing import Any, Callable
 
-# folder kind -> (task, module under mlx2onnx.tasks, its export function, its check function)
-KINDS = {
-    "mlx-lm": ("text-generation", None, None, None),
-    "mlx-embeddings": ("feature-extraction", "embeddings", "export_embeddings", "check_embeddings"),
-    "mlx-image": ("image-classification", "images", "export_classifier", "check_classifier"),
-    "mlx-whisper": ("automatic-speech-recognition", "whisper", "export_whisper", "check_whisper"),
-    "mlx-audio whisper": ("automatic-speech-recognition", "whisper_audio", "export_mlx_audio_whisper",
-                          "check_mlx_audio_whisper"),
-    "mlx-audio moonshine": ("automatic-speech-recognition", "moonshine", "export_moonshine", "check_moonshine"),
-    "mlx-vlm": ("image-text-to-text", "vision_language", "export_vision_language", "check_vision_language"),
-}
-
-# folder kinds whose package's runtimes read the folder's tokenizer -> those runtimes
-TOKENIZED = {"mlx-lm": "onnxruntime-genai and transformers.js", "mlx-embeddings": "transformers.js",
-             "mlx-vlm": "transformers.js and onnxruntime-genai"}
-
-
-def folder_kind(folder: str | os.PathLike) -> str:
-    """Which MLX package wrote the folder (a key of :data:`KINDS`): mlx-image for weights
-    without config.json, mlx-audio's Whisper for Whisper's Transformers config or
-    model.safetensors, mlx-whisper for a config.json of Whisper's
-    dimensions, mlx-audio for Moonshine, mlx-vlm for a VLM folder that holds its vision tower's weights (one
-    without them, as mlx-lm writes a VLM's text model, is mlx-lm's), mlx-embeddings for
-    its encoders' model types, else mlx-lm."""
-    from .embeddings import ENCODERS
-    from .vision_language import VLM_TYPES
-    from .whisper import is_mlx_audio_whisper, is_whisper_config
-
-    config = Path(folder) / "config.json"
-    if not config.is_file():
-        return "mlx-image"
-    try:
-        settings = json.loads(config.read_text())
-        model_type = str(settings.get("model_type", ""))
-    except (ValueError, AttributeError):
-        return "mlx-lm"  # mlx-lm's loader says what is wrong with it
-    if is_mlx_audio_whisper(Path(folder), settings):
-        return "mlx-audio whisper"
-    if is_whisper_config(settings):
-        return "mlx-whisper"
-    if model_type == "moonshine":
-        return "mlx-audio moonshine"
-    if model_type in VLM_TYPES and "vision_config" in settings and _has_vision_weights(Path(folder)):
-        return "mlx-vlm"
-    return "mlx-embeddings" if model_type.replace("_", "-") in ENCODERS else "mlx-lm"
-
-
-def folder_task(folder: str | os.PathLike) -> str:
-    """The task of a model folder's package (:func:`folder_kind`)."""
-    return KINDS[folder_kind(folder)][0]
-
-
-def _function(kind: str, which: int) -> Callable:
-    _, module, export, check = KINDS[kind]
-    return getattr(importlib.import_module(f"{__name__}.{module}"), (export, check)[which])
-
-
-def export_folder(folder: str | os.PathLike, out: str | os.PathLike, *, overwrite: bool = False,
-                  stage: Callable[[str], Any] = lambda text: contextlib.nullcontext(), exporter=None,
-                  revision: str | None = None, dtypes=("fp32",)) -> Path:
-    """Export the model folder ``folder`` (or the hub model ``ORG/NAME`` at ``revision``,
-    from huggingface_hub's cache) as the package of its task (:func:`folder_kind`) to the
-    folder ``out``, written whole or not at all; ``dtypes``: a text-generation package's
-    graph files (:mod:`mlx2onnx.llm.dtype_files`)."""
-    from ..exporter import Exporter
-    from ..io.folders import check_model_folder, check_tokenizer, hub_folder, is_hub_id
-    from ..io.packages import check_folder_path
-    from ..llm.package import export_package
-    from ..targets import UsageError
-
-    if is_hub_id(folder):
-        folder = hub_folder(str(folder), revision)
-    folder, out = Path(folder), check_folder_path(out, overwrite, folder)
-    if not folder.is_dir():
-        raise UsageError(f"no such model folder: {str(folder)!r}")
-    check_model_folder(folder)
-    kind = folder_kind(folder)
-    if kind in TOKENIZED:
-        check_tokenizer(folder, TOKENIZED[kind], graph_alone=kind == "mlx-lm")
-    if kind == "mlx-lm":
-        return export_package(folder, out, overwrite=overwrite, stage=stage, exporter=exporter, dtypes=dtypes)
-    if set(dtypes) != {"fp32"}:
-        from ..errors import ExportOptionError
-
-        raise ExportOptionError(f"{folder} is a {KINDS[kind][0]} folder: its package holds the fp32 graphs (the "
-                                "folder's own computation) alone; other dtype files are written for text-generation "
-                                "packages")
-    return _function(kind, 0)(folder, out, exporter or Exporter(), stage)
-
-
-def package_task(package: str | os.PathLike) -> str:
-    """The task a package was exported for (config.json records it under ``mlx2onnx``;
-    text-generation packages before that record are text generation)."""
-    config = Path(package) / "config.json"
-    recorded = json.loads(config.read_text()).get("mlx2onnx", {}) if config.is_file() else {}
-    return recorded.get("task", "text-generation")
-
-
-def check_folder_package(package: str | os.PathLike, folder: str | os.PathLike, **options) -> dict:
-    """The check of the package's task against the folder it was exported from:
-    :func:`mlx2onnx.llm.check_package` for text generation (on
-    :func:`~mlx2onnx.llm.check.check_prompts`), else the check function of the folder's
-    kind (:data:`KINDS`)."""
-    from ..targets import UsageError
-
-    package, folder = Path(package), Path(folder)
-    if not (package / "onnx").is_dir():
-        raise UsageError(f"{package} is not a package: it has no onnx/ folder (write one with "
-                         "`mlx2onnx export MODEL_FOLDER -o PACKAGE/`)")
-    kind = folder_kind(folder)
-    task, source = package_task(package), KINDS[kind][0]
-    if task != source:
-        raise UsageError(f"{package} is a {task} package but {folder} is a {source} folder: give the folder it "
-                         "was exported from")
-    if kind == "mlx-lm":
-        from ..llm.check import check_package, check_prompts
-
-        return check_package(package, folder, check_prompts(package, options.pop("seed", 0)), **options)
-    return _function(kind, 1)(package, folder, **options)
+from . import embeddings, images, moonshine, vision_language, whisper, whisper_audio
+from .kinds import FolderKind, kind_named, recognise, register
 
 
 def _has_vision_weights(folder: Path) -> bool:
@@ -153,3 +35,119 @@ def _has_vision_weights(folder: Path) -> bool:
         if any(name.startswith(("vision_tower.", "vision_model.")) for name in header):
             return True
     return False
+
+
+def _model_type(config: dict | None) -> str:
+    return str((config or {}).get("model_type", ""))
+
+
+def _export_text(folder: Path, out: Path, exporter, stage, **options) -> Path:
+    from ..llm.package import export_package
+
+    return export_package(folder, out, stage=stage, exporter=exporter, **options)
+
+
+def _check_text(package: Path, folder: Path, **options) -> dict:
+    from ..llm.check import check_package, check_prompts
+
+    return check_package(package, folder, check_prompts(package, options.pop("seed", 0)), **options)
+
+
+# -- the folder kinds: each MLX package's folders, as that package writes them -----------------------
+register(FolderKind(
+    "mlx-embeddings", "feature-extraction", embeddings.export_embeddings, embeddings.check_embeddings,
+    recognises=lambda folder, config: config is not None and _model_type(config).replace("_", "-") in embeddings.ENCODERS,
+    tokenizer_for="transformers.js"))
+register(FolderKind(
+    "mlx-image", "image-classification", images.export_classifier, images.check_classifier,
+    recognises=lambda folder, config: config is None and (any(folder.glob("*.safetensors")) or any(folder.glob("*.npz")))))
+register(FolderKind(
+    "mlx-whisper", "automatic-speech-recognition", whisper.export_whisper, whisper.check_whisper,
+    recognises=lambda folder, config: config is not None and whisper.is_whisper_config(config)
+    and not whisper.is_mlx_audio_whisper(folder, config)))
+register(FolderKind(
+    "mlx-audio whisper", "automatic-speech-recognition", whisper_audio.export_mlx_audio_whisper,
+    whisper_audio.check_mlx_audio_whisper,
+    recognises=lambda folder, config: config is not None and whisper.is_mlx_audio_whisper(folder, config)))
+register(FolderKind(
+    "mlx-audio moonshine", "automatic-speech-recognition", moonshine.export_moonshine, moonshine.check_moonshine,
+    recognises=lambda folder, config: _model_type(config) == "moonshine"))
+register(FolderKind(
+    "mlx-vlm", "image-text-to-text", vision_language.export_vision_language, vision_language.check_vision_language,
+    # a VLM folder without its vision tower's weights, as mlx-lm writes a VLM's text model, is mlx-lm's
+    recognises=lambda folder, config: _model_type(config) in vision_language.VLM_TYPES
+    and "vision_config" in config and _has_vision_weights(folder),
+    tokenizer_for="transformers.js and onnxruntime-genai"))
+register(FolderKind("mlx-lm", "text-generation", _export_text, _check_text,
+                    recognises=lambda folder, config: True, tokenizer_for="onnxruntime-genai and transformers.js"),
+         fallback=True)
+
+
+def folder_kind(folder: str | os.PathLike) -> str:
+    """The name of the kind of ``folder`` (:func:`~.kinds.recognise`)."""
+    return recognise(Path(folder)).name
+
+
+def folder_task(folder: str | os.PathLike) -> str:
+    """The task of a model folder's package (:func:`~.kinds.recognise`)."""
+    return recognise(Path(folder)).task
+
+
+def export_folder(folder: str | os.PathLike, out: str | os.PathLike, *, overwrite: bool = False,
+                  stage: Callable[[str], Any] = lambda text: contextlib.nullcontext(), exporter=None,
+                  revision: str | None = None, dtypes=("fp32",)) -> Path:
+    """Export the model folder ``folder`` (or the hub model ``ORG/NAME`` at ``revision``,
+    from huggingface_hub's cache) as the package of its kind's task (:mod:`.kinds`) to the
+    folder ``out``, written whole or not at all; ``dtypes``: a text-generation package's
+    graph files (:mod:`mlx2onnx.llm.dtype_files`)."""
+    from ..errors import ExportOptionError
+    from ..exporter import Exporter
+    from ..io.folders import check_model_folder, check_tokenizer, hub_folder, is_hub_id
+    from ..io.packages import check_folder_path
+    from ..targets import UsageError
+
+    if is_hub_id(folder):
+        folder = hub_folder(str(folder), revision)
+    folder, out = Path(folder), check_folder_path(out, overwrite, folder)
+    if not folder.is_dir():
+        raise UsageError(f"no such model folder: {str(folder)!r}")
+    check_model_folder(folder)
+    kind = recognise(folder)
+    if kind.tokenizer_for:
+        check_tokenizer(folder, kind.tokenizer_for, graph_alone=kind.task == "text-generation")
+    if kind.task == "text-generation":
+        return kind.export(folder, out, exporter, stage, overwrite=overwrite, dtypes=dtypes)
+    if set(dtypes) != {"fp32"}:
+        raise ExportOptionError(f"{folder} is a {kind.task} folder: its package holds the fp32 graphs (the "
+                                "folder's own computation) alone; other dtype files are written for text-generation "
+                                "packages")
+    return kind.export(folder, out, exporter or Exporter(), stage)
+
+
+def package_task(package: str | os.PathLike) -> str:
+    """The task a package was exported for (config.json records it under ``mlx2onnx``;
+    text-generation packages before that record are text generation)."""
+    config = Path(package) / "config.json"
+    recorded = json.loads(config.read_text()).get("mlx2onnx", {}) if config.is_file() else {}
+    return recorded.get("task", "text-generation")
+
+
+def check_folder_package(package: str | os.PathLike, folder: str | os.PathLike, **options) -> dict:
+    """The check of the package's task against the folder it was exported from, by the
+    folder's kind (:mod:`.kinds`; text generation on :func:`~mlx2onnx.llm.check.check_prompts`)."""
+    from ..targets import UsageError
+
+    package, folder = Path(package), Path(folder)
+    if not (package / "onnx").is_dir():
+        raise UsageError(f"{package} is not a package: it has no onnx/ folder (write one with "
+                         "`mlx2onnx export MODEL_FOLDER -o PACKAGE/`)")
+    kind = recognise(folder)
+    task = package_task(package)
+    if task != kind.task:
+        raise UsageError(f"{package} is a {task} package but {folder} is a {kind.task} folder: give the folder it "
+                         "was exported from")
+    return kind.check(package, folder, **options)
+
+
+__all__ = ["FolderKind", "check_folder_package", "export_folder", "folder_kind", "folder_task", "kind_named",
+           "package_task"]

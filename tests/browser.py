@@ -85,7 +85,7 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def run_page(script: str, models: dict[str, Path], webgpu: bool = False, timeout: float = 240,
+def run_page(script: str, models: dict[str, Path], webgpu: bool = False, timeout: float = 480,
              prelude: str = TRANSFORMERS_PRELUDE) -> object:
     """Run ``script`` (the body of an async function returning a JSON value, with
     ``transformers`` in scope, or ``ort`` with :data:`ORT_PRELUDE`) in a page of headless

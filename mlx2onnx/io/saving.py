@@ -217,7 +217,6 @@ def staging_folder(directory: Path, prefix: str):
     replace the exception by its own, and the process must still end by SIGTERM. SIGKILL
     cannot be caught: what it leaves is a hidden ``.NAME.XXXXXXXX.tmp`` folder beside the
     output."""
-    staging = Path(tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=directory or "."))
     catch = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     signalled = []
 
@@ -225,9 +224,11 @@ def staging_folder(directory: Path, prefix: str):
         signalled.append(signum)
         raise _Terminated()
 
-    if catch:
+    if catch:  # before the folder exists: a SIGTERM between the two would leave it behind
         signal.signal(signal.SIGTERM, terminate)
+    staging = None
     try:
+        staging = Path(tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=directory or "."))
         yield staging
     except BaseException:
         if not signalled:
@@ -235,7 +236,8 @@ def staging_folder(directory: Path, prefix: str):
     finally:
         if catch:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
     if signalled:  # end as SIGTERM would have, now that nothing is left behind
         os.kill(os.getpid(), signal.SIGTERM)
 

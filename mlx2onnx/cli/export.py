@@ -30,6 +30,7 @@ def _export_package(ns, progress: Progress) -> int:
 
     from ..exporter import Exporter
     from ..io.ownership import FOLDER_MARKER
+    from ..io.metadata import RUNTIME_NOTES
     from ..llm.check import package_notes
     from ..llm.package import PACKAGE_BFLOAT16
     from ..tasks import export_folder
@@ -43,7 +44,7 @@ def _export_package(ns, progress: Progress) -> int:
     files = sorted(str(p.relative_to(out)) for p in Path(out).rglob("*") if p.is_file() and p.name != FOLDER_MARKER)
     print(f"wrote package {out}: {', '.join(files)}")
     notes = package_notes(Path(out))
-    for key in ("onnxruntime-genai", "transformers.js", "left_padded_batches"):
+    for key in RUNTIME_NOTES:
         if key in notes:  # what a runtime cannot do with this package, as config.json records it
             print(f"  {key.replace('_', ' ')}: {notes[key]}")
     if not ns.check:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .metadata import RUNTIME_NOTES
+
 _TRANSFORMERS_JS = {  # task -> how a transformers.js user calls the package
     "text-generation": 'const generator = await pipeline("text-generation", "{name}");\n'
                        'const out = await generator("Hello", {{ max_new_tokens: 32 }});',
@@ -74,7 +76,7 @@ def write_card(package: Path, source: Path) -> None:
     lines += ["## Check", "", "Run the package against the MLX folder it came from (plain onnxruntime sessions, "
               "the MLX package's own code as the reference):", "", "```bash",
               f"mlx2onnx check PACKAGE/ {base}", "```", ""]
-    for runtime in ("transformers.js", "onnxruntime-genai", "left_padded_batches"):
+    for runtime in RUNTIME_NOTES:
         if notes.get(runtime):
             lines.append(f"- {runtime.replace('_', ' ')}: {notes[runtime]}")
     (package / "README.md").write_text("\n".join(lines).rstrip() + "\n")

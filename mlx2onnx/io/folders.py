@@ -54,22 +54,34 @@ def hub_folder(repo_id: str, revision: str | None = None) -> Path:
     return folder
 
 
-def safetensors_problem(path: Path) -> str | None:
-    """What is wrong with the safetensors file ``path`` (its header against its size and
-    its tensors' shapes), or None."""
+def safetensors_header(path: Path) -> tuple[dict, int]:
+    """The header of the safetensors file ``path`` (tensor name -> dtype, shape and data
+    offsets) and its length in bytes; ValueError saying what is wrong when it has none."""
     size = path.stat().st_size
     if size < 8:
-        return f"is {size} bytes long, shorter than a safetensors header"
+        raise ValueError(f"is {size} bytes long, shorter than a safetensors header")
     with open(path, "rb") as f:
         length = struct.unpack("<Q", f.read(8))[0]
         if length > size - 8:
-            return f"is cut short: its header alone should be {length} bytes, the file has {size - 8} after its size"
+            raise ValueError(f"is cut short: its header alone should be {length} bytes, the file has {size - 8} "
+                             "after its size")
         try:
             header = json.loads(f.read(length))
         except ValueError:
-            return "does not start with a safetensors header (JSON)"
+            raise ValueError("does not start with a safetensors header (JSON)") from None
     if not isinstance(header, dict):
-        return "does not start with a safetensors header (a JSON object)"
+        raise ValueError("does not start with a safetensors header (a JSON object)")
+    return header, length
+
+
+def safetensors_problem(path: Path) -> str | None:
+    """What is wrong with the safetensors file ``path`` (its header against its size and
+    its tensors' shapes), or None."""
+    try:
+        header, length = safetensors_header(path)
+    except ValueError as exc:
+        return str(exc)
+    size = path.stat().st_size
     end = 0
     for name, entry in header.items():
         if name == "__metadata__":

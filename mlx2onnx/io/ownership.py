@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Iterable
 
 from ..errors import ExportOptionError
+from ..translate.assemble import PRODUCER
 
 FOLDER_MARKER = ".mlx2onnx.json"
-PRODUCER = "mlx2onnx"
 _LISTED = 5  # foreign files named in a refusal
 
 
@@ -69,16 +69,16 @@ def refuse_enclosing(out: Path, source: str | os.PathLike | None) -> None:
     """ExportOptionError when ``out`` is the current directory, the model folder
     ``source``, or a folder that holds either (replacing it would delete them)."""
     where = out.resolve()
+    name = f"{Path(source).resolve().name if source is not None else 'model'}_onnx"
     held = [("the current directory", Path.cwd().resolve())]
     if source is not None:
         held.append((f"the model folder {str(source)!r} being exported", Path(source).resolve()))
-    name = f"{Path(source).resolve().name if source is not None else 'model'}_onnx"
     for what, path in held:
         if where == path or where in path.parents:
-            relation = "is" if where == path else "holds"
-            instead = out.parent / name if source is not None and where == held[-1][1] else out / name
-            raise ExportOptionError(f"the output {str(out)!r} {relation} {what}: replacing it would delete it; a "
-                                    f"package is written to a folder of its own, e.g. {instead}/")
+            # beside the model folder when it is the output, else inside the output
+            instead = out.parent / name if source is not None and where == Path(source).resolve() else out / name
+            raise ExportOptionError(f"the output {str(out)!r} {'is' if where == path else 'holds'} {what}: replacing "
+                                    f"it would delete it; a package is written to a folder of its own, e.g. {instead}/")
 
 
 # -- single files -----------------------------------------------------------------------------

@@ -16,6 +16,10 @@ from ..errors import ExportOptionError
 from .ownership import folder_refusal, publish, refuse_enclosing, write_marker
 from .saving import staging_folder
 
+# transformers.js's dtypes -> the suffix of the graph file each loads (``{dtype: "q4"}``: model_q4.onnx)
+DTYPE_SUFFIXES = {"fp32": "", "fp16": "_fp16", "int8": "_int8", "uint8": "_uint8", "q8": "_quantized", "q4": "_q4",
+                  "q4f16": "_q4f16", "bnb4": "_bnb4"}
+
 # what a model folder's tokenizer (and chat template) is written in, for both runtimes
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                    "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja")
@@ -31,13 +35,12 @@ def check_folder_path(out: str | os.PathLike, overwrite: bool, source: str | os.
         raise ExportOptionError(f"{str(out)!r} names a file; a package is a folder (e.g. {str(out.with_suffix(''))}/)")
     refuse_enclosing(out, source)
     if out.exists() or out.is_symlink():
+        reason = folder_refusal(out)
         empty = out.is_dir() and not out.is_symlink() and not any(out.iterdir())
         if not overwrite and not empty:
-            ours = folder_refusal(out) is None
             raise ExportOptionError(f"{str(out)!r} already exists" + (
-                "; pass overwrite=True (--overwrite) to replace the package" if ours else
-                " and is not a package mlx2onnx wrote: choose a new folder"))
-        reason = folder_refusal(out)
+                " and is not a package mlx2onnx wrote: choose a new folder" if reason else
+                "; pass overwrite=True (--overwrite) to replace the package"))
         if reason:
             raise ExportOptionError(reason)
     for parent in out.parents:  # the first existing folder above must take the package
@@ -103,7 +106,7 @@ def write_json_files(package: Path, files: dict[str, dict]) -> None:
     no suffix), so that its defaults find them (in a browser, wasm's default dtype is q8,
     the file ``model_quantized.onnx``), and says when a graph keeps its weights in an
     ``.onnx_data`` file (``use_external_data_format``)."""
-    suffixes = ("_fp16", "_quantized", "_q4", "_q4f16", "_int8", "_uint8", "_bnb4")  # transformers.js's other dtypes
+    suffixes = tuple(suffix for suffix in DTYPE_SUFFIXES.values() if suffix)  # the other dtypes' files
     graphs = sorted(path.stem for path in (package / "onnx").glob("*.onnx") if not path.stem.endswith(suffixes))
     for name, content in files.items():
         if name == "config.json" and graphs:

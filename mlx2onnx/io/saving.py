@@ -188,6 +188,13 @@ def check_output_path(path: str | os.PathLike, overwrite: bool = False, data_nam
         raise ExportOptionError(
             f"the directory {str(parent)!r} is not writable ({exc.strerror}); choose another output path"
         ) from exc
+    refuse_taken(path, overwrite, data_name)
+    return path
+
+
+def refuse_taken(path: Path, overwrite: bool, data_name: str | None = None) -> None:
+    """ExportOptionError when ``path`` or its weights file ``data_name`` exists and may not
+    be replaced: without ``overwrite``, or not written by mlx2onnx (:mod:`.ownership`)."""
     data = path.with_name(data_name or path.name + ".data")
     if not overwrite:
         for taken in (path, data):
@@ -198,7 +205,6 @@ def check_output_path(path: str | os.PathLike, overwrite: bool = False, data_nam
     reason = file_refusal(path, [data])
     if reason:
         raise ExportOptionError(reason)
-    return path
 
 
 class _Terminated(BaseException):
@@ -282,7 +288,7 @@ def save_model(
             _write_streamed(model, staged)
         if check:
             onnx.checker.check_model(str(staged), full_check=True)
-        check_output_path(path, overwrite, data_name)  # nothing else took the path meanwhile
+        refuse_taken(path, overwrite, data_name)  # nothing else took the path meanwhile
         # without external data, a weights file left by the model replaced is stale: removed with it
         data = (staging / data_name) if use_external else None
         publish(staging, [(data, path.parent / data_name), (staged, path)])

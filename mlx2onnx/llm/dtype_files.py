@@ -13,19 +13,19 @@ the folder's own computation, MLX-exact.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import os
+from pathlib import Path
 
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
 from ..errors import ExportOptionError
+from ..io.packages import DTYPE_SUFFIXES
 from .check import forward_logits, package_notes
 
-# transformers.js's dtype -> the suffix of its file name
-SUFFIXES = {"fp32": "", "fp16": "_fp16", "q8": "_quantized", "q4": "_q4", "q4f16": "_q4f16"}
+# the dtypes whose files a text-generation package can hold -> their file suffixes
+SUFFIXES = {dtype: DTYPE_SUFFIXES[dtype] for dtype in ("fp32", "fp16", "q8", "q4", "q4f16")}
 GROUP_SIZE = 32
 NEW_TOKENS = 12
 
@@ -62,18 +62,27 @@ def made_over(model: nn.Module, dtype: str) -> nn.Module:
     return model
 
 
-def teacher_forced(session, model: nn.Module, prompts: list[list[int]], new_tokens: int = NEW_TOKENS) -> dict:
-    """The graph in ``session`` along MLX's greedy continuation of each prompt: the share of
-    its next tokens equal to MLX's, and the largest logit gap to MLX's there."""
+def mlx_reference(model: nn.Module, prompts: list[list[int]], new_tokens: int = NEW_TOKENS) -> list[tuple]:
+    """Per prompt: ``(prompt, MLX's greedy tokens, MLX's logits along them)`` [tokens, vocab],
+    computed once for every file measured against ``model``."""
     from .decoder import mlx_generate
 
-    equal = total = 0
-    gap = 0.0
+    found = []
     for prompt in prompts:
         tokens = mlx_generate(model, mx.array([prompt]), new_tokens)[0].tolist()
-        sequence = prompt + tokens[:-1]
-        want = np.array(model(mx.array([sequence]))[0, len(prompt) - 1:].astype(mx.float32))
-        got = forward_logits(session, sequence)[len(prompt) - 1:]
+        logits = model(mx.array([prompt + tokens[:-1]]))[0, len(prompt) - 1:].astype(mx.float32)
+        found.append((prompt, tokens, np.array(logits)))
+    return found
+
+
+def teacher_forced(session, reference: list[tuple]) -> dict:
+    """The graph in ``session`` along MLX's greedy continuation of each prompt
+    (:func:`mlx_reference`): the share of its next tokens equal to MLX's, and the largest
+    logit gap to MLX's there."""
+    equal = total = 0
+    gap = 0.0
+    for prompt, tokens, want in reference:
+        got = forward_logits(session, prompt + tokens[:-1])[len(prompt) - 1:]
         equal += int((got.argmax(-1) == np.array(tokens)).sum())
         total += len(tokens)
         gap = max(gap, float(np.abs(got.astype(np.float64) - want).max()))
@@ -91,24 +100,24 @@ def check_dtype_files(package: str | os.PathLike, folder: str | os.PathLike, pro
     recorded = package_notes(Path(package)).get("dtype_files", {})
     if not recorded:
         return []
-    model = load_model_folder(str(folder)).fun
+    reference = mlx_reference(load_model_folder(str(folder)).fun, prompts)
     rows = []
     for dtype, entry in recorded.items():
-        found = teacher_forced(open_session(str(Path(package) / entry["file"]), "all"), model, prompts)
+        found = teacher_forced(open_session(str(Path(package) / entry["file"]), "all"), reference)
         rows.append({"dtype": dtype, "file": entry["file"], **found, "min_agreement": min_agreement,
                      "passed": found["token_agreement"] >= min_agreement})
     return rows
 
 
-def measured(graph, model: nn.Module, made: nn.Module, prompts: list[list[int]]) -> dict:
+def measured(graph, reference: list[tuple], made: nn.Module, prompts: list[list[int]]) -> dict:
     """``graph`` (an extra dtype's, onnx-ir) in a plain session: :func:`teacher_forced`
-    against the folder's ``model``, and its largest logit error against the model it was
-    traced from, ``made`` (:func:`made_over`), which shows the file computes what MLX
-    computes for that dtype."""
+    against the folder's model (its ``reference``), and its largest logit error against the
+    model it was traced from, ``made`` (:func:`made_over`), which shows the file computes
+    what MLX computes for that dtype."""
     import onnx_ir as ir
 
     from ..verify.session import open_session
 
     session = open_session(ir.serde.serialize_model(graph).SerializeToString(), "all")
-    own = teacher_forced(session, made, prompts)
-    return {**teacher_forced(session, model, prompts), "max_logit_error_vs_mlx_same_dtype": own["max_logit_gap"]}
+    own = teacher_forced(session, mlx_reference(made, prompts))
+    return {**teacher_forced(session, reference), "max_logit_error_vs_mlx_same_dtype": own["max_logit_gap"]}

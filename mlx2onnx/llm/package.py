@@ -207,12 +207,13 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
             padding = padding_reason(forward, layout, masked)
     vocab = graph.graph.outputs[0].shape[-1]  # the logits' width: the vocabulary the graph scores
     variants, measured = {}, {}
+    reference = dtype_files.mlx_reference(model, prompts_for(vocab)) if dtypes[1:] else None
     for dtype in dtypes[1:]:
         with stage(f"tracing the decoder as {dtype} computes it, translating and measuring it"):
             made = dtype_files.made_over(load_model_folder(str(folder)).fun, dtype)
             variants[dtype] = traced_decoder(exporter, made, layout, attention_mask_rank(made, layout), arrays)[0]
             measured[dtype] = {"file": f"onnx/{dtype_files.file_name(dtype)}",
-                               **dtype_files.measured(variants[dtype], model, made, prompts_for(vocab))}
+                               **dtype_files.measured(variants[dtype], reference, made, prompts_for(vocab))}
     with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
         save_model(graph, package / "onnx" / "model.onnx", check=exporter.check, data_name="model.onnx_data",
                    external_data=external_data)

@@ -26,13 +26,16 @@ from .kinds import FolderKind, kind_named, recognise, register
 
 
 def _has_vision_weights(folder: Path) -> bool:
-    """Whether the folder's safetensors hold a vision tower (read from their headers)."""
-    import struct
+    """Whether the folder's safetensors hold a vision tower (read from their headers; a
+    file without one is the export's to refuse, :func:`~mlx2onnx.io.folders.check_model_folder`)."""
+    from ..io.folders import safetensors_header
 
     for path in folder.glob("*.safetensors"):
-        with open(path, "rb") as f:
-            header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
-        if any(name.startswith(("vision_tower.", "vision_model.")) for name in header):
+        try:
+            names = safetensors_header(path)[0]
+        except ValueError:
+            continue
+        if any(name.startswith(("vision_tower.", "vision_model.")) for name in names):
             return True
     return False
 

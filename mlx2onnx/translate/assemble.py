@@ -13,6 +13,8 @@ from ..capture.trace import Trace
 from .context import Context, ir_shape
 from .opset import ir_version_for
 
+PRODUCER = "mlx2onnx"  # the producer_name an export writes, by which mlx2onnx knows its own files
+
 
 def build_model(ctx: Context, trace: Trace, input_names: list[str], output_names: list[str]) -> ir.Model:
     graph_inputs = list(ctx.graph_inputs)
@@ -47,7 +49,7 @@ def build_model(ctx: Context, trace: Trace, input_names: list[str], output_names
     return ir.Model(
         graph,
         ir_version=ir_version_for(ctx.opset),
-        producer_name="mlx2onnx",
+        producer_name=PRODUCER,
         producer_version=__version__,
     )
 

@@ -45,6 +45,7 @@ import ml_dtypes
 import mlx.core as mx
 import numpy as np
 
+from mlx2onnx.translate.markers import WEIGHT_BITS
 
 NIBBLE = 4
 
@@ -168,10 +169,11 @@ def fp4_terms(codes: np.ndarray, scale: np.ndarray) -> tuple[list, np.ndarray]:
     return [(Nibbles.of_codes(low), half), (Nibbles.of_codes(high), half)], scale * np.float32(-6)
 
 
-def blocked_matmul(ctx, rec, x, terms, bias: np.ndarray, group_size: int):
+def blocked_matmul(ctx, rec, x, terms, bias: np.ndarray, group_size: int, bits: int):
     """float32 ``x @ w.T`` for ``w = sum(n * step for n, step in terms) + bias`` per group:
     each term a 4-bit block product centred on its blocks' zero points, the rest as
-    ``groupsum(x) @ centre.T`` (see module)."""
+    ``groupsum(x) @ centre.T`` (see module). The first term's node records the MLX
+    weights' width, ``bits`` (``WEIGHT_BITS``: a package names its file by it)."""
     k = terms[0][0].shape[1]
     x = ctx.cast(x, mx.float32)
     product = _matmul_nbits if _contrib(ctx) else _dequantize_matmul
@@ -180,6 +182,8 @@ def blocked_matmul(ctx, rec, x, terms, bias: np.ndarray, group_size: int):
     for nibble, step in terms:
         zero = nibble.middles(group_size)
         term = product(ctx, x, nibble, step.astype(np.float32), zero, group_size)
+        if total is None:
+            term.producer().metadata_props[WEIGHT_BITS] = str(bits)
         total = term if total is None else ctx.op.Add(total, term)
         centre = centre + zero * step.astype(np.float64)
     return ctx.op.Add(total, _bias_term(ctx, rec, x, centre.astype(np.float32), group_size, k))

@@ -114,7 +114,7 @@ def _blocked(ctx, rec, x, operands, group_size, bits, mode, transpose, dtype):
         if not np.all(np.isfinite(decoded)):  # a scale the activation dtype cannot hold
             return None
         terms, bias = lowbit.fp4_terms(codes, decoded.astype(np.float32))
-    return lowbit.blocked_matmul(ctx, rec, x, terms, bias, group_size)
+    return lowbit.blocked_matmul(ctx, rec, x, terms, bias, group_size, bits)
 
 
 def _quantized_operands(values, mode):

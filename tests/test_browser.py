@@ -52,7 +52,8 @@ def packages(tmp_path_factory):
 def test_text_generation_in_chromium_gives_mlx_tokens(packages, weights, device):
     folder, package = packages[weights]
     config = json.loads((package / "config.json").read_text())
-    assert config["transformers.js_config"]["dtype"] == {"model": "fp32"}  # what lets the defaults find model.onnx
+    named = {"float32": "fp32", "4-bit": "q4"}[weights]  # what lets the defaults find model.onnx, model_q4.onnx
+    assert config["transformers.js_config"]["dtype"] == {"model": named}
     options = {} if device == "defaults" else {"device": "webgpu"}
     texts = zoo.PACKAGE_TEXTS[:2]
     found = run_page(GENERATE % (json.dumps(texts), json.dumps(options), NEW_TOKENS), {"pkg": package},

@@ -67,8 +67,34 @@ def test_dtypes_other_packages_do_not_serve_are_refused(made, tmp_path, capsys):
     code, _, err = inprocess("export", folder, "-o", tmp_path / "p", "--dtype", "int3", cwd=root, capsys=capsys)
     assert code == 2 and "'int3' is not one of transformers.js's file dtypes" in err
     quantized = zoo.write_model_folder(tmp_path / "q", "llama", bits=4)
-    code, _, err = inprocess("export", quantized, "-o", tmp_path / "p", "--dtype", "q4", cwd=root, capsys=capsys)
-    assert code == 2 and "quantized already" in err and not (tmp_path / "p").exists()
+    for dtype in ("q8", "fp16"):  # other weights than the folder's
+        code, _, err = inprocess("export", quantized, "-o", tmp_path / "p", "--dtype", dtype, cwd=root, capsys=capsys)
+        assert code == 2 and "quantized already (4 bits)" in err and "q4 and q4f16 keep them" in err, err
+        assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.parametrize("bits, dtype, named", [(4, None, "q4"), (8, None, "q8"), (None, "float16", "fp16"),
+                                                (4, "float16", "q4f16")])
+def test_the_folders_own_graph_is_named_by_what_it_holds(tmp_path, capsys, bits, dtype, named):
+    """A 4-bit folder's package holds model_q4.onnx, an 8-bit one's model_quantized.onnx, a
+    float16 one's model_fp16.onnx: the files transformers.js users ask for by those names;
+    config.json's dtype and genai's filename name it, and the check opens it."""
+    import mlx.core as mx
+
+    folder = zoo.write_model_folder(tmp_path / "folder", "llama", bits=bits, group_size=32,
+                                    dtype=dtype and getattr(mx, dtype))
+    more = ["--dtype", "q4f16"] if named == "q4" else []  # a file of the same weights at float16 beside it
+    check = [] if named == "q4f16" else ["--check"]  # half-precision 4-bit random weights: test_trained_models
+    code, out, err = inprocess("export", folder, "-o", tmp_path / "p", *check, *more, cwd=tmp_path, capsys=capsys)
+    assert code == 0 and ("package parity PASSED" in out or not check), out + err
+    file = FILES[named]
+    assert sorted(p.name for p in (tmp_path / "p" / "onnx").glob("*.onnx")) == sorted([file, *(FILES[d] for d in more[1:])])
+    config = json.loads((tmp_path / "p" / "config.json").read_text())
+    assert config["transformers.js_config"]["dtype"] == {"model": named}
+    assert json.loads((tmp_path / "p" / "genai_config.json").read_text())["model"]["decoder"]["filename"] == f"onnx/{file}"
+    assert f"| `onnx/{file}` | {named} |" in (tmp_path / "p" / "README.md").read_text()
+    if more:
+        assert config["mlx2onnx"]["dtype_files"]["q4f16"]["token_agreement"] > 0.5
 
 
 GENERATE = """

@@ -25,6 +25,7 @@ import onnx
 import pytest
 
 import zoo
+from mlx2onnx.io.graph_files import graph_path
 from harness import ort_session
 from test_cli import cli
 from test_packages import _node_available
@@ -56,7 +57,7 @@ def speech_packages(tmp_path_factory):
 
 def _checked(tmp_path, folder, package, graphs):
     for graph in graphs:
-        onnx.checker.check_model(onnx.load(str(package / graph)), full_check=True)
+        onnx.checker.check_model(onnx.load(str(graph_path(package, graph))), full_check=True)
     checked = cli("check", package, folder, "--json", cwd=tmp_path)
     result = json.loads(checked.stdout)
     assert checked.returncode == 0 and result["passed"], checked.stdout + checked.stderr
@@ -105,7 +106,7 @@ def test_whisper_package_checks_and_transcribes_in_transformers_js(tmp_path, spe
     folder, package = speech_packages(variant, architecture)
     _checked(tmp_path, folder, package, ("onnx/encoder_model.onnx", "onnx/decoder_model_merged.onnx"))
     if variant == "4-bit":
-        ops = {n.op_type for n in onnx.load(str(package / "onnx" / "decoder_model_merged.onnx")).graph.node}
+        ops = {n.op_type for n in onnx.load(str(graph_path(package, "onnx/decoder_model_merged.onnx"))).graph.node}
         assert "MatMulNBits" in ops or "GatherBlockQuantized" in ops, ops
     audio = zoo.speech_clip(seed=7)
     tokens, model, prompt, source = _mlx_decode(architecture, folder, audio, variant)
@@ -125,7 +126,7 @@ def test_mlx_audio_whisper_package_computes_in_float16_as_mlx_audio(speech_packa
     _, package = speech_packages("bfloat16", "mlx-audio-whisper")
     types = {}
     for graph in ("onnx/encoder_model.onnx", "onnx/decoder_model_merged.onnx", "encoder.onnx", "decoder.onnx"):
-        proto = onnx.load(str(package / graph))
+        proto = onnx.load(str(graph_path(package, graph)))
         types[graph] = {v.name: onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type)
                         for v in (*proto.graph.input, *proto.graph.output)}
         assert not any(t.data_type == onnx.TensorProto.BFLOAT16 for t in proto.graph.initializer)
@@ -137,11 +138,11 @@ def test_mlx_audio_whisper_package_computes_in_float16_as_mlx_audio(speech_packa
 
 def test_merged_decoder_takes_cross_attention_from_the_past_after_the_first_step(speech_packages):
     folder, package = speech_packages("float32")
-    proto = onnx.load(str(package / "onnx" / "decoder_model_merged.onnx"))
+    proto = onnx.load(str(graph_path(package, "onnx/decoder_model_merged.onnx")))
     (branch,) = [n for n in proto.graph.node if n.op_type == "If"]
     then = next(a.g for a in branch.attribute if a.name == "then_branch")
     assert {n.op_type for n in then.node} == {"Identity"}  # the cached branch computes nothing
-    session = ort_session(str(package / "onnx" / "decoder_model_merged.onnx"))
+    session = ort_session(str(graph_path(package, "onnx/decoder_model_merged.onnx")))
     rng = np.random.default_rng(0)
     heads = {v.name: v.shape for v in session.get_inputs()}
     feeds = {"input_ids": np.array([[50258, 50259]], np.int64),

@@ -21,6 +21,7 @@ import pytest
 from mlx.utils import tree_flatten
 
 import zoo
+from mlx2onnx.io.graph_files import graph_path
 from test_cli import cli
 from test_packages import _node_available
 
@@ -36,12 +37,15 @@ def _needs_node():
 def _exported(tmp_path, folder):
     package = tmp_path / "package"
     out = cli("export", folder, "-o", package, cwd=tmp_path, check_rc=0)
-    onnx.checker.check_model(onnx.load(str(package / "onnx" / "model.onnx")), full_check=True)
+    graph = graph_path(package, "onnx/model.onnx")
+    onnx.checker.check_model(onnx.load(str(graph)), full_check=True)
     dtypes = json.loads((package / "config.json").read_text())["transformers.js_config"]["dtype"]
-    assert dtypes == {p.stem: "fp32" for p in (package / "onnx").glob("*.onnx")}  # transformers.js's defaults find them
+    named = graph.stem[len("model_"):] if graph.stem != "model" else "fp32"
+    assert dtypes == {"model": {"quantized": "q8"}.get(named, named)}  # transformers.js's defaults find the file
+    assert [p.name for p in (package / "onnx").glob("*.onnx")] == [graph.name]
     card = (package / "README.md").read_text()  # the model card a hub shows
     assert f"base_model: {folder.name}" in card and f"pipeline_tag: {json.loads((package / 'config.json').read_text())['mlx2onnx']['task']}" in card
-    assert all(f"`onnx/{p.name}` | fp32 |" in card for p in (package / "onnx").glob("*.onnx"))
+    assert f"`onnx/{graph.name}` | {dtypes['model']} |" in card
     checked = cli("check", package, folder, "--json", cwd=tmp_path)
     result = json.loads(checked.stdout)
     assert checked.returncode == 0 and result["passed"], checked.stdout + checked.stderr
@@ -79,9 +83,10 @@ def test_quantized_and_bfloat16_embedding_folders(tmp_path, variant):
     finally:
         zoo.EMBEDDING_CONFIGS["bert"] = saved
     package, _, result = _exported(tmp_path, folder)
-    graph = onnx.load(str(package / "onnx" / "model.onnx"))
+    graph = onnx.load(str(graph_path(package, "onnx/model.onnx")))
     ops = {n.op_type for n in graph.graph.node}
     if variant == "4-bit":
+        assert graph_path(package, "onnx/model.onnx").name == "model_q4.onnx"
         assert "MatMulNBits" in ops, ops  # the packed weights, not float copies
     _needs_node()
     texts = zoo.EMBEDDING_TEXTS

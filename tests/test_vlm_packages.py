@@ -22,6 +22,7 @@ import onnx
 import pytest
 
 import zoo
+from mlx2onnx.io.graph_files import graph_path
 from test_cli import cli
 from test_packages import _node_available
 
@@ -59,12 +60,12 @@ def test_vlm_folder_generates_mlx_vlm_tokens_in_transformers_js(tmp_path, vlm_pa
     pytest.importorskip("mlx_vlm.utils")
     folder, package = vlm_packages(architecture, variant)
     for graph in GRAPHS:
-        onnx.checker.check_model(onnx.load(str(package / "onnx" / f"{graph}.onnx")), full_check=True)
+        onnx.checker.check_model(onnx.load(str(graph_path(package, f"onnx/{graph}.onnx"))), full_check=True)
     checked = cli("check", package, folder, "--json", cwd=tmp_path)
     result = json.loads(checked.stdout)
     assert checked.returncode == 0 and result["passed"], checked.stdout + checked.stderr
     if variant == "4-bit":
-        ops = {n.op_type for n in onnx.load(str(package / "onnx" / "decoder_model_merged.onnx")).graph.node}
+        ops = {n.op_type for n in onnx.load(str(graph_path(package, "onnx/decoder_model_merged.onnx"))).graph.node}
         assert "MatMulNBits" in ops, ops
     if not _node_available():
         pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
@@ -132,8 +133,8 @@ def test_vlm_folder_generates_mlx_vlm_tokens_in_onnxruntime_genai(tmp_path, vlm_
     pytest.importorskip("mlx_vlm.utils")
     folder, package = vlm_packages(architecture, variant)
     for graph in ("embedding", "genai_vision"):
-        if (package / "onnx" / f"{graph}.onnx").is_file():
-            onnx.checker.check_model(onnx.load(str(package / "onnx" / f"{graph}.onnx")), full_check=True)
+        if graph_path(package, f"onnx/{graph}.onnx").is_file():
+            onnx.checker.check_model(onnx.load(str(graph_path(package, f"onnx/{graph}.onnx"))), full_check=True)
     assert "onnxruntime-genai" not in json.loads((package / "config.json").read_text())["mlx2onnx"]
     image = zoo.generated_image(zoo.VLM_IMAGE_SIZES.get(architecture, 64), seed=4)
     Image.fromarray(image).save(tmp_path / "image.png")

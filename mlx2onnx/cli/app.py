@@ -203,10 +203,11 @@ def _add_export(sub, common, target, checking) -> None:
                    help=f"dimensions that may change size, repeatable: {DYNAMIC_SPEC_HELP.replace('%', '%%')}. The function is "
                         "traced at several sizes; a dimension it fixes is refused with the primitive that fixes it")
     p.add_argument("--dtype", action="append", metavar="DTYPES",
-                   help="for a text-generation package: the graph files it holds, by transformers.js's dtype names, "
-                        "comma-separated: fp32 (onnx/model.onnx, always: the folder's own computation), fp16, q8 "
-                        "(model_quantized.onnx), q4, q4f16; each other one is traced from the model made over in MLX "
-                        "and measured against the folder's (recorded in config.json and README.md)")
+                   help="for a text-generation package: graph files beside the folder's own (always written, named "
+                        "by what it holds: model.onnx, a 4-bit folder's model_q4.onnx), by transformers.js's dtype "
+                        "names, comma-separated: fp32, fp16, q8 (model_quantized.onnx), q4, q4f16; each is traced "
+                        "from the model made over in MLX and measured against the folder's (recorded in config.json "
+                        "and README.md)")
     p.add_argument("--no-optimize", action="store_true",
                    help="skip the optimisation passes (broadcast dropping, constant folding, fusions, CSE); "
                         "keeps every MLX intermediate as a named ONNX value, which helps check --localize")

@@ -40,7 +40,7 @@ def _export_package(ns, progress: Progress) -> int:
                         int8_activations=ns.int8_activations)
     dtypes = [d.strip() for spec in ns.dtype or () for d in spec.split(",") if d.strip()]
     out = export_folder(ns.target, ns.output, overwrite=ns.overwrite, stage=progress.stage, exporter=exporter,
-                        dtypes=dtypes or ("fp32",))
+                        dtypes=dtypes)
     files = sorted(str(p.relative_to(out)) for p in Path(out).rglob("*") if p.is_file() and p.name != FOLDER_MARKER)
     print(f"wrote package {out}: {', '.join(files)}")
     notes = package_notes(Path(out))

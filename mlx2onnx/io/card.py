@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .graph_files import DTYPE_SUFFIXES, dtype_file
 from .metadata import RUNTIME_NOTES
 
 _TRANSFORMERS_JS = {  # task -> how a transformers.js user calls the package
@@ -47,9 +48,10 @@ def write_card(package: Path, source: Path) -> None:
     base, name = base_model(source), "PACKAGE"
     genai = (package / "genai_config.json").is_file()
     extra = {entry["file"]: (dtype, entry) for dtype, entry in notes.get("dtype_files", {}).items()}
+    own = {dtype_file(f"onnx/{stem}.onnx", dtype): dtype for stem, dtype in dtypes.items() if dtype in DTYPE_SUFFIXES}
 
     def row(path: Path) -> str:
-        dtype, entry = extra.get(f"onnx/{path.name}", (dtypes.get(path.stem, "-"), None))
+        dtype, entry = extra.get(f"onnx/{path.name}", (own.get(f"onnx/{path.name}", "-"), None))
         found = "the MLX folder's own computation" if entry is None else (
             f"{entry['token_agreement']:.0%} of {entry['tokens']} teacher-forced greedy tokens equal MLX's, "
             f"largest logit gap {entry['max_logit_gap']:.3g}")
@@ -63,10 +65,11 @@ def write_card(package: Path, source: Path) -> None:
              f"`{base}` exported from its MLX folder by mlx2onnx {__version__}, for transformers.js"
              + (" and onnxruntime-genai" if genai else "") + f": {task}.", "",
              "## Files", "", "| graph | transformers.js dtype | size | measured |", "|---|---|---|---|", *rows, "",
-             "The graphs without a dtype suffix compute what the MLX package computes on the folder's "
-             "weights (quantized weights stay quantized), and `transformers.js_config` in config.json "
-             "names their dtype, so the runtime's defaults find them; a file with a suffix is the "
-             "model made over to that dtype in MLX, loaded with `{ dtype: \"q4\" }` and the like.", "",
+             "The graphs `transformers.js_config` in config.json names compute what the MLX package "
+             "computes on the folder's weights (quantized weights stay quantized), each named by what it "
+             "holds (a 4-bit graph is `q4`), so the runtime's defaults find them; a file measured "
+             "against MLX is the model made over to that dtype in MLX, loaded with `{ dtype: \"q4\" }` "
+             "and the like.", "",
              "## Use", "", "transformers.js (a browser or Node), with this folder uploaded as `PACKAGE`:", "",
              "```js", f'import {{ {_IMPORTS.get(task, "pipeline")} }} from "@huggingface/transformers";', usage,
              "```", ""]

@@ -13,12 +13,9 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import ExportOptionError
+from .graph_files import DTYPE_SUFFIXES, dtype_file, graph_dtype
 from .ownership import folder_refusal, publish, refuse_enclosing, write_marker
 from .saving import staging_folder
-
-# transformers.js's dtypes -> the suffix of the graph file each loads (``{dtype: "q4"}``: model_q4.onnx)
-DTYPE_SUFFIXES = {"fp32": "", "fp16": "_fp16", "int8": "_int8", "uint8": "_uint8", "q8": "_quantized", "q4": "_q4",
-                  "q4f16": "_q4f16", "bnb4": "_bnb4"}
 
 # what a model folder's tokenizer (and chat template) is written in, for both runtimes
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
@@ -83,13 +80,19 @@ def folder_written_whole(out: Path) -> Iterator[Path]:
         publish(staging, [(folder, out)])
 
 
-def save_graphs(package: Path, graphs: dict, check: bool) -> None:
-    """Write each ``{file under the package: onnx-ir model}``, its external data (when it
-    has any) beside it as ``<file>_data``; ``check``: onnx.checker's full check first."""
+def save_graphs(package: Path, graphs: dict, check: bool) -> dict[str, str]:
+    """Write each ``{file under the package: onnx-ir model}``, a graph under ``onnx/``
+    named by what it holds (:func:`graph_dtype`: ``onnx/model.onnx`` of 4-bit weights is
+    written as ``onnx/model_q4.onnx``), its external data (when it has any) beside it as
+    ``<file>_data``; ``check``: onnx.checker's full check first. Returns ``{name: the
+    name written}``, for :func:`write_json_files`."""
     from .saving import save_model
 
+    written = {}
     for name, graph in graphs.items():
-        save_model(graph, package / name, check=check, data_name=f"{Path(name).name}_data")
+        written[name] = dtype_file(name, graph_dtype(graph)) if name.startswith("onnx/") else name
+        save_model(graph, package / written[name], check=check, data_name=f"{Path(written[name]).name}_data")
+    return written
 
 
 def copy_present(folder: Path, package: Path, names) -> None:
@@ -99,22 +102,41 @@ def copy_present(folder: Path, package: Path, names) -> None:
             shutil.copy2(folder / name, package / name)
 
 
-def write_json_files(package: Path, files: dict[str, dict]) -> None:
+def write_json_files(package: Path, files: dict[str, dict], written: dict[str, str] | None = None) -> None:
     """Write each ``{file name: content}`` as strict JSON (:func:`json_text`) into
     ``package``; config.json's ``transformers.js_config`` (write the graphs first) names
-    the dtype of each graph under ``onnx/`` as transformers.js names its files (``fp32``:
-    no suffix), so that its defaults find them (in a browser, wasm's default dtype is q8,
-    the file ``model_quantized.onnx``), and says when a graph keeps its weights in an
-    ``.onnx_data`` file (``use_external_data_format``)."""
+    the dtype of each graph under ``onnx/`` as transformers.js names its files, so that
+    its defaults find them (in a browser, wasm's default dtype is q8, the file
+    ``model_quantized.onnx``): ``written`` (:func:`save_graphs`) gives the file each graph
+    was written as; a graph not in it is ``fp32``, its file without a suffix. A
+    ``filename`` in another file (genai_config.json's) is changed to the name written.
+    config.json also says when a graph keeps its weights in an ``.onnx_data`` file
+    (``use_external_data_format``)."""
+    written = dict(written or {})
     suffixes = tuple(suffix for suffix in DTYPE_SUFFIXES.values() if suffix)  # the other dtypes' files
-    graphs = sorted(path.stem for path in (package / "onnx").glob("*.onnx") if not path.stem.endswith(suffixes))
+    dtypes = {path.stem: "fp32" for path in (package / "onnx").glob("*.onnx") if not path.stem.endswith(suffixes)}
+    for name, file in written.items():
+        if name.startswith("onnx/"):
+            dtypes[Path(name).stem] = next(d for d in DTYPE_SUFFIXES if dtype_file(name, d) == file)
     for name, content in files.items():
-        if name == "config.json" and graphs:
-            js = dict(content.get("transformers.js_config", {}), dtype={graph: "fp32" for graph in graphs})
+        if name == "config.json" and dtypes:
+            js = dict(content.get("transformers.js_config", {}), dtype=dict(sorted(dtypes.items())))
             if any((package / "onnx").glob("*.onnx_data")):
                 js["use_external_data_format"] = True
             content = dict(content, **{"transformers.js_config": js})
+        elif written:
+            content = _renamed(content, written)
         (package / name).write_text(json_text(content))
+
+
+def _renamed(content, written: dict[str, str]):
+    """``content`` with each ``filename`` that is a key of ``written`` changed to its value."""
+    if isinstance(content, dict):
+        return {k: written.get(v, v) if k == "filename" and isinstance(v, str) else _renamed(v, written)
+                for k, v in content.items()}
+    if isinstance(content, list):
+        return [_renamed(v, written) for v in content]
+    return content
 
 
 def json_text(config: dict) -> str:

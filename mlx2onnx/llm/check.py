@@ -11,6 +11,7 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
+from ..io.graph_files import graph_path
 from ..targets import UsageError, load_model_folder
 from ..verify.session import NUMPY_TYPES
 
@@ -98,9 +99,9 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
     from .decoder import mlx_generate
 
     package, folder = Path(package), Path(folder)
-    model_file = package / "onnx" / "model.onnx"
+    model_file = graph_path(package, "onnx/model.onnx")
     if not model_file.is_file():
-        raise UsageError(f"{package} is not a package: it has no onnx/model.onnx (write one with "
+        raise UsageError(f"{package} is not a package: it has no onnx/{model_file.name} (write one with "
                          "`mlx2onnx export MODEL_FOLDER -o PACKAGE/`)")
     model = load_model_folder(str(folder)).fun
     plain = plain_session(model_file, atol, rtol)  # a plain session, as the runtimes open one

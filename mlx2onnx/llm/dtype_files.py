@@ -7,8 +7,9 @@ weights quantized by MLX to 8 / 4 bits (groups of 32: onnxruntime's ``MatMulNBit
 ``q4f16`` both. They compute other numbers than the folder's model, so each is measured
 by what its users see: teacher-forced greedy agreement with the folder's MLX model over
 the check's prompts (the share of next tokens equal to MLX's along MLX's own greedy
-continuation) and the largest logit gap there. ``model.onnx`` (``fp32``: no suffix) stays
-the folder's own computation, MLX-exact.
+continuation) and the largest logit gap there. The folder's own computation, MLX-exact,
+is always written, named by what it holds (:func:`~..io.packages.graph_dtype`: a float32
+folder's is ``model.onnx``, a 4-bit one's ``model_q4.onnx``); it is the package's default.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import mlx.nn as nn
 import numpy as np
 
 from ..errors import ExportOptionError
-from ..io.packages import DTYPE_SUFFIXES
+from ..io.graph_files import DTYPE_SUFFIXES
 from .check import forward_logits, package_notes
 
 # the dtypes whose files a text-generation package can hold -> their file suffixes
@@ -30,19 +31,22 @@ GROUP_SIZE = 32
 NEW_TOKENS = 12
 
 
-def check_dtypes(dtypes, quantized: bool) -> list[str]:
-    """The requested dtypes (``fp32`` first), or ExportOptionError naming a dtype that is not
-    one, or a re-quantization of a folder whose weights are quantized already."""
-    wanted = list(dict.fromkeys(["fp32", *dtypes]))
+def check_dtypes(dtypes, bits: int | None) -> list[str]:
+    """The requested dtypes, or ExportOptionError naming a dtype that is not one, or one a
+    folder whose weights are quantized already (to ``bits``) cannot have without other
+    weights: dequantized (fp32, fp16) or quantized again (another width)."""
+    wanted = list(dict.fromkeys(dtypes))
     unknown = [d for d in wanted if d not in SUFFIXES]
     if unknown:
         raise ExportOptionError(f"dtype {unknown[0]!r} is not one of transformers.js's file dtypes mlx2onnx writes: "
                                 f"{', '.join(SUFFIXES)}")
-    again = [d for d in wanted if d.startswith("q") and quantized]
-    if again:
-        raise ExportOptionError(f"dtype {again[0]!r}: the folder's weights are quantized already, so its model.onnx "
-                                "holds them as they are; quantizing them again would not be this model's weights "
-                                "(export the float folder with that dtype)")
+    keeps = {None: set(SUFFIXES), 4: {"q4", "q4f16"}, 8: {"q8"}}.get(bits, set())
+    other = [d for d in wanted if d not in keeps]
+    if other:
+        kept = f" (of the dtypes, {' and '.join(sorted(keeps))} keep them)" if keeps else ""
+        raise ExportOptionError(f"dtype {other[0]!r}: the folder's weights are quantized already ({bits} bits), so its "
+                                "own graph holds them as they are; dequantizing or quantizing them again would not "
+                                f"be this model's weights{kept}; export the float folder with that dtype")
     return wanted
 
 
@@ -51,10 +55,12 @@ def file_name(dtype: str) -> str:
 
 
 def made_over(model: nn.Module, dtype: str) -> nn.Module:
-    """``model`` (a fresh copy, changed in place) as ``dtype`` computes it."""
-    if dtype in ("fp16", "q4f16"):
-        model.set_dtype(mx.float16)
-    if dtype.startswith("q"):
+    """``model`` (a fresh copy, changed in place) as ``dtype`` computes it: its floating
+    parameters in float16 (``fp16``, ``q4f16``) or float32, its Linear and Embedding
+    weights quantized by MLX unless they are already."""
+    model.set_dtype(mx.float16 if dtype in ("fp16", "q4f16") else mx.float32)
+    quantized = any(hasattr(m, "bits") for _, m in model.named_modules())
+    if dtype.startswith("q") and not quantized:
         bits = 8 if dtype == "q8" else 4
         nn.quantize(model, group_size=GROUP_SIZE, bits=bits,
                     class_predicate=lambda _, m: hasattr(m, "to_quantized") and m.weight.shape[-1] % GROUP_SIZE == 0)

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ExportOptionError
+from ..io.graph_files import graph_path
 from ..verify.session import open_session
 from .check import package_tokens
 from .decoder import DecoderExport
@@ -27,10 +28,10 @@ def generate(export: DecoderExport | str | os.PathLike, prompt, max_new_tokens: 
     if isinstance(export, DecoderExport):
         return generate_with_graphs(export, prompt, max_new_tokens, sessions)
     package = Path(export)
-    model_file = package / "onnx" / "model.onnx"
+    model_file = graph_path(package, "onnx/model.onnx")
     if not model_file.is_file():
         raise ExportOptionError(f"{str(package)!r} is neither a DecoderExport nor a package folder (it has no "
-                                "onnx/model.onnx): pass what export_decoder returned or a package's folder")
+                                f"onnx/{model_file.name}): pass what export_decoder returned or a package's folder")
     prompts = [list(map(int, row)) for row in prompt]
     if not prompts or not all(prompts):
         raise ExportOptionError("give at least one prompt of at least one token")

@@ -42,6 +42,7 @@ import numpy as np
 from ..capture.dynamic import Dim
 from ..errors import DynamicShapeError, UnsupportedModelError
 from ..exporter import Exporter
+from ..io.graph_files import graph_dtype
 from ..io.packages import TOKENIZER_FILES, check_folder_path, copy_present, package_folder, write_json_files
 from ..io.saving import save_model
 from ..targets import load_model_folder
@@ -170,22 +171,23 @@ def decoder_function(model, layout: list, mask_rank: int = 4, state_masks: bool 
 def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwrite: bool = False,
                    stage: Callable[[str], Any] = lambda text: contextlib.nullcontext(),
                    exporter: Exporter | None = None, external_data: bool | None = None,
-                   dtypes: Sequence[str] = ("fp32",)) -> Path:
+                   dtypes: Sequence[str] = ()) -> Path:
     """Export the mlx-lm model folder ``folder`` as a package folder ``out`` (see module).
     Everything is checked before anything is written; the package appears whole or not
     at all. ``stage(text)`` is entered around each step (the command line's progress).
     ``external_data``: weights in ``onnx/model.onnx_data`` (None: above 2 GB only); the
     package's config.json then says so to transformers.js (``use_external_data_format``).
-    ``dtypes``: the graph files by transformers.js's dtype names (:mod:`.dtype_files`);
-    ``fp32``, ``onnx/model.onnx``, is always written, each other one measured against
-    the folder's model and its result recorded in config.json and the model card."""
+    ``dtypes``: more graph files, by transformers.js's dtype names (:mod:`.dtype_files`);
+    the folder's own graph is always written, named by what it holds (``model.onnx``,
+    ``model_q4.onnx``), each other one measured against the folder's model and its result
+    recorded in config.json and the model card."""
     folder, out = Path(folder), check_folder_path(out, overwrite, folder)
     with stage(f"loading {folder} with mlx-lm"):
         target = load_model_folder(str(folder))
         config = json.loads((folder / "config.json").read_text())
         model = target.fun
         layout = package_layout(model, config.get("model_type", "?"))
-        dtypes = dtype_files.check_dtypes(dtypes, "quantization" in config)
+        dtypes = dtype_files.check_dtypes(dtypes, (config.get("quantization") or {}).get("bits"))
     layers = len(layout)
     arrays = example_inputs(layout, batch=2)
     mask_rank = attention_mask_rank(model, layout)
@@ -206,16 +208,19 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
             refuse_unlike_fresh_states(forward, model, layout, config.get("model_type", "?"))
             padding = padding_reason(forward, layout, masked)
     vocab = graph.graph.outputs[0].shape[-1]  # the logits' width: the vocabulary the graph scores
+    own = graph_dtype(graph)
+    dtypes = [d for d in dtypes if d != own]
     variants, measured = {}, {}
-    reference = dtype_files.mlx_reference(model, prompts_for(vocab)) if dtypes[1:] else None
-    for dtype in dtypes[1:]:
+    reference = dtype_files.mlx_reference(model, prompts_for(vocab)) if dtypes else None
+    for dtype in dtypes:
         with stage(f"tracing the decoder as {dtype} computes it, translating and measuring it"):
             made = dtype_files.made_over(load_model_folder(str(folder)).fun, dtype)
             variants[dtype] = traced_decoder(exporter, made, layout, attention_mask_rank(made, layout), arrays)[0]
             measured[dtype] = {"file": f"onnx/{dtype_files.file_name(dtype)}",
                                **dtype_files.measured(variants[dtype], reference, made, prompts_for(vocab))}
     with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
-        save_model(graph, package / "onnx" / "model.onnx", check=exporter.check, data_name="model.onnx_data",
+        own_file = dtype_files.file_name(own)
+        save_model(graph, package / "onnx" / own_file, check=exporter.check, data_name=f"{own_file}_data",
                    external_data=external_data)
         for dtype, variant in variants.items():
             name = dtype_files.file_name(dtype)
@@ -224,7 +229,7 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
         copy_present(folder, package, ("generation_config.json", *TOKENIZER_FILES))
         stored = stored_layout(layout)
         package_config, js_reason = transformers_js_config(config, stored, vocab)
-        settings, genai_reason = genai_config(text_settings(config), stored, vocab, folder)
+        settings, genai_reason = genai_config(text_settings(config), stored, vocab, folder, f"onnx/{own_file}")
         notes = {"transformers.js": js_reason and f"cannot run: {js_reason}",
                  "onnxruntime-genai": genai_reason and f"cannot run: {genai_reason}",
                  "left_padded_batches": padding and f"not served: {padding}"}
@@ -234,7 +239,8 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
         if measured:
             package_config.setdefault("mlx2onnx", {})["dtype_files"] = measured
         write_json_files(package, {"config.json": package_config,
-                                   **({"genai_config.json": settings} if settings is not None else {})})
+                                   **({"genai_config.json": settings} if settings is not None else {})},
+                         {"onnx/model.onnx": f"onnx/{own_file}"})
     return out
 
 

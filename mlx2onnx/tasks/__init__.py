@@ -98,11 +98,11 @@ def folder_task(folder: str | os.PathLike) -> str:
 
 def export_folder(folder: str | os.PathLike, out: str | os.PathLike, *, overwrite: bool = False,
                   stage: Callable[[str], Any] = lambda text: contextlib.nullcontext(), exporter=None,
-                  revision: str | None = None, dtypes=("fp32",)) -> Path:
+                  revision: str | None = None, dtypes=()) -> Path:
     """Export the model folder ``folder`` (or the hub model ``ORG/NAME`` at ``revision``,
     from huggingface_hub's cache) as the package of its kind's task (:mod:`.kinds`) to the
     folder ``out``, written whole or not at all; ``dtypes``: a text-generation package's
-    graph files (:mod:`mlx2onnx.llm.dtype_files`)."""
+    graph files beside the folder's own (:mod:`mlx2onnx.llm.dtype_files`)."""
     from ..errors import ExportOptionError
     from ..exporter import Exporter
     from ..io.folders import check_model_folder, check_tokenizer, hub_folder, is_hub_id
@@ -120,10 +120,9 @@ def export_folder(folder: str | os.PathLike, out: str | os.PathLike, *, overwrit
         check_tokenizer(folder, kind.tokenizer_for, graph_alone=kind.task == "text-generation")
     if kind.task == "text-generation":
         return kind.export(folder, out, exporter, stage, overwrite=overwrite, dtypes=dtypes)
-    if set(dtypes) != {"fp32"}:
-        raise ExportOptionError(f"{folder} is a {kind.task} folder: its package holds the fp32 graphs (the "
-                                "folder's own computation) alone; other dtype files are written for text-generation "
-                                "packages")
+    if dtypes:
+        raise ExportOptionError(f"{folder} is a {kind.task} folder: its package holds the folder's own graphs "
+                                "alone; other dtype files are written for text-generation packages")
     return kind.export(folder, out, exporter or Exporter(), stage)
 
 

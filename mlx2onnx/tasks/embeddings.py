@@ -124,10 +124,10 @@ def export_embeddings(folder: Path, out: Path, exporter, stage) -> Path:
         # partial keeps the parameter names, which the dynamic axes are given by
         graph = exporter.to_ir(functools.partial(encoder.token_states, model), *example_inputs(config, encoder.inputs))
     with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
-        save_graphs(package, {"onnx/model.onnx": graph}, exporter.check)
+        written = save_graphs(package, {"onnx/model.onnx": graph}, exporter.check)
         copy_present(folder, package, TOKENIZER_FILES)
         write_json_files(package, {"config.json": dict(config, mlx2onnx={
-            "task": "feature-extraction", "pooling": encoder.pooling(config), "normalize": True})})
+            "task": "feature-extraction", "pooling": encoder.pooling(config), "normalize": True})}, written)
     return out
 
 
@@ -139,11 +139,12 @@ def check_embeddings(package: Path, folder: Path, texts=CHECK_TEXTS, atol=None, 
     """The package's pooled, normalised embeddings of ``texts`` (one padded batch, the
     folder's tokenizer, a plain onnxruntime session, pooled as transformers.js pools)
     against mlx-embeddings' ``text_embeds`` of the same batch."""
+    from ..io.graph_files import graph_path
     from ..verify.plain import plain_session, reference
 
     model, tokenizer, config = load_embeddings_folder(folder)
     encoder = encoder_of(config)
-    plain = plain_session(package / "onnx" / "model.onnx", atol, rtol)
+    plain = plain_session(graph_path(package, "onnx/model.onnx"), atol, rtol)
     batch = tokenizer(list(texts), padding=True, return_tensors="np")
     feeds = {name: np.asarray(batch[name] if name in batch else np.zeros_like(batch["input_ids"]), np.int64)
              for name in encoder.inputs}

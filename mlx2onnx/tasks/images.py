@@ -140,19 +140,20 @@ def export_classifier(folder: Path, out: Path, exporter, stage) -> Path:
     with stage(f"tracing {name} and translating it"):
         graph = exporter.to_ir(classify(model), example)
     with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
-        save_graphs(package, {"onnx/model.onnx": graph}, exporter.check)
+        written = save_graphs(package, {"onnx/model.onnx": graph}, exporter.check)
         write_json_files(package, {"config.json": model_config(name, classes)[0],
-                                   "preprocessor_config.json": preprocessor_config(name)})
+                                   "preprocessor_config.json": preprocessor_config(name)}, written)
     return out
 
 
 def check_classifier(package: Path, folder: Path, seed: int = 0, atol=None, rtol=None) -> dict:
     """The package's logits for random ``pixel_values`` (a batch of 2, a plain onnxruntime
     session) against the mlx-image model's on the same values."""
+    from ..io.graph_files import graph_path
     from ..verify.plain import plain_session, reference
 
     model, name, _ = load_image_folder(folder)
-    plain = plain_session(package / "onnx" / "model.onnx", atol, rtol)
+    plain = plain_session(graph_path(package, "onnx/model.onnx"), atol, rtol)
     size = _transform(name)[0]
     pixels = np.random.default_rng(seed).standard_normal((2, 3, size, size)).astype(np.float32)
     got = plain.session.run(["logits"], {"pixel_values": pixels})[0]

@@ -148,10 +148,11 @@ def package_greedy(package: Path, features: np.ndarray, prompt: list[int], new_t
                    suppress: list[int] = (), suppress_first: list[int] = (), atol=None, rtol=None):
     """:func:`greedy` through the package's transformers.js graphs in plain onnxruntime
     sessions: (tokens, first logits, the decoder's PlainSession, which compares them)."""
+    from ..io.graph_files import graph_path
     from ..verify.plain import plain_session
 
-    encoder = plain_session(package / "onnx" / "encoder_model.onnx", atol, rtol)
-    decoder = plain_session(package / "onnx" / "decoder_model_merged.onnx", atol, rtol)
+    encoder = plain_session(graph_path(package, "onnx/encoder_model.onnx"), atol, rtol)
+    decoder = plain_session(graph_path(package, "onnx/decoder_model_merged.onnx"), atol, rtol)
     tokens, first = greedy(encoder.session, decoder.session, features, prompt, new_tokens, eos, suppress, suppress_first)
     return tokens, first, decoder
 

@@ -153,7 +153,7 @@ def export_vision_language(folder: Path, out: Path, exporter, stage) -> Path:
         genai_graphs, genai, genai_reason = ({}, {}, f"onnxruntime-genai has no {config['model_type']} type") \
             if arch.genai is None else arch.genai(model, folder, layout, exporter, graphs)
     with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
-        save_graphs(package, {**graphs, **genai_graphs}, exporter.check)
+        files = save_graphs(package, {**graphs, **genai_graphs}, exporter.check)
         notes = {"task": "image-text-to-text"}
         if genai_reason:
             notes["onnxruntime-genai"] = f"cannot run: {genai_reason}"
@@ -162,7 +162,7 @@ def export_vision_language(folder: Path, out: Path, exporter, stage) -> Path:
                                         "Gemma3 processor loads")
         written = config if arch.package_config is None else arch.package_config(config)
         write_json_files(package, {"config.json": dict(written, mlx2onnx=notes), **arch.processor_configs(model, folder),
-                                   **genai})
+                                   **genai}, files)
         copy_present(folder, package, ("generation_config.json", *TOKENIZER_FILES))
     return out
 
@@ -188,9 +188,10 @@ def package_vlm_tokens(package: Path, input_ids: np.ndarray, pixels: dict, new_t
     as transformers.js merges them: (tokens, first logits, the decoder's PlainSession).
     ``rope``: an mRoPE model's prompt positions [3, 1, sequence] and delta [1, 1]
     (Architecture.rope_index); a later step's position is its index plus the delta."""
+    from ..io.graph_files import graph_path
     from ..verify.plain import plain_session
 
-    vision, embed, decoder = (plain_session(package / "onnx" / f"{name}.onnx")
+    vision, embed, decoder = (plain_session(graph_path(package, f"onnx/{name}.onnx"))
                               for name in ("vision_encoder", "embed_tokens", "decoder_model_merged"))
     features = vision.session.run(["image_features"], pixels)[0]
     embeds = embed.session.run(["inputs_embeds"], {"input_ids": input_ids})[0]

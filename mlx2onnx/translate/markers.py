@@ -45,6 +45,11 @@ def is_parameter(value) -> bool:
 # both back to match the graph to a trace.
 PRIMITIVE_TAG = "mlx.primitive"
 
+# Node metadata: the width in bits of the MLX quantized weights a low-bit block product
+# holds (op_mappings.lowbit writes it on the first block of each product: 8-bit weights
+# are two 4-bit blocks); io.graph_files names a package's file by it.
+WEIGHT_BITS = "mlx.weight_bits"
+
 
 def primitive_tag(record) -> str:
     """``"Name:index"`` of a record (anything with ``name`` and ``index``)."""

@@ -2,6 +2,7 @@
 // node transformers_generate.mjs PACKAGE NEW_TOKENS TEXT... -> one JSON line per text:
 // {"ids": the tokenizer's ids of TEXT, "tokens": the greedy tokens generated after them, up to
 // NEW_TOKENS or the end-of-sequence token}
+// Opened with the runtime's defaults (no dtype, no device): config.json's transformers.js_config names the files.
 import path from "node:path";
 import { AutoModelForCausalLM, AutoTokenizer, env } from "@huggingface/transformers";
 
@@ -10,7 +11,7 @@ env.allowRemoteModels = false;
 env.localModelPath = path.dirname(path.resolve(pkg)) + path.sep;
 const name = path.basename(path.resolve(pkg));
 const tokenizer = await AutoTokenizer.from_pretrained(name);
-const model = await AutoModelForCausalLM.from_pretrained(name, { dtype: "fp32", device: "cpu" });
+const model = await AutoModelForCausalLM.from_pretrained(name);
 for (const text of texts) {
   const inputs = tokenizer(text);
   const ids = Array.from(inputs.input_ids.data, Number);

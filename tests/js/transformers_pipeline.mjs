@@ -2,13 +2,14 @@
 // node transformers_pipeline.mjs TASK PACKAGE OPTIONS_JSON INPUT... -> one JSON line, the
 // pipeline's result for the inputs (texts, or image file paths) with OPTIONS_JSON as its call
 // options; a Tensor result is written as {"dims", "data"}.
+// Opened with the runtime's defaults (no dtype, no device): config.json's transformers.js_config names the files.
 import path from "node:path";
 import { env, pipeline, Tensor } from "@huggingface/transformers";
 
 const [task, pkg, options, ...inputs] = process.argv.slice(2);
 env.allowRemoteModels = false;
 env.localModelPath = path.dirname(path.resolve(pkg)) + path.sep;
-const run = await pipeline(task, path.basename(path.resolve(pkg)), { dtype: "fp32", device: "cpu" });
+const run = await pipeline(task, path.basename(path.resolve(pkg)));
 const out = await run(inputs, JSON.parse(options));
 const plain = out instanceof Tensor ? { dims: out.dims, data: Array.from(out.data) } : out;
 console.log(JSON.stringify(plain));

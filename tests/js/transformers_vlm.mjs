@@ -3,6 +3,7 @@
 // the processor's input_ids (the image tokens expanded), "tokens": the model's greedy tokens after
 // them, "pixel_dims": the processor's pixel_values dims}; with PIXELS.f32, its pixel_values
 // written there as raw little-endian float32
+// Opened with the runtime's defaults (no dtype, no device): config.json's transformers.js_config names the files.
 import fs from "node:fs";
 import path from "node:path";
 import { AutoModelForImageTextToText, AutoProcessor, RawImage, env } from "@huggingface/transformers";
@@ -12,7 +13,7 @@ env.allowRemoteModels = false;
 env.localModelPath = path.dirname(path.resolve(pkg)) + path.sep;
 const name = path.basename(path.resolve(pkg));
 const processor = await AutoProcessor.from_pretrained(name);
-const model = await AutoModelForImageTextToText.from_pretrained(name, { dtype: "fp32", device: "cpu" });
+const model = await AutoModelForImageTextToText.from_pretrained(name);
 const image = await RawImage.read(imageFile);
 const inputs = await processor(text, image);
 const ids = Array.from(inputs.input_ids.data, Number);

@@ -92,8 +92,7 @@ def test_onnxruntime_genai_generates_mlx_tokens(packages, name):
         assert zoo.genai_tokens(model, ids, NEW_TOKENS) == mlx_tokens(folder, ids), text
 
 
-def _node_available() -> bool:
-    return shutil.which("node") is not None and (HERE.parent / "node_modules" / "@huggingface" / "transformers").is_dir()
+_node_available = zoo.node_available
 
 
 @pytest.mark.parametrize("name", sorted(FOLDERS))

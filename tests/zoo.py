@@ -536,6 +536,22 @@ def transformers_js_tokens(package, new_tokens: int, texts) -> list[dict]:
     return [json.loads(line) for line in lines if line.startswith("{")]
 
 
+def transformers_js_chat(package, new_tokens: int, conversations) -> list[dict]:
+    """transformers.js (under Node) on ``package``: per conversation ``{"ids", "tokens",
+    "reply"}``, its chat template's ids, its greedy tokens and its text-generation
+    pipeline's reply (tests/js/transformers_chat.mjs)."""
+    lines = _node("transformers_chat.mjs", str(package), str(new_tokens), *map(json.dumps, conversations))
+    return [json.loads(line) for line in lines if line.startswith("{")]
+
+
+def node_available() -> bool:
+    """Whether Node and transformers.js (npm ci --ignore-scripts) are here."""
+    import shutil
+
+    return shutil.which("node") is not None and \
+        (Path(__file__).resolve().parents[1] / "node_modules" / "@huggingface" / "transformers").is_dir()
+
+
 def transformers_js_pipeline(task: str, package, options: dict, inputs) -> Any:
     """transformers.js's ``pipeline(task, package)(inputs, options)`` under Node
     (tests/js/transformers_pipeline.mjs); a Tensor result comes as ``{"dims", "data"}``."""

@@ -105,16 +105,36 @@ def check_package_folder(package, folder, progress: Progress, seed: int = 0, as_
             print(f"  onnxruntime computes with {trade}: logits compared at that arithmetic's tolerance")
         if result["reference"]["tf32"]:
             print(f"  MLX reference: {result['reference']['why']}: logits compared at TF32's tolerance")
+        half = result.get("half_precision")
+        if half:
+            print(f"  a {half} folder: compared with MLX in {half} (the MLX package) and in float32 on the same "
+                  f"weights; MLX's own {half} logits are as far from float32 as the spread shown")
         for row in result["rows"]:
             state = "PASS" if row["passed"] else "FAIL"
-            print(f"  prompt of {len(row['prompt'])}: tokens {row['tokens']} (MLX {row['mlx_tokens']}), "
-                  f"first logits abs {row['max_abs_logit_error']:.3g} (tolerance {row['tolerance']:.3g})  {state}")
+            print(f"  prompt of {len(row['prompt'])}: tokens {row['tokens']} (MLX{f' {half}' if half else ''} "
+                  f"{row['mlx_tokens']}), first logits abs {row['max_abs_logit_error']:.3g} (tolerance "
+                  f"{row['tolerance']:.3g})" + ("" if half else f"  {state}"))
+            if half:
+                print(_float32_line(row, half) + f"  {state}")
         for row in result["dtype_files"]:
             print(f"  {row['file']} ({row['dtype']}): {row['token_agreement']:.0%} of {row['tokens']} teacher-forced "
                   f"tokens equal MLX's, largest logit gap {row['max_logit_gap']:.3g} (at least "
                   f"{row['min_agreement']:.0%})  {'PASS' if row['passed'] else 'FAIL'}")
         print(f"package parity {'PASSED' if result['passed'] else 'FAILED'}")
     return EXIT_OK if result["passed"] else EXIT_MISMATCH
+
+
+def _float32_line(row: dict, half: str) -> str:
+    """The float32 reference of a half-precision folder's check row, and where the
+    package's tokens part from it, by how much float32 preferred its own token there."""
+    line = (f"    MLX float32 {row['mlx_float32_tokens']}, first logits abs {row['max_abs_logit_error_vs_float32']:.3g} "
+            f"(MLX {half} vs float32: {row['mlx_half_vs_float32']:.3g}; tolerance {row['tolerance_vs_float32']:.3g})")
+    split = row["first_divergence"]
+    if split:
+        line += (f"; parts from float32 at token {split['step']} ({split['token']} for {split['mlx_float32_token']}), "
+                 f"where float32's margin is {split['mlx_float32_margin']:.3g}: "
+                 + ("a near tie" if split["explained"] else "more than half precision moves a logit"))
+    return line
 
 
 def _check_task_package(package, folder, progress: Progress, as_json: bool) -> int:

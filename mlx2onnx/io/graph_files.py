@@ -5,6 +5,7 @@ from ``onnx/NAME<suffix>.onnx``; mlx2onnx names each graph by what it holds, and
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -20,7 +21,8 @@ def graph_dtype(graph) -> str:
     most of its quantized matrix products (low-bit blocks of MLX's weights, marked with
     their width, or ``DequantizeLinear`` of 4- or 8-bit codes) have 4 / 8 bits, ``fp32``
     where none is quantized; with ``f16``
-    (``fp16``, ``q4f16``) where its outputs are float16. A graph no name fits (3-bit
+    (``fp16``, ``q4f16``) where its outputs are float16 or most of its float weights are
+    (an encoder that returns float32 states from float16 weights). A graph no name fits (3-bit
     weights, 8-bit weights with float16 activations) is ``fp32``: the file without a
     suffix, which transformers.js loads when told nothing."""
     import onnx_ir as ir
@@ -32,7 +34,12 @@ def graph_dtype(graph) -> str:
             bits[int(node.metadata_props[WEIGHT_BITS])] += 1
         elif node.op_type == "DequantizeLinear" and node.inputs[0].dtype in codes:
             bits[codes[node.inputs[0].dtype]] += 1
-    half = any(out.dtype == ir.DataType.FLOAT16 for out in graph.graph.outputs)
+    floats = Counter()
+    for value in graph.graph.initializers.values():
+        if value.dtype in (ir.DataType.FLOAT16, ir.DataType.FLOAT):
+            floats[value.dtype] += math.prod(value.shape.numpy()) if value.shape is not None else 0
+    half = any(out.dtype == ir.DataType.FLOAT16 for out in graph.graph.outputs) or \
+        floats[ir.DataType.FLOAT16] > floats[ir.DataType.FLOAT]
     width = bits.most_common(1)[0][0] if bits else None
     name = {(None, False): "fp32", (None, True): "fp16", (4, False): "q4", (4, True): "q4f16", (8, False): "q8"}
     return name.get((width, half), "fp32")

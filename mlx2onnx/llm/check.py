@@ -100,7 +100,7 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
     folder's dtype (what the MLX package computes on this device) and MLX in float32 on the
     same weights (the function the half-precision arithmetic approximates); how far MLX's
     own half-precision logits are from float32 is measured on every prompt (:func:`half_row`)."""
-    from ..verify.plain import plain_session, reference
+    from ..verify.plain import half_precision, plain_session, reference
     from .decoder import mlx_generate
 
     package, folder = Path(package), Path(folder)
@@ -111,7 +111,7 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
     model = load_model_folder(str(folder)).fun
     plain = plain_session(model_file, atol, rtol)  # a plain session, as the runtimes open one
     tokens, logits, padding = package_tokens(plain.session, package, prompts, new_tokens)
-    half = half_dtype(model)
+    half = half_precision(model)
     rows = []
     for row, prompt in enumerate(prompts):
         want_tokens = mlx_generate(model, mx.array([prompt]), new_tokens)[0]
@@ -120,39 +120,31 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
         found = {"prompt": list(map(int, prompt)), "tokens": tokens[row].tolist(), "mlx_tokens": want_tokens.tolist(),
                  "max_abs_logit_error": error, "tolerance": bound,
                  "passed": bool(np.array_equal(tokens[row], want_tokens) and error <= bound)}
-        rows.append(found if half is None else half_row(found, model, plain, logits[row], want_logits, new_tokens))
+        rows.append(found if half is None else half_row(found, model, plain, logits[row], want_logits, held, new_tokens))
     return {"package": str(package), "folder": str(folder), **plain.describe(), "rows": rows,
             **({"half_precision": half} if half else {}),
             "batch": f"one prompt at a time: left-padded batches are {padding}" if padding else "one left-padded batch",
             "passed": all(r["passed"] for r in rows)}
 
 
-def half_dtype(model) -> str | None:
-    """``float16`` or ``bfloat16`` where the model computes in half precision, else None."""
-    from mlx.utils import tree_flatten
-
-    floating = {v.dtype for _, v in tree_flatten(model.parameters()) if mx.issubdtype(v.dtype, mx.floating)}
-    return next((str(d).split(".")[-1] for d in (mx.float16, mx.bfloat16) if d in floating), None)
-
-
-def half_row(found: dict, model, plain, logits: np.ndarray, half_logits: np.ndarray, new_tokens: int) -> dict:
-    """A check row of a half-precision folder (``found``: against MLX at the folder's dtype)
-    with MLX in float32 on the same weights beside it. MLX's own spread, how far its
-    half-precision logits are from float32 ones, is the size of what half precision
-    changes on this device; a package never fails for being at least as close to float32
-    as MLX's half precision is. It passes when its logits are within the half-precision
-    tolerance of MLX's or that close to float32, and its tokens are MLX's at either dtype,
-    or part from float32's greedy path only where float32's margin between the two
-    tokens is within MLX's spread (a near tie half precision may break either way;
-    ``first_divergence`` says where and by how much)."""
-    from .decoder import float32, mlx_generate
+def half_row(found: dict, model, plain, logits: np.ndarray, half_logits: np.ndarray, held: str | None,
+             new_tokens: int) -> dict:
+    """A check row of a half-precision folder (``found``: against MLX at the folder's dtype,
+    its logits held in ``held``) with MLX in float32 on the same weights beside it: a package never fails for
+    being at least as close to float32 as MLX's half precision is
+    (:meth:`~..verify.plain.PlainSession.half_compare`). It passes when its logits are that
+    close, and its tokens are MLX's at either dtype, or part from float32's greedy path
+    only where float32's margin between the two tokens is within MLX's spread (a near tie
+    half precision may break either way; ``first_divergence`` says where and by how much)."""
+    from ..verify.plain import in_float32
+    from .decoder import mlx_generate
 
     prompt, tokens = found["prompt"], found["tokens"]
-    with float32(model):
+    with in_float32(model):
         f32_tokens = mlx_generate(model, mx.array([prompt]), new_tokens)[0].tolist()
         f32_logits = np.array(model(mx.array([prompt]))[0, -1].astype(mx.float32))
-        spread = float(np.abs(half_logits - f32_logits).max())
-        error32 = float(np.abs(logits.astype(np.float64) - f32_logits).max())
+        compared = plain.half_compare(logits, half_logits, f32_logits, held)
+        spread = compared["mlx_half_vs_float32"]
         divergence = None
         if tokens not in (found["mlx_tokens"], f32_tokens):
             step = next(k for k, (a, b) in enumerate(zip(tokens, f32_tokens)) if a != b)
@@ -160,12 +152,10 @@ def half_row(found: dict, model, plain, logits: np.ndarray, half_logits: np.ndar
             margin = float(there[f32_tokens[step]] - there[tokens[step]])
             divergence = {"step": step, "token": tokens[step], "mlx_float32_token": f32_tokens[step],
                           "mlx_float32_margin": margin, "explained": margin <= spread}
-    bound32 = plain.bound(f32_logits)
-    close = found["max_abs_logit_error"] <= found["tolerance"] or error32 <= max(spread, bound32)
-    same = divergence is None or divergence["explained"]
-    return {**found, "mlx_float32_tokens": f32_tokens, "max_abs_logit_error_vs_float32": error32,
-            "mlx_half_vs_float32": spread, "tolerance_vs_float32": max(spread, bound32),
-            "first_divergence": divergence, "passed": bool(close and same)}
+    close = compared.pop("close")
+    compared["max_abs_logit_error_vs_float32"] = compared.pop("max_abs_error_vs_float32")
+    return {**found, "mlx_float32_tokens": f32_tokens, **compared, "first_divergence": divergence,
+            "passed": bool(close and (divergence is None or divergence["explained"]))}
 
 
 def package_notes(package: Path) -> dict:

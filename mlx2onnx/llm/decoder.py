@@ -19,7 +19,6 @@ and builds its mask with ``cache.make_mask(...)`` (mlx-lm's ``create_attention_m
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -364,16 +363,3 @@ def mlx_generate(model: nn.Module, prompt: mx.array, max_new_tokens: int, cache=
             break
         logits = model(token[:, None], cache=cache)
     return np.array(mx.stack(tokens, axis=1))
-
-
-@contextlib.contextmanager
-def float32(model):
-    """The model's floating parameters in float32 inside (restored after): MLX's CPU
-    computes float16 4-bit products ~35x slower than float32 (1.8 s against 49 ms for one
-    14336 x 4096 layer here), and what the runs inside measure does not depend on it."""
-    saved = model.parameters()
-    model.set_dtype(mx.float32)
-    try:
-        yield model
-    finally:
-        model.update(saved)

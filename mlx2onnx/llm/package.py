@@ -46,9 +46,9 @@ from ..io.graph_files import graph_dtype
 from ..io.packages import TOKENIZER_FILES, check_folder_path, copy_present, package_folder, write_json_files
 from ..io.saving import save_model
 from ..targets import load_model_folder
+from ..verify.plain import in_float32
 from . import dtype_files
 from .check import left_padded, prompts_for
-from .decoder import float32
 from .configs import genai_config, text_settings, transformers_js_config
 from .caches import GrowingKVCache
 from .states import Group, flat, has_states, is_kv, package_layout, package_states_class, slot_names
@@ -205,7 +205,7 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
         graph, forward, masked = traced_decoder(exporter, model, layout, mask_rank, arrays)
     padding = None
     if has_states(layout):  # attention caches mask padding by construction
-        with stage("running the decoder in MLX (float32) on a fresh and a left-padded prompt"), float32(model):
+        with stage("running the decoder in MLX (float32) on a fresh and a left-padded prompt"), in_float32(model):
             refuse_unlike_fresh_states(forward, model, layout, config.get("model_type", "?"))
             padding = padding_reason(forward, layout, masked)
     vocab = graph.graph.outputs[0].shape[-1]  # the logits' width: the vocabulary the graph scores

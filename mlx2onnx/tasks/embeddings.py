@@ -138,9 +138,10 @@ CHECK_TEXTS = ("The quick brown fox jumps over the lazy dog.", "MLX to ONNX",
 def check_embeddings(package: Path, folder: Path, texts=CHECK_TEXTS, atol=None, rtol=None) -> dict:
     """The package's pooled, normalised embeddings of ``texts`` (one padded batch, the
     folder's tokenizer, a plain onnxruntime session, pooled as transformers.js pools)
-    against mlx-embeddings' ``text_embeds`` of the same batch."""
+    against mlx-embeddings' ``text_embeds`` of the same batch; a half-precision folder's
+    also against its float32 ones (:meth:`~..verify.plain.PlainSession.half_compare`)."""
     from ..io.graph_files import graph_path
-    from ..verify.plain import plain_session, reference
+    from ..verify.plain import half_precision, in_float32, plain_session, reference
 
     model, tokenizer, config = load_embeddings_folder(folder)
     encoder = encoder_of(config)
@@ -150,10 +151,20 @@ def check_embeddings(package: Path, folder: Path, texts=CHECK_TEXTS, atol=None, 
              for name in encoder.inputs}
     pooling = json.loads((package / "config.json").read_text()).get("mlx2onnx", {}).get("pooling", "mean")
     got = pooled(plain.session.run(["last_hidden_state"], feeds)[0], feeds["attention_mask"], pooling)
-    want, held = reference(encoder.embeddings(model, *(mx.array(feeds[n]) for n in encoder.inputs)))
+    inputs = [mx.array(feeds[n]) for n in encoder.inputs]
+    want, held = reference(encoder.embeddings(model, *inputs))
+    half = half_precision(model)
+    if half:
+        with in_float32(model):
+            float32_want = reference(encoder.embeddings(model, *inputs))[0]
     rows = []
-    for text, row_got, row_want in zip(texts, got, want):
+    for k, (text, row_got, row_want) in enumerate(zip(texts, got, want)):
         error, bound = plain.compare(row_got, row_want, held)
-        rows.append({"input": repr(text), "detail": "pooled, normalised embedding", "max_abs_error": error,
-                     "tolerance": bound, "passed": error <= bound})
-    return plain.result("feature-extraction", package, folder, rows, pooling=pooling)
+        row = {"input": repr(text), "detail": "pooled, normalised embedding", "max_abs_error": error,
+               "tolerance": bound, "passed": error <= bound}
+        if half:
+            compared = plain.half_compare(row_got, row_want, float32_want[k], held)
+            row.update(compared, passed=compared.pop("close"))
+        rows.append(row)
+    return plain.result("feature-extraction", package, folder, rows, pooling=pooling,
+                        **({"half_precision": half} if half else {}))

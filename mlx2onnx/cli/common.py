@@ -7,6 +7,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
+from ..errors import Mismatch
 from .progress import Progress
 
 EXIT_OK = 0
@@ -17,10 +18,6 @@ EXIT_USER = 4
 EXIT_WRITE = 5
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # the mlx2onnx package
-
-
-class Mismatch(Exception):
-    """The model does not fit the callable (exit 1)."""
 
 
 # -- error display ----------------------------------------------------------------------

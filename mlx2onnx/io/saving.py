@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from ..errors import ExportOptionError
+from ..errors import ExportOptionError, StagingTerminated
 from .ownership import file_refusal, publish
 
 # protobuf refuses messages of 2 GiB; keep a margin for the graph itself.
@@ -207,10 +207,6 @@ def refuse_taken(path: Path, overwrite: bool, data_name: str | None = None) -> N
         raise ExportOptionError(reason)
 
 
-class _Terminated(BaseException):
-    """SIGTERM arrived while a staging folder was open (raised so that it is removed)."""
-
-
 @contextlib.contextmanager
 def staging_folder(directory: Path, prefix: str):
     """A temporary folder beside the final files, removed whatever happens: writers fill
@@ -228,7 +224,7 @@ def staging_folder(directory: Path, prefix: str):
 
     def terminate(signum, frame):
         signalled.append(signum)
-        raise _Terminated()
+        raise StagingTerminated()
 
     if catch:  # before the folder exists: a SIGTERM between the two would leave it behind
         signal.signal(signal.SIGTERM, terminate)

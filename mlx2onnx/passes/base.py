@@ -15,13 +15,10 @@ from typing import Callable
 import mlx.core as mx
 import onnx_ir as ir
 
+from ..errors import PassContractError
 from ..translate import kernels
 from ..translate.opset import FEATURES, has
 from ..translate.settings import ExportSettings
-
-
-class PassContractError(RuntimeError):
-    """A pass broke the contract every pass keeps (a bug in the pass)."""
 
 
 @dataclass(frozen=True)

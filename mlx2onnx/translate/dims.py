@@ -12,7 +12,7 @@ asks for is then, in order of preference:
    of two, that reproduces its value in every trace (a reshape target Python computed
    as ``B * L``, a slice bound ``L - 1``).
 
-Anything else raises :class:`~mlx2onnx.capture.symbolic.NeedsStatic`.
+Anything else raises :class:`~mlx2onnx.errors.NeedsStatic`.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..capture import records
+from ..errors import DuplicateRegistrationError, UnknownPrimitiveError
 
 Handler = Callable  # (ctx, rec) -> list of ONNX values, one per rec.outputs
 KindHandler = Callable  # (ctx, rec, translate) -> list of ONNX values; translate(records) translates its nested records
@@ -32,14 +33,6 @@ class Refusal:
 
 _HANDLERS: dict[str, Handler] = {}
 _REFUSALS: dict[str, Refusal] = {}
-
-
-class DuplicateRegistrationError(RuntimeError):
-    pass
-
-
-class UnknownPrimitiveError(RuntimeError):
-    """A handler for a primitive the records table does not describe."""
 
 
 def _claim(name: str, what: str) -> None:

@@ -9,12 +9,9 @@ from typing import Callable, Sequence
 import mlx.core as mx
 
 from ..capture.trace import Primitive
+from ..errors import CannotEvaluate
 
 Evaluator = Callable[[Primitive, list, dict], Sequence[mx.array]]
-
-
-class CannotEvaluate(Exception):
-    """The interpreter has no MLX implementation of this record."""
 
 
 EVALUATORS: dict[str, Evaluator] = {}

@@ -4,6 +4,8 @@ itself is :class:`~mlx2onnx.capture.trace.LoopRecord`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ...errors import LoopError
 STEPPED = ("Slice", "SliceUpdate")  # records whose positions may follow the iteration
 
 
@@ -15,5 +17,3 @@ class Step:
     b: int
 
 
-class LoopError(Exception):
-    """These records repeat, but not as a loop ONNX can run: the reason."""

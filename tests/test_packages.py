@@ -92,12 +92,9 @@ def test_onnxruntime_genai_generates_mlx_tokens(packages, name):
         assert zoo.genai_tokens(model, ids, NEW_TOKENS) == mlx_tokens(folder, ids), text
 
 
-_node_available = zoo.node_available
-
-
 @pytest.mark.parametrize("name", sorted(FOLDERS))
 def test_transformers_js_generates_mlx_tokens(packages, name):
-    if not _node_available():
+    if not zoo.node_available():
         pytest.skip("transformers.js is not installed: npm install --ignore-scripts @huggingface/transformers")
     folder, package = packages(name)
     results = zoo.transformers_js_tokens(package, NEW_TOKENS, PROMPTS)
@@ -212,7 +209,7 @@ def test_architectures_run_as_packages_in_both_runtimes(tmp_path, arch):
     for text in PROMPTS:
         ids = source_ids(folder, text)
         assert zoo.genai_tokens(model, ids, NEW_TOKENS) == mlx_tokens(folder, ids), (arch, text)
-    if not _node_available():
+    if not zoo.node_available():
         pytest.skip("transformers.js is not installed: npm install --ignore-scripts @huggingface/transformers")
     for text, result in zip(PROMPTS, zoo.transformers_js_tokens(package, NEW_TOKENS, PROMPTS)):
         assert result["tokens"] == mlx_tokens(folder, result["ids"]), (arch, text)

@@ -28,7 +28,6 @@ import zoo
 from mlx2onnx.io.graph_files import graph_path
 from harness import ort_session
 from test_cli import cli
-from test_packages import _node_available
 
 VARIANTS = {"float32": {}, "4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16},
             "float16": {"dtype": mx.float16}, "english-only": {"dims": zoo.ENGLISH_WHISPER_DIMS}}
@@ -65,7 +64,7 @@ def _checked(tmp_path, folder, package, graphs):
 
 
 def _asr(tmp_path, package, audio, new_tokens):
-    if not _node_available():
+    if not zoo.node_available():
         pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
     audio.tofile(tmp_path / "clip.f32")
     return json.loads(zoo._node("transformers_asr.mjs", str(package), str(tmp_path / "clip.f32"), str(new_tokens))[-1])

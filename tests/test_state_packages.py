@@ -22,7 +22,7 @@ import zoo
 from mlx2onnx.targets import load_model_folder
 from harness import ort_session
 from test_cli import cli
-from test_packages import NEW_TOKENS, PROMPTS, _node_available, mlx_tokens, source_ids
+from test_packages import NEW_TOKENS, PROMPTS, mlx_tokens, source_ids
 
 # architecture -> (what its caches carry, what the export says a runtime cannot do: None where it runs)
 ARCHITECTURES = {
@@ -67,7 +67,7 @@ def test_recurrent_architectures_run_as_packages(tmp_path, arch):
         for text in PROMPTS:
             ids = source_ids(folder, text)
             assert zoo.genai_tokens(model, ids, NEW_TOKENS) == mlx_tokens(folder, ids), (arch, text)
-    if "transformers.js" not in said and _node_available():
+    if "transformers.js" not in said and zoo.node_available():
         for text, got in zip(PROMPTS, zoo.transformers_js_tokens(package, NEW_TOKENS, PROMPTS)):
             assert got["tokens"] == mlx_tokens(folder, got["ids"]), (arch, text)
 

@@ -23,14 +23,13 @@ from mlx.utils import tree_flatten
 import zoo
 from mlx2onnx.io.graph_files import graph_path
 from test_cli import cli
-from test_packages import _node_available
 
 EMBEDDINGS = ["bert", "xlm_roberta", "modernbert"]
 CLASSIFIERS = ["resnet18", "mobilenet_v2", "resnet18-bfloat16"]  # the last: weights saved in bfloat16
 
 
 def _needs_node():
-    if not _node_available():
+    if not zoo.node_available():
         pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
 
 

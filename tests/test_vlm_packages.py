@@ -24,7 +24,6 @@ import pytest
 import zoo
 from mlx2onnx.io.graph_files import graph_path
 from test_cli import cli
-from test_packages import _node_available
 
 VARIANTS = {"float32": {}, "4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16}}
 CASES = [(arch, variant) for arch in ("gemma3", "idefics3", "qwen2_vl", "qwen2_5_vl") for variant in sorted(VARIANTS)]
@@ -67,7 +66,7 @@ def test_vlm_folder_generates_mlx_vlm_tokens_in_transformers_js(tmp_path, vlm_pa
     if variant == "4-bit":
         ops = {n.op_type for n in onnx.load(str(graph_path(package, "onnx/decoder_model_merged.onnx"))).graph.node}
         assert "MatMulNBits" in ops, ops
-    if not _node_available():
+    if not zoo.node_available():
         pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
     size = zoo.VLM_IMAGE_SIZES.get(architecture) or json.loads((folder / "config.json").read_text())["vision_config"]["image_size"]
     image = zoo.generated_image(size, seed=4)
@@ -98,7 +97,7 @@ def test_idefics3_splits_images_into_tiles_in_transformers_js(tmp_path_factory, 
     assert processor["do_image_splitting"] and processor["size"] == {"longest_edge": 64}
     checked = cli("check", package, folder, "--json", cwd=tmp_path)
     assert checked.returncode == 0 and json.loads(checked.stdout)["passed"], checked.stdout + checked.stderr
-    if not _node_available():
+    if not zoo.node_available():
         pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
     image = zoo.generated_image(height, seed=4, width=width)
     Image.fromarray(image).save(tmp_path / "image.png")
@@ -153,7 +152,7 @@ def test_qwen_vision_graph_takes_every_image_size(tmp_path, vlm_packages, archit
 
     pytest.importorskip("mlx_vlm.utils")
     folder, package = vlm_packages(architecture, "float32")
-    if not _node_available():
+    if not zoo.node_available():
         pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
     image = zoo.generated_image(84, seed=7, width=140)
     Image.fromarray(image).save(tmp_path / "wide.png")

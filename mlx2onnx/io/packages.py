@@ -84,15 +84,15 @@ def save_graphs(package: Path, graphs: dict, check: bool) -> dict[str, str]:
     """Write each ``{file under the package: onnx-ir model}``, a graph under ``onnx/``
     named by what it holds (:func:`graph_dtype`: ``onnx/model.onnx`` of 4-bit weights is
     written as ``onnx/model_q4.onnx``), its external data (when it has any) beside it as
-    ``<file>_data``; ``check``: onnx.checker's full check first. Returns ``{name: the
-    name written}``, for :func:`write_json_files`."""
+    ``<file>_data``; ``check``: onnx.checker's full check first. Returns the dtype of each
+    graph under ``onnx/``, ``{name: dtype}``, for :func:`write_json_files`."""
     from .saving import save_model
 
-    written = {}
+    dtypes = {name: graph_dtype(graph) for name, graph in graphs.items() if name.startswith("onnx/")}
     for name, graph in graphs.items():
-        written[name] = dtype_file(name, graph_dtype(graph)) if name.startswith("onnx/") else name
-        save_model(graph, package / written[name], check=check, data_name=f"{Path(written[name]).name}_data")
-    return written
+        file = dtype_file(name, dtypes[name]) if name in dtypes else name
+        save_model(graph, package / file, check=check, data_name=f"{Path(file).name}_data")
+    return dtypes
 
 
 def copy_present(folder: Path, package: Path, names) -> None:
@@ -102,25 +102,24 @@ def copy_present(folder: Path, package: Path, names) -> None:
             shutil.copy2(folder / name, package / name)
 
 
-def write_json_files(package: Path, files: dict[str, dict], written: dict[str, str] | None = None) -> None:
+def write_json_files(package: Path, files: dict[str, dict], dtypes: dict[str, str] | None = None) -> None:
     """Write each ``{file name: content}`` as strict JSON (:func:`json_text`) into
     ``package``; config.json's ``transformers.js_config`` (write the graphs first) names
     the dtype of each graph under ``onnx/`` as transformers.js names its files, so that
     its defaults find them (in a browser, wasm's default dtype is q8, the file
-    ``model_quantized.onnx``): ``written`` (:func:`save_graphs`) gives the file each graph
-    was written as; a graph not in it is ``fp32``, its file without a suffix. A
-    ``filename`` in another file (genai_config.json's) is changed to the name written.
-    config.json also says when a graph keeps its weights in an ``.onnx_data`` file
-    (``use_external_data_format``)."""
-    written = dict(written or {})
+    ``model_quantized.onnx``): ``dtypes`` (:func:`save_graphs`) gives each graph's,
+    ``{"onnx/model.onnx": "q4"}``; a graph not in it is ``fp32``, its file without a
+    suffix. A ``filename`` in another file (genai_config.json's) that names a graph is
+    changed to the file written for it. config.json also says when a graph keeps its
+    weights in an ``.onnx_data`` file (``use_external_data_format``)."""
+    dtypes = dtypes or {}
+    written = {name: dtype_file(name, dtype) for name, dtype in dtypes.items()}
     suffixes = tuple(suffix for suffix in DTYPE_SUFFIXES.values() if suffix)  # the other dtypes' files
-    dtypes = {path.stem: "fp32" for path in (package / "onnx").glob("*.onnx") if not path.stem.endswith(suffixes)}
-    for name, file in written.items():
-        if name.startswith("onnx/"):
-            dtypes[Path(name).stem] = next(d for d in DTYPE_SUFFIXES if dtype_file(name, d) == file)
+    named = {path.stem: "fp32" for path in (package / "onnx").glob("*.onnx") if not path.stem.endswith(suffixes)}
+    named.update({Path(name).stem: dtype for name, dtype in dtypes.items()})
     for name, content in files.items():
-        if name == "config.json" and dtypes:
-            js = dict(content.get("transformers.js_config", {}), dtype=dict(sorted(dtypes.items())))
+        if name == "config.json" and named:
+            js = dict(content.get("transformers.js_config", {}), dtype=dict(sorted(named.items())))
             if any((package / "onnx").glob("*.onnx_data")):
                 js["use_external_data_format"] = True
             content = dict(content, **{"transformers.js_config": js})

@@ -141,11 +141,11 @@ def genai_hybrid(layout: list) -> tuple[dict | None, str | None]:
                   f"{_described(layout)}" + (" (states of several shapes)" if len(states) > 1 else ""))
 
 
-def genai_config(config: dict, layout: list, vocab: int, folder: Path,
-                 filename: str = "onnx/model.onnx") -> tuple[dict | None, str | None]:
-    """onnxruntime-genai's genai_config.json for the package's decoder graph ``filename``
-    (``layout``: its caches, keys and values at one width; ``vocab``: its logits' width),
-    or None and why genai cannot run the package."""
+def genai_config(config: dict, layout: list, vocab: int, folder: Path) -> tuple[dict | None, str | None]:
+    """onnxruntime-genai's genai_config.json for the package's decoder graph (``layout``:
+    its caches, keys and values at one width; ``vocab``: its logits' width), or None and
+    why genai cannot run the package. The decoder's ``filename`` is the graph's name;
+    :func:`~..io.packages.write_json_files` changes it to the file written for it."""
     hybrid = None
     if not all(k == "kv" for k in _kinds(layout)):
         hybrid, reason = genai_hybrid(layout)
@@ -165,7 +165,7 @@ def genai_config(config: dict, layout: list, vocab: int, folder: Path,
     model_type = config.get("model_type", "llama")
     decoder = {
         "session_options": {"log_id": "onnxruntime-genai", "provider_options": []},
-        "filename": filename,
+        "filename": "onnx/model.onnx",
         "head_size": kdim,
         "hidden_size": int(config.get("hidden_size", heads * kdim)),
         "inputs": {

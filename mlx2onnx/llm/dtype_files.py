@@ -8,7 +8,7 @@ weights quantized by MLX to 8 / 4 bits (groups of 32: onnxruntime's ``MatMulNBit
 by what its users see: teacher-forced greedy agreement with the folder's MLX model over
 the check's prompts (the share of next tokens equal to MLX's along MLX's own greedy
 continuation) and the largest logit gap there. The folder's own computation, MLX-exact,
-is always written, named by what it holds (:func:`~..io.packages.graph_dtype`: a float32
+is always written, named by what it holds (:func:`~..io.graph_files.graph_dtype`: a float32
 folder's is ``model.onnx``, a 4-bit one's ``model_q4.onnx``); it is the package's default.
 """
 
@@ -22,11 +22,10 @@ import mlx.nn as nn
 import numpy as np
 
 from ..errors import ExportOptionError
-from ..io.graph_files import DTYPE_SUFFIXES
 from .check import forward_logits, package_notes
 
-# the dtypes whose files a text-generation package can hold -> their file suffixes
-SUFFIXES = {dtype: DTYPE_SUFFIXES[dtype] for dtype in ("fp32", "fp16", "q8", "q4", "q4f16")}
+# the dtypes whose files a text-generation package can hold (their files: io.graph_files.dtype_file)
+DTYPES = ("fp32", "fp16", "q8", "q4", "q4f16")
 GROUP_SIZE = 32
 NEW_TOKENS = 12
 
@@ -36,11 +35,11 @@ def check_dtypes(dtypes, bits: int | None) -> list[str]:
     folder whose weights are quantized already (to ``bits``) cannot have without other
     weights: dequantized (fp32, fp16) or quantized again (another width)."""
     wanted = list(dict.fromkeys(dtypes))
-    unknown = [d for d in wanted if d not in SUFFIXES]
+    unknown = [d for d in wanted if d not in DTYPES]
     if unknown:
         raise ExportOptionError(f"dtype {unknown[0]!r} is not one of transformers.js's file dtypes mlx2onnx writes: "
-                                f"{', '.join(SUFFIXES)}")
-    keeps = {None: set(SUFFIXES), 4: {"q4", "q4f16"}, 8: {"q8"}}.get(bits, set())
+                                f"{', '.join(DTYPES)}")
+    keeps = {None: set(DTYPES), 4: {"q4", "q4f16"}, 8: {"q8"}}.get(bits, set())
     other = [d for d in wanted if d not in keeps]
     if other:
         kept = f" (of the dtypes, {' and '.join(sorted(keeps))} keep them)" if keeps else ""
@@ -48,10 +47,6 @@ def check_dtypes(dtypes, bits: int | None) -> list[str]:
                                 "own graph holds them as they are; dequantizing or quantizing them again would not "
                                 f"be this model's weights{kept}; export the float folder with that dtype")
     return wanted
-
-
-def file_name(dtype: str) -> str:
-    return f"model{SUFFIXES[dtype]}.onnx"
 
 
 def made_over(model: nn.Module, dtype: str) -> nn.Module:

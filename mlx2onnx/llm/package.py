@@ -42,7 +42,7 @@ import numpy as np
 from ..capture.dynamic import Dim
 from ..errors import DynamicShapeError, UnsupportedModelError
 from ..exporter import Exporter
-from ..io.graph_files import graph_dtype
+from ..io.graph_files import dtype_file, graph_dtype
 from ..io.packages import TOKENIZER_FILES, check_folder_path, copy_present, package_folder, write_json_files
 from ..io.saving import save_model
 from ..targets import load_model_folder
@@ -56,6 +56,7 @@ from .states import Group, flat, has_states, is_kv, package_layout, package_stat
 # bfloat16 models computed as MLX computes them (float32 rounded after every op): the
 # package generates MLX's own tokens; plain float32 carriage drifts by bfloat16 steps and
 # greedy decoding can take another token after a near tie
+GRAPH = "onnx/model.onnx"  # the decoder graph, as transformers.js and genai name it (its file: dtype_file)
 PACKAGE_BFLOAT16 = "emulate"
 
 
@@ -212,25 +213,23 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
     own = graph_dtype(graph)
     dtypes = [d for d in dtypes if d != own]
     variants, measured = {}, {}
-    reference = dtype_files.mlx_reference(model, prompts_for(vocab)) if dtypes else None
+    prompts = prompts_for(vocab)
+    reference = dtype_files.mlx_reference(model, prompts) if dtypes else None
     for dtype in dtypes:
         with stage(f"tracing the decoder as {dtype} computes it, translating and measuring it"):
             made = dtype_files.made_over(load_model_folder(str(folder)).fun, dtype)
             variants[dtype] = traced_decoder(exporter, made, layout, attention_mask_rank(made, layout), arrays)[0]
-            measured[dtype] = {"file": f"onnx/{dtype_files.file_name(dtype)}",
-                               **dtype_files.measured(variants[dtype], reference, made, prompts_for(vocab))}
+            measured[dtype] = {"file": dtype_file(GRAPH, dtype),
+                               **dtype_files.measured(variants[dtype], reference, made, prompts)}
     with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
-        own_file = dtype_files.file_name(own)
-        save_model(graph, package / "onnx" / own_file, check=exporter.check, data_name=f"{own_file}_data",
-                   external_data=external_data)
-        for dtype, variant in variants.items():
-            name = dtype_files.file_name(dtype)
-            save_model(variant, package / "onnx" / name, check=exporter.check, data_name=f"{name}_data",
+        for dtype, decoder in ((own, graph), *variants.items()):
+            file = Path(dtype_file(GRAPH, dtype))
+            save_model(decoder, package / file, check=exporter.check, data_name=f"{file.name}_data",
                        external_data=external_data)
         copy_present(folder, package, ("generation_config.json", *TOKENIZER_FILES))
         stored = stored_layout(layout)
         package_config, js_reason = transformers_js_config(config, stored, vocab)
-        settings, genai_reason = genai_config(text_settings(config), stored, vocab, folder, f"onnx/{own_file}")
+        settings, genai_reason = genai_config(text_settings(config), stored, vocab, folder)
         notes = {"transformers.js": js_reason and f"cannot run: {js_reason}",
                  "onnxruntime-genai": genai_reason and f"cannot run: {genai_reason}",
                  "left_padded_batches": padding and f"not served: {padding}"}
@@ -241,7 +240,7 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
             package_config.setdefault("mlx2onnx", {})["dtype_files"] = measured
         write_json_files(package, {"config.json": package_config,
                                    **({"genai_config.json": settings} if settings is not None else {})},
-                         {"onnx/model.onnx": f"onnx/{own_file}"})
+                         {GRAPH: own})
     return out
 
 

@@ -124,10 +124,10 @@ def export_embeddings(folder: Path, out: Path, exporter, stage) -> Path:
         # partial keeps the parameter names, which the dynamic axes are given by
         graph = exporter.to_ir(functools.partial(encoder.token_states, model), *example_inputs(config, encoder.inputs))
     with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
-        written = save_graphs(package, {"onnx/model.onnx": graph}, exporter.check)
+        dtypes = save_graphs(package, {"onnx/model.onnx": graph}, exporter.check)
         copy_present(folder, package, TOKENIZER_FILES)
         write_json_files(package, {"config.json": dict(config, mlx2onnx={
-            "task": "feature-extraction", "pooling": encoder.pooling(config), "normalize": True})}, written)
+            "task": "feature-extraction", "pooling": encoder.pooling(config), "normalize": True})}, dtypes)
     return out
 
 

@@ -140,9 +140,9 @@ def export_classifier(folder: Path, out: Path, exporter, stage) -> Path:
     with stage(f"tracing {name} and translating it"):
         graph = exporter.to_ir(classify(model), example)
     with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
-        written = save_graphs(package, {"onnx/model.onnx": graph}, exporter.check)
+        dtypes = save_graphs(package, {"onnx/model.onnx": graph}, exporter.check)
         write_json_files(package, {"config.json": model_config(name, classes)[0],
-                                   "preprocessor_config.json": preprocessor_config(name)}, written)
+                                   "preprocessor_config.json": preprocessor_config(name)}, dtypes)
     return out
 
 

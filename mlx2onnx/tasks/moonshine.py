@@ -98,8 +98,8 @@ def export_moonshine(folder: Path, out: Path, exporter, stage) -> Path:
     with stage("tracing the encoder, the cross-attention projections and the decoder step, and translating them"):
         graphs = transformers_js_graphs(parts, exporter, "input_values")
     with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
-        written = save_graphs(package, graphs, exporter.check)
-        write_json_files(package, package_configs(model, folder), written)
+        dtypes = save_graphs(package, graphs, exporter.check)
+        write_json_files(package, package_configs(model, folder), dtypes)
         copy_present(folder, package, TOKENIZER_FILES)
     return out
 

@@ -153,7 +153,7 @@ def export_vision_language(folder: Path, out: Path, exporter, stage) -> Path:
         genai_graphs, genai, genai_reason = ({}, {}, f"onnxruntime-genai has no {config['model_type']} type") \
             if arch.genai is None else arch.genai(model, folder, layout, exporter, graphs)
     with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
-        files = save_graphs(package, {**graphs, **genai_graphs}, exporter.check)
+        dtypes = save_graphs(package, {**graphs, **genai_graphs}, exporter.check)
         notes = {"task": "image-text-to-text"}
         if genai_reason:
             notes["onnxruntime-genai"] = f"cannot run: {genai_reason}"
@@ -162,7 +162,7 @@ def export_vision_language(folder: Path, out: Path, exporter, stage) -> Path:
                                         "Gemma3 processor loads")
         written = config if arch.package_config is None else arch.package_config(config)
         write_json_files(package, {"config.json": dict(written, mlx2onnx=notes), **arch.processor_configs(model, folder),
-                                   **genai}, files)
+                                   **genai}, dtypes)
         copy_present(folder, package, ("generation_config.json", *TOKENIZER_FILES))
     return out
 

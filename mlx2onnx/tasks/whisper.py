@@ -145,13 +145,13 @@ def export_from(source: WhisperSource, folder: Path, out: Path, exporter, stage)
         graphs = {**transformers_js_graphs(parts, exporter, "input_features"), **genai_graphs(parts, exporter)}
     mels = model.dims.n_mels
     with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
-        written = save_graphs(package, graphs, exporter.check)
+        dtypes = save_graphs(package, graphs, exporter.check)
         write_json_files(package, {
             "config.json": dict(files.model_config(model.dims, tokenizer), mlx2onnx={"task": "automatic-speech-recognition"}),
             "generation_config.json": files.generation_config(model, tokenizer, source.languages(tokenizer)),
             "preprocessor_config.json": files.preprocessor_config(mels, source.mel_filters(mels)),
             "genai_config.json": files.genai_config(model, tokenizer),
-            "audio_processor_config.json": files.audio_processor_config(mels)}, written)
+            "audio_processor_config.json": files.audio_processor_config(mels)}, dtypes)
         source.write_tokenizer(tokenizer, package)
     return out
 

@@ -95,7 +95,24 @@ class UsageError(Mlx2OnnxError, ValueError):
     one of its files, a command-line spec (CLI exit 2)."""
 
 
-UserCodeError = UserFunctionError  # the name the command line's resolver knew it by
+class NotAModelFolderError(UsageError):
+    """A folder that no folder kind recognises: no config.json an MLX package writes, no
+    weights, or not a folder at all; the message says what a model folder holds."""
+
+
+class MissingPackageError(UsageError):
+    """A folder (or a hub id) needs a package that is not installed here; ``package`` is its
+    pip name and ``install`` the command that installs it."""
+
+    def __init__(self, message: str, package: str):
+        self.package = package
+        self.install = f"pip install {package}"
+        super().__init__(f"{message}: install {package} to load it ({self.install})")
+
+
+class UnsupportedVariantError(UnsupportedModelError):
+    """A model folder of a known kind in a variant its package cannot serve (a head, a
+    decoder, a quantization or a cache the export does not carry)."""
 
 
 class RuntimeUnavailableError(CheckOptionError):

@@ -14,7 +14,7 @@ import mlx.core as mx
 import numpy as np
 
 from . import dtypes
-from .targets import UsageError
+from .errors import UsageError
 
 
 @dataclass(frozen=True)

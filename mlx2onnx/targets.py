@@ -32,7 +32,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
-from .errors import UsageError, UserCodeError
+from .errors import MissingPackageError, NotAModelFolderError, UsageError, UserFunctionError
 
 
 @dataclass
@@ -105,7 +105,7 @@ def load_model_folder(folder: str, seed: int = 0) -> Target:
     check_model_folder(path)
     config = path / "config.json"
     if not config.is_file():
-        raise UsageError(f"{folder} is a folder but not a model folder: it has no config.json "
+        raise NotAModelFolderError(f"{folder} is a folder but not a model folder: it has no config.json "
                          "(an mlx-lm or mlx-embeddings model folder holds config.json and *.safetensors, an mlx-image "
                          "folder one weights file)")
     try:
@@ -115,19 +115,19 @@ def load_model_folder(folder: str, seed: int = 0) -> Target:
     if not isinstance(settings, dict) or "model_type" not in settings:
         raise UsageError(f"{config} has no model_type; mlx-lm needs it to choose the architecture")
     if not any(path.glob("*.safetensors")):
-        raise UsageError(f"{folder} has no *.safetensors weights")
+        raise NotAModelFolderError(f"{folder} has no *.safetensors weights")
     try:
         from mlx_lm.utils import load_model
     except ImportError:
-        raise UsageError(f"{folder} is an mlx-lm model folder: install mlx-lm to load it (pip install mlx-lm)") from None
+        raise MissingPackageError(f"{folder} is an mlx-lm model folder", "mlx-lm") from None
     try:
         model, loaded = load_model(path)
     except ValueError as exc:
         raise UsageError(f"mlx-lm cannot load {folder}: {exc}") from None
     except Exception as exc:
-        raise UserCodeError(f"loading the model folder {folder}", exc) from exc
+        raise UserFunctionError(f"loading the model folder {folder}", exc) from exc
     except SystemExit as exc:  # mlx-lm's olmo exits when the package its module imports is missing
-        raise UserCodeError(f"loading the model folder {folder} (mlx-lm's model module for "
+        raise UserFunctionError(f"loading the model folder {folder} (mlx-lm's model module for "
                             f"{settings['model_type']!r} stopped the program; the line it printed says what it needs)",
                             exc) from exc
     vocab = int(loaded.get("vocab_size") or settings.get("vocab_size") or 2)
@@ -154,7 +154,7 @@ def _import(module_part: str):
             spec.loader.exec_module(module)
         except Exception as exc:
             sys.modules.pop(name, None)
-            raise UserCodeError(f"importing {module_part}", exc) from exc
+            raise UserFunctionError(f"importing {module_part}", exc) from exc
         return module
     if not all(part.isidentifier() for part in module_part.split(".")):
         raise UsageError(f"{module_part!r} is not a dotted module name nor a path to a .py file")
@@ -170,9 +170,9 @@ def _import(module_part: str):
                 f"no module named {exc.name!r} (looked in the current directory {cwd} and the installed "
                 "packages); give a dotted module importable from here or a path/to/file.py"
             ) from None
-        raise UserCodeError(f"importing {module_part}", exc) from exc
+        raise UserFunctionError(f"importing {module_part}", exc) from exc
     except Exception as exc:
-        raise UserCodeError(f"importing {module_part}", exc) from exc
+        raise UserFunctionError(f"importing {module_part}", exc) from exc
 
 
 def _attribute(module, attr: str, spec: str):
@@ -213,7 +213,7 @@ def _call_factory(factory: Callable, label: str, seed: int):
     try:
         return factory(seed=seed) if "seed" in params else factory()
     except Exception as exc:
-        raise UserCodeError(f"calling {label}", exc) from exc
+        raise UserFunctionError(f"calling {label}", exc) from exc
 
 
 def _from_result(result: Any, label: str) -> Target:

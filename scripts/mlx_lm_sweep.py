@@ -143,7 +143,8 @@ def stage_package(model_type: str, folder: Path) -> dict:
     import mlx2onnx
     from mlx2onnx.llm import check_package, export_package, mlx_generate
     from mlx2onnx.llm.check import package_notes
-    from mlx2onnx.targets import UsageError, load_model_folder
+    from mlx2onnx.errors import UsageError
+    from mlx2onnx.targets import load_model_folder
     from mlx_lm_configs import UNBUILDABLE, config_for
 
     import zoo

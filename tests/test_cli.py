@@ -245,7 +245,7 @@ def test_primitives_table(workdir, capsys):
 def test_input_specs_and_record_decoding():
     from mlx2onnx.capture import records
     from mlx2onnx.specs import parse_input_spec
-    from mlx2onnx.targets import UsageError
+    from mlx2onnx.errors import UsageError
 
     spec = parse_input_spec("ids=2,8:int32:0..128")
     assert (spec.name, spec.shape, str(spec.dtype), spec.low, spec.high) == ("ids", (2, 8), "mlx.core.int32", 0, 128)

@@ -237,7 +237,7 @@ def test_a_model_module_that_exits_is_the_users_code(tmp_path, monkeypatch):
     import mlx_lm.utils
 
     from mlx2onnx.cli import main
-    from mlx2onnx.targets import UserCodeError, load_model_folder
+    from mlx2onnx.errors import UserFunctionError
 
     folder = zoo.write_model_folder(tmp_path / "folder", "llama")
 
@@ -245,6 +245,6 @@ def test_a_model_module_that_exits_is_the_users_code(tmp_path, monkeypatch):
         raise SystemExit(1)
 
     monkeypatch.setattr(mlx_lm.utils, "load_model", exits)
-    with pytest.raises(UserCodeError, match="stopped the program"):
+    with pytest.raises(UserFunctionError, match="stopped the program"):
         load_model_folder(str(folder))
     assert main(["export", str(folder), "-o", str(tmp_path / "package"), "-q"]) == 4

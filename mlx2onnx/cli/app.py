@@ -19,7 +19,7 @@ import sys
 import traceback
 
 from .check import cmd_check
-from .common import EXIT_EXPORT, EXIT_OK, EXIT_USAGE, EXIT_USER, EXIT_WRITE, error, user_traceback
+from .common import EXIT_EXPORT, EXIT_OK, EXIT_USAGE, EXIT_USER, EXIT_WRITE, error, exit_code, user_traceback
 from .export import cmd_export
 from .inspect import cmd_inspect
 from .primitives import cmd_primitives
@@ -294,40 +294,22 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(ns, "run", None) is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    from ..errors import (
-        CheckOptionError,
-        ExportOptionError,
-        Mlx2OnnxError,
-        UserFunctionError,
-        VerificationError,
-    )
-    from ..targets import UsageError, UserCodeError
+    from ..errors import Mlx2OnnxError, UserFunctionError
 
     progress = Progress(quiet=ns.quiet)
     try:
         _hub_target(ns, progress)
         return ns.run(ns, progress)
-    except UsageError as exc:
-        progress.close()
-        error(str(exc))
-        return EXIT_USAGE
-    except (ExportOptionError, CheckOptionError) as exc:
-        progress.close()
-        error(str(exc))
-        return EXIT_USAGE
-    except (UserCodeError, UserFunctionError) as exc:
+    except UserFunctionError as exc:
         progress.close()
         sys.stderr.write(f"mlx2onnx: {exc.where} raised an exception:\n")
         sys.stderr.write(user_traceback(exc.error))
         return EXIT_USER
-    except VerificationError as exc:
-        progress.close()
-        error(f"verification failed: {exc}")
-        return EXIT_EXPORT
     except Mlx2OnnxError as exc:
         progress.close()
-        error(str(exc))
-        return EXIT_EXPORT
+        code, prefix = exit_code(exc)
+        error(prefix + str(exc))
+        return code
     except KeyboardInterrupt:
         progress.close()
         sys.stderr.write("mlx2onnx: interrupted\n")

@@ -22,7 +22,7 @@ from .progress import Progress
 def _load_model(path: str):
     import onnx
 
-    from ..targets import UsageError
+    from ..errors import UsageError
 
     if not os.path.isfile(path):
         raise UsageError(f"no such model file: {path}")
@@ -83,7 +83,7 @@ def check_package_folder(package, folder, progress: Progress, seed: int = 0, as_
 
     from ..llm.check import check_package, check_prompts
     from ..llm.dtype_files import check_dtype_files
-    from ..targets import UsageError
+    from ..errors import UsageError
     from ..tasks import package_task
 
     if package_task(package) != "text-generation":

@@ -17,6 +17,20 @@ EXIT_EXPORT = 3
 EXIT_USER = 4
 EXIT_WRITE = 5
 
+
+def exit_code(exc: BaseException) -> tuple[int, str]:
+    """The exit code of a library error, and the words put before its message: the one
+    place an error becomes an exit code (the epilog of ``mlx2onnx --help`` lists them)."""
+    from ..errors import CheckOptionError, ExportOptionError, UsageError, UserFunctionError, VerificationError
+
+    if isinstance(exc, (UsageError, ExportOptionError, CheckOptionError)):
+        return EXIT_USAGE, ""
+    if isinstance(exc, UserFunctionError):
+        return EXIT_USER, ""
+    if isinstance(exc, VerificationError):
+        return EXIT_EXPORT, "verification failed: "
+    return EXIT_EXPORT, ""
+
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # the mlx2onnx package
 
 
@@ -45,22 +59,22 @@ def error(message: str) -> None:
 
 
 def run_user(fn: Callable, where: str):
-    """Run code that calls into the user's function: its own exceptions become UserCodeError."""
-    from ..errors import Mlx2OnnxError
-    from ..targets import UserCodeError
+    """Run code that calls into the user's function: its own exceptions become UserFunctionError."""
+    from ..errors import Mlx2OnnxError, UserFunctionError
 
     try:
         return fn()
     except Mlx2OnnxError:
         raise
     except Exception as exc:
-        raise UserCodeError(where, exc) from exc
+        raise UserFunctionError(where, exc) from exc
 
 
 # -- shared option handling --------------------------------------------------------------
 def target_and_inputs(ns) -> tuple[Any, tuple, dict, str]:
     from ..specs import bind_inputs, parse_input_spec
-    from ..targets import UsageError, load_target
+    from ..errors import UsageError
+    from ..targets import load_target
 
     specs = [parse_input_spec(s) for s in ns.input or []]
     target = load_target(ns.target, seed=ns.model_seed)
@@ -82,7 +96,7 @@ def names(text: str | None):
     items = [t.strip() for t in text.split(",") if t.strip()]
     if any("=" in t for t in items):
         pairs = [t.split("=", 1) for t in items]
-        from ..targets import UsageError
+        from ..errors import UsageError
 
         if any(len(p) != 2 or not p[0] or not p[1] for p in pairs):
             raise UsageError(f"names {text!r}: write either a,b,c or old=new,old2=new2")
@@ -128,7 +142,7 @@ def value_text(value) -> str:
 
 def runtime_options(ns) -> dict[str, str]:
     """``--runtime-option KEY=VALUE`` (repeatable) as a mapping."""
-    from ..targets import UsageError
+    from ..errors import UsageError
 
     options = {}
     for spec in getattr(ns, "runtime_option", None) or ():

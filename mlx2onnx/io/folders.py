@@ -11,7 +11,7 @@ import re
 import struct
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import MissingPackageError, NotAModelFolderError, UsageError
 from .ownership import FOLDER_MARKER
 
 # bytes per element of each safetensors dtype
@@ -39,8 +39,8 @@ def hub_folder(repo_id: str, revision: str | None = None) -> Path:
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
-        raise UsageError(f"{repo_id!r} is not a folder here; to fetch it as a hub id, install huggingface_hub "
-                         "(pip install huggingface_hub), or give the path of the downloaded folder") from None
+        raise MissingPackageError(f"{repo_id!r} is not a folder here (give the path of the downloaded folder); "
+                                  "to fetch it as a hub id", "huggingface_hub") from None
     try:
         folder = Path(snapshot_download(repo_id, revision=revision, allow_patterns=HUB_FILES))
     except Exception as exc:  # not cached while offline, no such repository or revision, no network
@@ -124,11 +124,11 @@ def check_model_folder(folder: Path) -> None:
     """UsageError when ``folder`` cannot be a model folder: a package mlx2onnx wrote,
     PyTorch weights without safetensors, or weights files that are cut short or corrupt."""
     if (folder / FOLDER_MARKER).is_file() or (folder / "onnx").is_dir() and not any(folder.glob("*.safetensors")):
-        raise UsageError(f"{folder} is an ONNX package, not an MLX model folder: give the MLX folder it was exported "
+        raise NotAModelFolderError(f"{folder} is an ONNX package, not an MLX model folder: give the MLX folder it was exported "
                          f"from (to run the package against it: mlx2onnx check {folder} MODEL_FOLDER)")
     torch = [p.name for p in folder.glob("*.bin")] + [p.name for p in folder.glob("*.pt*")]
     if torch and not any(folder.glob("*.safetensors")) and not any(folder.glob("*.npz")):
-        raise UsageError(f"{folder} holds PyTorch weights ({', '.join(sorted(torch)[:3])}), not an MLX model: "
+        raise NotAModelFolderError(f"{folder} holds PyTorch weights ({', '.join(sorted(torch)[:3])}), not an MLX model: "
                          "convert it first (e.g. mlx_lm.convert --hf-path FOLDER --mlx-path MLX_FOLDER)")
     check_weights_files(folder)
 

@@ -12,7 +12,8 @@ import mlx.core as mx
 import numpy as np
 
 from ..io.graph_files import graph_path
-from ..targets import UsageError, load_model_folder
+from ..errors import UsageError
+from ..targets import load_model_folder
 from ..verify.session import NUMPY_TYPES
 
 def left_padded(prompts: list[list[int]], pad: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

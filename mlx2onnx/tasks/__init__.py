@@ -107,13 +107,13 @@ def export_folder(folder: str | os.PathLike, out: str | os.PathLike, *, overwrit
     from ..exporter import Exporter
     from ..io.folders import check_model_folder, check_tokenizer, hub_folder, is_hub_id
     from ..io.packages import check_folder_path
-    from ..targets import UsageError
+    from ..errors import NotAModelFolderError
 
     if is_hub_id(folder):
         folder = hub_folder(str(folder), revision)
     folder, out = Path(folder), check_folder_path(out, overwrite, folder)
     if not folder.is_dir():
-        raise UsageError(f"no such model folder: {str(folder)!r}")
+        raise NotAModelFolderError(f"no such model folder: {str(folder)!r}")
     check_model_folder(folder)
     kind = recognise(folder)
     if kind.tokenizer_for:
@@ -137,7 +137,7 @@ def package_task(package: str | os.PathLike) -> str:
 def check_folder_package(package: str | os.PathLike, folder: str | os.PathLike, **options) -> dict:
     """The check of the package's task against the folder it was exported from, by the
     folder's kind (:mod:`.kinds`; text generation on :func:`~mlx2onnx.llm.check.check_prompts`)."""
-    from ..targets import UsageError
+    from ..errors import UsageError
 
     package, folder = Path(package), Path(folder)
     if not (package / "onnx").is_dir():

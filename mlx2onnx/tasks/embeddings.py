@@ -21,7 +21,7 @@ from typing import Callable
 import mlx.core as mx
 import numpy as np
 
-from ..errors import UnsupportedModelError
+from ..errors import UnsupportedModelError, UnsupportedVariantError
 from .loading import load_with
 
 TOKEN_TYPES = ("input_ids", "attention_mask", "token_type_ids")
@@ -73,7 +73,7 @@ def encoder_of(config: dict) -> Encoder:
             f"encoders {', '.join(sorted(ENCODERS))} (their embedding is the mean or first token of the encoder's "
             "states, which transformers.js pools itself)")
     if config.get("architectures") not in (None, ["ModernBertModel"]) and model_type == "modernbert":
-        raise UnsupportedModelError(
+        raise UnsupportedVariantError(
             f"architectures {config['architectures']}: mlx-embeddings gives this ModernBERT folder no pooled "
             "embedding (only ModernBertModel's text_embeds are pooled), so there is nothing to match")
     return ENCODERS[model_type]

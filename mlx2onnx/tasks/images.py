@@ -20,7 +20,7 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
-from ..targets import UsageError, UserCodeError
+from ..errors import MissingPackageError, NotAModelFolderError, UsageError, UserFunctionError
 
 # mlxim model name prefix -> transformers.js model type (its image-classification class
 # only runs the session: any type of the family's layout serves)
@@ -43,11 +43,11 @@ def identify(folder: Path) -> tuple[str, int]:
     try:
         from mlxim.model._registry import MODEL_ENTRYPOINT
     except ImportError as exc:
-        raise UsageError(f"{folder} holds weights without a config.json, as mlx-image publishes them: install "
-                         f"mlx-image to load them (pip install mlx-image): {exc}") from None
+        raise MissingPackageError(f"{folder} holds weights without a config.json, as mlx-image publishes them "
+                                  f"({exc})", "mlx-image") from None
     path = weights_file(folder)
     if path is None:
-        raise UsageError(f"{folder} has no config.json and not one weights file (*.safetensors or *.npz): an "
+        raise NotAModelFolderError(f"{folder} has no config.json and not one weights file (*.safetensors or *.npz): an "
                          "mlx-image folder holds one, an mlx-lm or mlx-embeddings folder a config.json")
     weights = {k: tuple(v.shape) for k, v in mx.load(str(path)).items()}
     matches = []
@@ -62,7 +62,7 @@ def identify(folder: Path) -> tuple[str, int]:
             matches.append((name, classes))
     if not matches:
         quantized = any(k.endswith(".scales") for k in weights)  # mlx-image builds and loads no quantized layer
-        raise UsageError(f"{folder} has no config.json, which an mlx-lm or mlx-embeddings model folder holds, and "
+        raise NotAModelFolderError(f"{folder} has no config.json, which an mlx-lm or mlx-embeddings model folder holds, and "
                          f"the weights in {path.name} match no mlx-image model (their parameter names and shapes are "
                          "those of none of mlxim.model.list_models())"
                          + ("; they hold quantized layers (.scales), which mlx-image neither writes nor loads: export "
@@ -90,7 +90,7 @@ def load_image_folder(folder: Path):
     try:
         model = create_model(name, weights=str(weights_file(folder)), num_classes=classes, strict=True)
     except Exception as exc:
-        raise UserCodeError(f"loading the mlx-image weights in {folder} as {name}", exc) from exc
+        raise UserFunctionError(f"loading the mlx-image weights in {folder} as {name}", exc) from exc
     model.eval()
     return model, name, classes
 

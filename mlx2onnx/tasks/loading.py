@@ -7,22 +7,21 @@ import importlib
 from pathlib import Path
 from typing import Any, Callable
 
-from ..targets import UsageError, UserCodeError
+from ..errors import MissingPackageError, UsageError, UserFunctionError
 
 
 def load_with(folder: Path, package: str, module: str, name: str, call: Callable[[Callable], Any],
               usage: tuple[type[Exception], ...] = ()) -> Any:
     """``call(module.name)``: the pip package ``package``'s loader applied to ``folder``.
-    Its absence is a UsageError naming the install; an error of ``usage`` (the loader's
-    own complaint about the folder) a UsageError; any other a UserCodeError."""
+    Its absence is a MissingPackageError naming the install; an error of ``usage`` (the loader's
+    own complaint about the folder) a UsageError; any other a UserFunctionError."""
     try:
         loader = getattr(importlib.import_module(module), name)
     except ImportError as exc:
-        raise UsageError(f"{folder} is a {package} model folder: install {package} to load it "
-                         f"(pip install {package}): {exc}") from None
+        raise MissingPackageError(f"{folder} is a {package} model folder ({exc})", package) from None
     try:
         return call(loader)
     except usage as exc:
         raise UsageError(f"{package} cannot load {folder}: {exc}") from None
     except Exception as exc:
-        raise UserCodeError(f"loading the {package} folder {folder}", exc) from exc
+        raise UserFunctionError(f"loading the {package} folder {folder}", exc) from exc

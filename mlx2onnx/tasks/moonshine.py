@@ -15,7 +15,7 @@ import mlx.core as mx
 import numpy as np
 
 from ..capture.dynamic import Dim
-from ..errors import UnsupportedModelError
+from ..errors import UnsupportedVariantError
 from .loading import load_with
 from .seq2seq import Seq2Seq, check_clip, package_greedy, transformers_js_graphs
 
@@ -28,7 +28,7 @@ def load_moonshine_folder(folder: Path):
     model = load_with(folder, "mlx-audio", "mlx_audio.stt.utils", "load", lambda load: load(str(folder)))
     config = model.config
     if config.decoder_num_key_value_heads != config.decoder_num_attention_heads:
-        raise UnsupportedModelError(
+        raise UnsupportedVariantError(
             f"decoder_num_key_value_heads {config.decoder_num_key_value_heads} != decoder_num_attention_heads "
             f"{config.decoder_num_attention_heads}: mlx-audio's Moonshine attention caches its keys after repeating "
             "them over the query heads, so its own cache does not serve grouped heads")

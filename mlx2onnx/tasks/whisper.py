@@ -18,7 +18,7 @@ from typing import Any, Callable
 import mlx.core as mx
 import numpy as np
 
-from ..targets import UsageError
+from ..errors import UsageError
 from . import whisper_files as files
 from .loading import load_with
 from .seq2seq import Seq2Seq, check_clip, genai_graphs, package_greedy, transformers_js_graphs

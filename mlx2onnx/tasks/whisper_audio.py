@@ -18,7 +18,7 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
-from ..targets import UsageError
+from ..errors import UsageError
 from .loading import load_with
 from .whisper import WhisperSource, check_from, export_from
 

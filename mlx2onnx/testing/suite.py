@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Mlx2OnnxError
-from ..targets import UsageError, UserCodeError
+from ..errors import UsageError, UserFunctionError
 
 TARGET_KEYS = {
     "name": str, "target": str, "inputs": list, "dynamic": list, "sizes": list, "runtimes": list,
@@ -191,7 +191,7 @@ def run_target(item: SuiteTarget) -> list[Row]:
         result = check.run(loaded.fun, *args, **kwargs)
     except UsageError as exc:
         return rows(False, f"bad target: {exc}")
-    except UserCodeError as exc:
+    except UserFunctionError as exc:
         return rows(False, f"{exc.where} raised {type(exc.error).__name__}: {exc.error}")
     except Mlx2OnnxError as exc:
         return rows(False, str(exc))

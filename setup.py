@@ -3,7 +3,7 @@
 Three source folders make one import package: ``mlx2onnx/`` itself, ``op_mappings/``
 (shipped as ``mlx2onnx.op_mappings``) and ``models/`` (``mlx2onnx.models``). Every
 subpackage below them is found, never listed by hand, so a new subpackage ships with the
-wheel; ``tests/test_packaging.py`` builds the wheel and checks that it holds every file.
+wheel; ``tests/project/test_packaging.py`` builds the wheel and checks that it holds every file.
 """
 
 from setuptools import find_packages, setup

@@ -19,6 +19,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from common import median_time  # noqa: E402
+
 from models import make_resnet18  # noqa: E402
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "tests"))  # zoo.train_tokenizer: a tokenizer trained here, nothing downloaded
+sys.path.insert(0, str(HERE.parent))  # tests.support.zoo.train_tokenizer: a tokenizer trained here, nothing downloaded
 
 from common import answered, current_rss_mb, fmt, measured, peak_rss_mb, reset_peak_rss, sync_write  # noqa: E402
 
@@ -50,7 +50,7 @@ def write_folder(folder: Path, layers: int) -> dict:
     from mlx_lm.models import llama
     from mlx_lm.utils import save_config, save_model
 
-    import zoo
+    from tests.support import zoo
 
     config = dict(CONFIG, num_hidden_layers=layers, quantization={"group_size": GROUP, "bits": BITS})
     model = llama.Model(llama.ModelArgs.from_dict(config))

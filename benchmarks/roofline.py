@@ -56,9 +56,8 @@ def gemm_products(path: str) -> list[tuple[int, int, int, int]]:
 
 def _ort_matmul(m: int, k: int, n: int, threads: int):
     import numpy as np
-    from onnx import TensorProto, helper, numpy_helper
-
     from latency import ort_session
+    from onnx import TensorProto, helper, numpy_helper
 
     w = np.random.default_rng(k + n).standard_normal((k, n)).astype(np.float32)
     graph = helper.make_graph(
@@ -84,9 +83,9 @@ def _mlx_matmul(m: int, k: int, n: int):
 def worker(name: str, onnx_path: str, largest: tuple[int, int, int], repeats: int, threads: int) -> None:
     import mlx.core as mx
     import numpy as np
+    from latency import ort_session
 
     import models
-    from latency import ort_session
 
     rates = []
     for m, k, n in [(s, s, s) for s in SQUARE] + [largest]:

@@ -4,7 +4,7 @@ Every error names what is wrong (the primitive, argument, value or input) and sa
 would work instead. All of them derive from :class:`Mlx2OnnxError`, and all are raised
 before anything is written to disk.
 
-Every exception class of the package lives here (tests/test_errors.py holds it to that): the
+Every exception class of the package lives here (tests/api/test_errors.py holds it to that): the
 errors a user's input gets above, then the signals the pipeline raises and catches inside
 itself and the errors of its own contracts (a bug of mlx2onnx's, not of the input) below.
 """

@@ -92,15 +92,15 @@ def crop_negative(ctx, x, shape, lo, hi, first):
     shape and the padding that is left (all >= 0)."""
     shape = list(shape)
     starts, ends, axes = [], [], []
-    for i, (l, h) in enumerate(zip(lo, hi)):
-        if l < 0 or h < 0:
+    for i, (before, h) in enumerate(zip(lo, hi)):
+        if before < 0 or h < 0:
             axes.append(first + i)
-            starts.append(max(-l, 0))
+            starts.append(max(-before, 0))
             ends.append(shape[first + i] - max(-h, 0))
             shape[first + i] = ends[-1] - starts[-1]
     if axes:
         x = ctx.slice(x, starts, ends, axes)
-    return x, shape, [max(l, 0) for l in lo], [max(h, 0) for h in hi]
+    return x, shape, [max(p, 0) for p in lo], [max(p, 0) for p in hi]
 
 
 @handles("Convolution")
@@ -175,8 +175,8 @@ def _as_conv_transpose(strides, lo, hi, idil, k_eff):
     if any(s != 1 for s in strides):
         return None
     begin, end, extra = [], [], []
-    for l, h, s, k in zip(lo, hi, idil, k_eff):
-        b, e = k - 1 - l, k - 1 - h
+    for before, h, s, k in zip(lo, hi, idil, k_eff):
+        b, e = k - 1 - before, k - 1 - h
         if b < 0:
             return None
         op = 0
@@ -200,8 +200,8 @@ def pad(ctx, rec):
     dtype = rec.outputs[0].dtype
     rank = rec.inputs[0].rank
     begins, ends = [0] * rank, [0] * rank
-    for axis, l, h in zip(axes, low, high):
-        begins[int(axis)] = int(l)
+    for axis, before, h in zip(axes, low, high):
+        begins[int(axis)] = int(before)
         ends[int(axis)] = int(h)
     if not any(begins) and not any(ends):
         return [ctx.op.Identity(x)]

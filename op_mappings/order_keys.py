@@ -8,7 +8,6 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 
-
 SIGN_BIT = 1 << 63
 
 

@@ -44,6 +44,7 @@ from mlx2onnx.translate.rounding import cast_rounded
 from mlx2onnx.translate.settings import QUANTIZED_WEIGHT_CHOICES
 
 from . import lowbit
+from .indices import flat_indices
 from .quant_codes import (
     AFFINE,
     MXFP4,
@@ -56,8 +57,6 @@ from .quant_codes import (
     scale_table,
     swap_last,
 )
-from .indices import flat_indices
-
 
 PACKED, BYTES, DEQUANTIZE, DEQUANTIZELINEAR = QUANTIZED_WEIGHT_CHOICES
 

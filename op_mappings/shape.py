@@ -5,7 +5,6 @@ from __future__ import annotations
 from mlx2onnx.translate.registry import handles
 
 
-
 @handles("Broadcast", "BroadcastAxes")
 def broadcast(ctx, rec):
     """Broadcast: inputs (x,) (shapeless exports add the other operands), arguments

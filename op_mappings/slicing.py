@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-
 import mlx.core as mx
 import numpy as np
 import onnx_ir as ir

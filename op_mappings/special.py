@@ -11,6 +11,7 @@ import numpy as np
 
 from mlx2onnx.translate.registry import handles
 
+
 def sign_bit(ctx, x, work):
     """True where x is negative, -0.0 included (1 / -0.0 = -inf); False for NaN."""
     zero = ctx.scalar(0, work)

@@ -1,13 +1,13 @@
 """Differential fuzzing of mlx2onnx: random MLX programs, onnxruntime vs MLX.
 
-    python scripts/fuzz.py --seed 1 --count 10000
+    python -m scripts.fuzz --seed 1 --count 10000
 
 Program ``k`` of a run has seed ``seed * 1_000_000 + k`` (so ``--replay`` reproduces any
 one of them) and is exported at opset 17 or the default opset, alternately. Prints
 progress, a count per outcome, the primitives exercised, and every failure with a
 self-contained reproducer (``program.source()``). Every fourth pair of programs is traced
 with MLX's ``shapeless=True`` (see ``fuzzgen.check``), and every sixteenth program is a random
-record of a primitive MLX on this CPU never emits (``tests/fuzzrecords.py``). Exit status 1 when anything failed.
+record of a primitive MLX on this CPU never emits (``tests/support/fuzzrecords.py``). Exit status 1 when anything failed.
 
 The tolerances are the parity check's (mlx2onnx/verify/compare.py), loosened to a half
 precision's where a program computes in one (fuzzgen.generate). A mismatch in a program
@@ -17,7 +17,7 @@ same program computed in float32, rounded to the half type only where it casts
 half-precision arithmetic is what differs (its CPU sums quantized products term by term
 in the half type, so a float16 one overflows at 65504; its non-precise half softmax; a
 rounding that ``cos`` of a large value or ``arctan2`` near zero amplifies), the export
-follows the float32 computation as MLX on a GPU does (tests/test_fuzz.py replays the four
+follows the float32 computation as MLX on a GPU does (tests/translate/test_fuzz.py replays the four
 of the 2026-12-04 run). A float32 overflow inside a sum is "explained" the same way, by
 measurement (``fuzzgen._overflow_order``): with operands near FLT_MAX (``mx.nan_to_num``
 of inf), which of inf, -inf or NaN a sum gives depends on its order, which neither MLX's
@@ -40,18 +40,13 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
 import re
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-
-import fuzzgen  # noqa: E402
-import fuzzrecords  # noqa: E402
-
-import mlx2onnx  # noqa: E402
-from mlx2onnx.translate.opset import MIN_OPSET, default_opset  # noqa: E402
+import mlx2onnx
+from mlx2onnx.translate.opset import MIN_OPSET, default_opset
+from tests.support import fuzzgen, fuzzrecords
 
 
 def program_seed(seed: int, k: int) -> int:
@@ -64,7 +59,7 @@ def opset_for(k: int) -> int:
 
 def is_record(k: int) -> bool:
     """Every sixteenth program is a random record of a primitive MLX on this CPU never
-    emits (fused mx.fast ops, Copy, StopGradient; see tests/fuzzrecords.py)."""
+    emits (fused mx.fast ops, Copy, StopGradient; see tests/support/fuzzrecords.py)."""
     return k % 16 == 15
 
 
@@ -104,14 +99,14 @@ def main(argv=None) -> int:
         elif outcome.status == "explained":
             explained.append(k)
             print(f"EXPLAINED program {k} (seed {program.seed}, opset {outcome.opset}{mode}): "
-                  f"python scripts/fuzz.py --seed {args.seed} --replay {k}", flush=True)
+                  f"python -m scripts.fuzz --seed {args.seed} --replay {k}", flush=True)
             if args.replay is not None:
                 print(outcome.detail, flush=True)
         elif outcome.status != "pass":
             failures.append(k)
             print(f"FAIL program {k} (seed {program.seed}, opset {outcome.opset}{mode}): {outcome.status}", flush=True)
             print(outcome.detail[:3000], flush=True)
-            print(f"reproduce: python scripts/fuzz.py --seed {args.seed} --replay {k}\n{source}\n", flush=True)
+            print(f"reproduce: python -m scripts.fuzz --seed {args.seed} --replay {k}\n{source}\n", flush=True)
         elif args.replay is not None:
             print(source)
         if n % args.every == 0:

@@ -78,7 +78,7 @@ set +e
 
 "$py" -m pytest -q -n "$workers" -p no:cacheprovider --junitxml="$out/junit.xml" tests/ 2>&1 | tee "$out/suite.log" | tail -5
 suite_rc=${PIPESTATUS[0]}
-"$py" scripts/gpu_models.py --device gpu --out "$out/models.json" 2>&1 | tee "$out/models.log" | grep -v "^Skipp"
+"$py" -m scripts.gpu_models --device gpu --out "$out/models.json" 2>&1 | tee "$out/models.log" | grep -v "^Skipp"
 models_rc=${PIPESTATUS[0]}
 summary "$gpu" "ran with MLX on the GPU ($backend)" "$suite_rc" "$models_rc"
 [ "$suite_rc" = 0 ] && [ "$models_rc" = 0 ]

@@ -1,10 +1,10 @@
 """Export the bundled and zoo models with MLX on a device stream, check each, write JSON.
 
-    python scripts/gpu_models.py --device gpu --out gpu-check/models.json
-    python scripts/gpu_models.py --device cpu --only mlp      # the same run on this CPU
+    python -m scripts.gpu_models --device gpu --out gpu-check/models.json
+    python -m scripts.gpu_models --device cpu --only mlp      # the same run on this CPU
 
 Run by ``scripts/gpu_check.sh`` on a machine with an NVIDIA GPU and ``mlx[cuda13]``
-(or a Mac: Metal). For every model of the zoo matrix (``tests/zoo.py``: the bundled
+(or a Mac: Metal). For every model of the zoo matrix (``tests/support/zoo.py``: the bundled
 models, mlx-lm architectures, vision, audio, 4-bit and bfloat16 models), with MLX's
 default device set to ``--device``: trace and export, run the check (onnxruntime against
 MLX on that device, fresh random inputs; the report says whether MLX computed float32
@@ -27,7 +27,6 @@ import traceback
 import mlx.core as mx
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 # records that exist only on a GPU stream (the CPU decomposes them before export)
 FUSED = ("RMSNorm", "LayerNorm", "RoPE", "ScaledDotProductAttention", "RMSNormVJP", "LayerNormVJP", "Quantize")
@@ -73,7 +72,7 @@ def check_one(name: str, build) -> dict:
 
 
 def run_models(only: list[str]) -> list[dict]:
-    import zoo
+    from tests.support import zoo
 
     results = []
     for name in [n for n in zoo.MATRIX if not only or any(o in n for o in only)]:

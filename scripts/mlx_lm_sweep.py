@@ -1,6 +1,6 @@
 """Every mlx-lm architecture through mlx2onnx, as a user would run it; writes docs/mlx-lm-sweep.md.
 
-For each model module of the installed mlx-lm (tiny configs from ``tests/mlx_lm_configs.py``,
+For each model module of the installed mlx-lm (tiny configs from ``tests/support/mlx_lm_configs.py``,
 random weights, nothing downloaded), in a fresh process with a time limit:
 
 - ``package``: a model folder as mlx-lm writes one, exported as a package, checked with
@@ -12,8 +12,8 @@ random weights, nothing downloaded), in a fresh process with a time limit:
   (the arithmetic the runtime chose named, as the check reports it), the largest logit
   error, and whether the greedy token (the argmax at every position) is MLX's.
 
-    python scripts/mlx_lm_sweep.py                       # every architecture, both stages, writes the page
-    python scripts/mlx_lm_sweep.py --only llama,qwen3 --stage package   # some, printed only
+    python -m scripts.mlx_lm_sweep                       # every architecture, both stages, writes the page
+    python -m scripts.mlx_lm_sweep --only llama,qwen3 --stage package   # some, printed only
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT / "tests"))  # the tiny configs (mlx_lm_configs) and model folders (zoo) of the tests
 
 RUNS = {  # column -> (runtime, runtime options)
     "onnxruntime": ("onnxruntime", {}),
@@ -58,7 +57,7 @@ def build(model_type: str, seed: int = 0):
 
     import mlx.core as mx
 
-    from mlx_lm_configs import config_for
+    from tests.support.mlx_lm_configs import config_for
 
     module = importlib.import_module(f"mlx_lm.models.{model_type}")
     mx.random.seed(seed)
@@ -85,8 +84,7 @@ def stage_4bit(model_type: str, folder: Path) -> dict:
 
     import mlx2onnx
     from mlx2onnx.verify import runtimes
-
-    from mlx_lm_configs import UNBUILDABLE
+    from tests.support.mlx_lm_configs import UNBUILDABLE
 
     result = {"model_type": model_type}
     if model_type in UNBUILDABLE:
@@ -141,13 +139,12 @@ def stage_package(model_type: str, folder: Path) -> dict:
     import mlx.core as mx
 
     import mlx2onnx
+    from mlx2onnx.errors import UsageError
     from mlx2onnx.llm import check_package, export_package, mlx_generate
     from mlx2onnx.llm.check import package_notes
-    from mlx2onnx.errors import UsageError
     from mlx2onnx.targets import load_model_folder
-    from mlx_lm_configs import UNBUILDABLE, config_for
-
-    import zoo
+    from tests.support import zoo
+    from tests.support.mlx_lm_configs import UNBUILDABLE, config_for
 
     result = {"model_type": model_type}
     if model_type in UNBUILDABLE:
@@ -192,7 +189,7 @@ def _genai(package: Path, want) -> dict:
     try:
         import onnxruntime_genai as og
 
-        import zoo
+        from tests.support import zoo
 
         model = og.Model(str(package))
         tokenizer = og.Tokenizer(model)
@@ -208,7 +205,7 @@ def _genai(package: Path, want) -> dict:
 
 def _transformers_js(package: Path, want) -> dict:
     try:
-        import zoo
+        from tests.support import zoo
 
         for text, got in zip(PROMPTS, zoo.transformers_js_tokens(package, NEW_TOKENS, PROMPTS)):
             if got["tokens"] != want(got["ids"]):
@@ -232,7 +229,7 @@ def one(model_type: str, timeout: float, stage: str = "4bit") -> dict:
     """``model_type`` swept in a fresh process (a crash or hang is that row's result)."""
     start = time.monotonic()
     try:
-        done = subprocess.run([sys.executable, __file__, "--worker", model_type, "--stage", stage],
+        done = subprocess.run([sys.executable, "-m", "scripts.mlx_lm_sweep", "--worker", model_type, "--stage", stage],
                               capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     except subprocess.TimeoutExpired:
         return {"model_type": model_type, "status": "timeout", "reason": f"over {timeout:.0f} s"}
@@ -301,9 +298,9 @@ def markdown(rows: dict[str, list[dict]], seconds: float) -> str:
 
     lines = [
         "# mlx-lm architectures", "",
-        f"Written by `python scripts/mlx_lm_sweep.py` (one run, {seconds / 60:.0f} min on this 2-core machine); do",
+        f"Written by `python -m scripts.mlx_lm_sweep` (one run, {seconds / 60:.0f} min on this 2-core machine); do",
         f"not edit by hand. Every model module of mlx-lm {mlx_lm.__version__} (MLX {mx.__version__}) with a tiny config",
-        "(`tests/mlx_lm_configs.py`) and random weights, each in its own process.",
+        "(`tests/support/mlx_lm_configs.py`) and random weights, each in its own process.",
     ]
     if "package" in rows:
         lines += [
@@ -354,7 +351,7 @@ def main() -> int:
             run = stage_4bit if args.stage == "4bit" else stage_package
             print(json.dumps(run(args.worker, Path(folder))))
         return 0
-    from mlx_lm_configs import model_types
+    from tests.support.mlx_lm_configs import model_types
 
     names = args.only.split(",") if args.only else model_types()
     start = time.monotonic()

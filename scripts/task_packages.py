@@ -20,9 +20,9 @@ package's result on the same input:
   onnxruntime-genai's gemma3 and qwen2_5_vl types (their own processors), on a PNG and a
   prompt against mlx-vlm's generation.
 
-    python scripts/task_packages.py            # every row, writes docs/packages.md
-    python scripts/task_packages.py --print    # prints the table only
-    python scripts/task_packages.py --resize   # images of other sizes: transformers.js against mlxim's
+    python -m scripts.task_packages            # every row, writes docs/packages.md
+    python -m scripts.task_packages --print    # prints the table only
+    python -m scripts.task_packages --resize   # images of other sizes: transformers.js against mlxim's
                                                # own resize (needs opencv-python-headless)
 """
 
@@ -38,7 +38,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT / "tests"))  # the folder writers and MLX references of the tests (zoo)
 
 ROWS = [  # (task, MLX package, architecture, variant)
     ("feature-extraction", "mlx-embeddings", "bert", "float32"),
@@ -79,7 +78,7 @@ ROWS = [  # (task, MLX package, architecture, variant)
 def write_folder(where: Path, source: str, architecture: str, variant: str) -> Path:
     import mlx.core as mx
 
-    import zoo
+    from tests.support import zoo
 
     options = {"4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16},
                "english-only": {"dims": zoo.ENGLISH_WHISPER_DIMS}}.get(variant, {})
@@ -109,7 +108,7 @@ def transformers_js(task: str, source: str, architecture: str, variant: str, fol
                     where: Path) -> str:
     import numpy as np
 
-    import zoo
+    from tests.support import zoo
 
     if task == "feature-extraction":
         got = zoo.transformers_js_pipeline(task, package, {"pooling": "mean", "normalize": True}, zoo.EMBEDDING_TEXTS)
@@ -147,8 +146,8 @@ def vision_language(architecture: str, folder: Path, package: Path, where: Path)
     from mlx_vlm.utils import load_model
     from PIL import Image
 
-    import zoo
     from mlx2onnx.tasks.vision_language import mlx_vlm_tokens
+    from tests.support import zoo
 
     model = load_model(folder)
     if architecture == "idefics3 (tiles)":
@@ -191,8 +190,8 @@ def genai_vision_language(architecture: str, folder: Path, package: Path, where:
     from mlx_vlm.utils import load_model
     from PIL import Image
 
-    import zoo
     from mlx2onnx.tasks.vision_language import mlx_vlm_tokens
+    from tests.support import zoo
 
     model = load_model(folder)
     image = zoo.generated_image(zoo.VLM_IMAGE_SIZES.get(architecture) or model.config.vision_config.image_size, seed=4)
@@ -206,7 +205,7 @@ def speech_reference(source: str, architecture: str, folder: Path, audio, varian
     """(the MLX package's greedy tokens of ``audio``, the token limit, the prompt they
     follow); mlx-audio's 4-bit Whisper with its quantized products summed in float32, as
     MLX's GPUs and the runtimes sum them (zoo.with_float32_sums)."""
-    import zoo
+    from tests.support import zoo
 
     if architecture == "moonshine":
         from mlx_audio.stt.utils import load
@@ -227,7 +226,7 @@ def speech_reference(source: str, architecture: str, folder: Path, audio, varian
 
 
 def genai(source: str, architecture: str, variant: str, folder: Path, package: Path, where: Path) -> str:
-    import zoo
+    from tests.support import zoo
 
     notes = json.loads((package / "config.json").read_text()).get("mlx2onnx", {})
     if "onnxruntime-genai" in notes:
@@ -276,7 +275,7 @@ def resize_rows() -> list[str]:
     import numpy as np
     from PIL import Image
 
-    import zoo
+    from tests.support import zoo
 
     rows = []
     for name in ("resnet18", "mobilenet_v2"):

@@ -281,7 +281,7 @@ def known_primitives() -> list[str]:
 # -- the reference page: docs/records.md ------------------------------------------------
 REFERENCE_HEAD = """# MLX primitive records: argument layouts and enum codes
 
-Generated from `mlx2onnx/capture/records.py` (`python scripts/generate_docs.py records.md`;
+Generated from `mlx2onnx/capture/records.py` (`python -m scripts.generate_docs records.md`;
 a test fails while it is stale). Verified against MLX {mlx}. What each handler does with
 a record is in [primitives.md](primitives.md).
 

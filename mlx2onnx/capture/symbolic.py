@@ -28,8 +28,6 @@ from ..errors import NeedsStatic
 from .poly import Poly
 
 
-
-
 @dataclass
 class Plan:
     """The dynamic dimensions and the sizes each trace used.

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import os
 
+from ..errors import Mismatch
 from .common import (
     EXIT_MISMATCH,
     EXIT_OK,
-    Mismatch,
     error,
     runtime_options,
     target_and_inputs,
@@ -81,9 +81,9 @@ def check_package_folder(package, folder, progress: Progress, seed: int = 0, as_
     padded batches) against mlx-lm's own forward; other tasks through their own check."""
     from pathlib import Path
 
+    from ..errors import UsageError
     from ..llm.check import check_package, check_prompts
     from ..llm.dtype_files import check_dtype_files
-    from ..errors import UsageError
     from ..tasks import package_task
 
     if package_task(package) != "text-generation":

@@ -7,7 +7,6 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import Mismatch
 from .progress import Progress
 
 EXIT_OK = 0
@@ -72,8 +71,8 @@ def run_user(fn: Callable, where: str):
 
 # -- shared option handling --------------------------------------------------------------
 def target_and_inputs(ns) -> tuple[Any, tuple, dict, str]:
-    from ..specs import bind_inputs, parse_input_spec
     from ..errors import UsageError
+    from ..specs import bind_inputs, parse_input_spec
     from ..targets import load_target
 
     specs = [parse_input_spec(s) for s in ns.input or []]

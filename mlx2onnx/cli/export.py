@@ -29,8 +29,8 @@ def _export_package(ns, progress: Progress) -> int:
     from pathlib import Path
 
     from ..exporter import Exporter
-    from ..io.ownership import FOLDER_MARKER
     from ..io.metadata import RUNTIME_NOTES
+    from ..io.ownership import FOLDER_MARKER
     from ..llm.check import package_notes
     from ..llm.package import PACKAGE_BFLOAT16
     from ..tasks import export_folder

@@ -10,8 +10,8 @@ from .progress import Progress
 
 # -- check-suite ---------------------------------------------------------------------------
 def cmd_check_suite(ns, progress: Progress) -> int:
-    from ..io.packages import check_folder_path, folder_written_whole
     from ..errors import UsageError
+    from ..io.packages import check_folder_path, folder_written_whole
     from ..testing.report import write_html, write_json, write_junit
     from ..testing.suite import load_suite, run_suite, summary
 

@@ -2,13 +2,13 @@
 and greedy generation with either in onnxruntime (:func:`generate`)."""
 
 from .caches import GrowingKVCache
+from .check import check_package, package_generate
 from .decoder import (
     DecoderExport,
     cache_layout,
     export_decoder,
     mlx_generate,
 )
-from .check import check_package, package_generate
 from .generation import generate
 from .package import export_package
 

@@ -11,10 +11,11 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
-from ..io.graph_files import graph_path
 from ..errors import UsageError
+from ..io.graph_files import graph_path
 from ..targets import load_model_folder
 from ..verify.session import NUMPY_TYPES
+
 
 def left_padded(prompts: list[list[int]], pad: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(input_ids, attention_mask, position_ids) int64 for prompts of different lengths,

@@ -48,9 +48,9 @@ from ..io.saving import save_model
 from ..targets import load_model_folder
 from ..verify.plain import in_float32
 from . import dtype_files
+from .caches import GrowingKVCache
 from .check import left_padded, prompts_for
 from .configs import genai_config, text_settings, transformers_js_config
-from .caches import GrowingKVCache
 from .states import Group, flat, has_states, is_kv, package_layout, package_states_class, slot_names
 
 # bfloat16 models computed as MLX computes them (float32 rounded after every op): the

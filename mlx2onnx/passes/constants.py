@@ -5,7 +5,7 @@ rules :mod:`onnxscript.rewriter.rules.common` exports by name. :data:`TRUSTED_RU
 the rules we run, in onnxscript's own order, each audited to give the values MLX
 computes; :data:`REPLACED_RULES` are replaced by our exact versions
 (:mod:`.exact_rules`); :data:`EXCLUDED_RULES` are left out, each for the reason given.
-The onnxscript version is pinned in pyproject.toml and ``tests/test_pass_contracts.py`` shows
+The onnxscript version is pinned in pyproject.toml and ``tests/passes/test_pass_contracts.py`` shows
 that each exclusion still matters.
 """
 
@@ -23,6 +23,7 @@ from ..translate.markers import KEEP_PACKED, is_parameter
 from ..translate.opset import has
 from .exact_rules import exact_rules
 from .graph import const_eval, initializer, named_shape, replace_value, slice_bounds
+
 
 # onnxscript's default rules that rewrite to the same values by construction, in its order
 class _MultiOutputNotice(logging.Filter):

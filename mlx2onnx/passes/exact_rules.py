@@ -15,7 +15,7 @@ rules make without checking everything exactness needs; ours check it.
   ``einsum("bhwc,hkc->bhwk")`` with b == h, MLX reshapes one operand so that its batch
   axis meets the other's h axis, and the collapsed MatMul met b instead.
 
-Regression cases for each are in ``tests/cases/regressions.py``; ``tests/test_pass_contracts.py``
+Regression cases for each are in ``tests/support/cases/regressions.py``; ``tests/passes/test_pass_contracts.py``
 holds onnxscript's versions to their known failures, so that a release which fixes
 them shows up.
 """

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from ..translate.markers import relaid
 from .graph import (
     const_eval,
     fresh_name,
@@ -18,7 +19,6 @@ from .graph import (
     rank,
     static_shape,
 )
-from ..translate.markers import relaid
 from .permutes import inverse_perm, relaid_shape, reshape_before, reshaped_dims, size1_relaid, transpose_perm
 
 UNARY = frozenset(

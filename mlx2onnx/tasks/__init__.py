@@ -103,11 +103,10 @@ def export_folder(folder: str | os.PathLike, out: str | os.PathLike, *, overwrit
     from huggingface_hub's cache) as the package of its kind's task (:mod:`.kinds`) to the
     folder ``out``, written whole or not at all; ``dtypes``: a text-generation package's
     graph files beside the folder's own (:mod:`mlx2onnx.llm.dtype_files`)."""
-    from ..errors import ExportOptionError
+    from ..errors import ExportOptionError, NotAModelFolderError
     from ..exporter import Exporter
     from ..io.folders import check_model_folder, check_tokenizer, hub_folder, is_hub_id
     from ..io.packages import check_folder_path
-    from ..errors import NotAModelFolderError
 
     if is_hub_id(folder):
         folder = hub_folder(str(folder), revision)

@@ -67,7 +67,7 @@ def folder_config(folder: Path) -> dict | None:
 
 def recognising(folder: Path) -> list[FolderKind]:
     """The kinds other than the fallback that recognise ``folder`` (a registry holds at
-    most one for any folder; tests/test_folder_kinds.py holds it to that)."""
+    most one for any folder; tests/packages/test_folder_kinds.py holds it to that)."""
     config = folder_config(folder)
     return [k for k in _KINDS.values() if k not in _FALLBACK and k.recognises(folder, config)]
 

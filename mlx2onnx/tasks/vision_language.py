@@ -19,13 +19,13 @@ from __future__ import annotations
 import importlib
 import json
 from pathlib import Path
+
 import mlx.core as mx
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from .loading import load_with
 from .vlm_architecture import Architecture
-
 
 # mlx-vlm model_type -> the module under mlx2onnx.tasks whose ARCHITECTURE exports it
 VLM_MODULES = {"gemma3": "vlm_gemma3", "idefics3": "vlm_idefics3", "smolvlm": "vlm_idefics3", "qwen2_vl": "vlm_qwen2_vl",

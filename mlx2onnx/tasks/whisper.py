@@ -23,7 +23,6 @@ from . import whisper_files as files
 from .loading import load_with
 from .seq2seq import Seq2Seq, check_clip, genai_graphs, package_greedy, transformers_js_graphs
 
-
 MLX_WHISPER_WEIGHTS = ("weights.safetensors", "weights.npz")  # what mlx-whisper's loader reads
 
 

@@ -33,8 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import Mlx2OnnxError
-from ..errors import UsageError, UserFunctionError
+from ..errors import Mlx2OnnxError, UsageError, UserFunctionError
 
 TARGET_KEYS = {
     "name": str, "target": str, "inputs": list, "dynamic": list, "sizes": list, "runtimes": list,

@@ -13,8 +13,10 @@ from ..errors import (
     Mlx2OnnxError,
     UnsupportedPrimitiveError,
 )
-from . import loops  # noqa: F401  (registers the loop record kind's handler)
-from . import registry
+from . import (
+    loops,  # noqa: F401  (registers the loop record kind's handler)
+    registry,
+)
 from .context import Context, is_complex, refuse_complex_io
 from .rounding import round_inputs, round_outputs
 

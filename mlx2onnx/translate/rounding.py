@@ -14,7 +14,7 @@ Two spellings of the rounding, both exact:
 - for the portable target, float32 arithmetic only (:func:`bfloat16_in_float32`), which
   tract reads too. It rounds to nearest, ties to even, like the Cast, on all 2^32 float32
   bit patterns (checked exhaustively against ml_dtypes with numpy's float32 arithmetic;
-  tests/test_rounding.py runs every tie class, subnormals, zeros, infinities and the
+  tests/runtimes/test_rounding.py runs every tie class, subnormals, zeros, infinities and the
   overflow edge in every runtime).
 """
 

@@ -16,7 +16,6 @@ from ..capture.records import (
 )
 from .evaluators import EVALUATORS, evaluator, out_spec
 
-
 # -- elementwise --------------------------------------------------------------------------
 _UNARY = {
     "Abs": mx.abs, "Negative": mx.negative, "Sign": mx.sign, "Floor": mx.floor, "Ceil": mx.ceil,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-
 import mlx.core as mx
 
-from .evaluators import CannotEvaluate, evaluator, out_spec
+from ..errors import CannotEvaluate
+from .evaluators import evaluator, out_spec
 
 
 # -- FFT and linear algebra -----------------------------------------------------------------

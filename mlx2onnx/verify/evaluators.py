@@ -9,7 +9,6 @@ from typing import Callable, Sequence
 import mlx.core as mx
 
 from ..capture.trace import Primitive
-from ..errors import CannotEvaluate
 
 Evaluator = Callable[[Primitive, list, dict], Sequence[mx.array]]
 

@@ -24,8 +24,9 @@ import mlx.core as mx
 
 from ..capture.inputs import normalize_inputs
 from ..capture.trace import Primitive, Trace
+from ..errors import CannotEvaluate
 from . import eval_layout, eval_math, eval_special  # noqa: F401 - importing them registers their evaluators
-from .evaluators import EVALUATORS, SKIPPED, CannotEvaluate
+from .evaluators import EVALUATORS, SKIPPED
 
 
 def can_evaluate(name: str) -> bool:

@@ -38,11 +38,11 @@ from .compare import (
     compare,
     failed,
 )
+from .inputs import random_like
+from .report import VerifyReport
 from .runtimes import RUNTIMES, declared_feeds, open_runtime
 from .runtimes.arithmetic import Arithmetic
 from .runtimes.registry import unknown as unknown_runtime
-from .inputs import random_like
-from .report import VerifyReport
 from .session import LEVELS
 from .weights import weight_problems
 

@@ -14,7 +14,7 @@ float32 reference (``Verifier(reference="float32")``), it runs MLX on its CPU st
 instead, where no product is TF32.
 
 Every decision here is a function of data (device type, backend, environment, GPU
-architecture, macOS version), so tests/test_reference.py checks it on any machine.
+architecture, macOS version), so tests/verify/test_reference.py checks it on any machine.
 """
 
 from __future__ import annotations

@@ -32,7 +32,8 @@ the folded traces like any others (the trip count becomes a size, ``seq-1``).
 
 from __future__ import annotations
 
+from ...errors import LoopError
 from .find import check_trips, recover_loops
-from .steps import STEPPED, LoopError, Step
+from .steps import STEPPED, Step
 
 __all__ = ["STEPPED", "LoopError", "Step", "check_trips", "recover_loops"]

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from ...errors import DynamicShapeError
+from ...errors import DynamicShapeError, LoopError
 from ..symbolic import affine_fit
 from ..trace import Trace
 from .fold import fold, fold_one
 from .order import ORDERS, coarse_key, hoisted
-from .steps import LoopError
 
 
 def find_loops(short: Trace, ka: list, kb: list) -> list[tuple[int, int, int]]:

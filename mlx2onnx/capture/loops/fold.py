@@ -6,9 +6,10 @@ from dataclasses import replace
 
 import mlx.core as mx
 
+from ...errors import LoopError
 from ..trace import GraphInput, GraphOutput, LoopRecord, Primitive, TensorSpec, Trace
 from .order import coarse_key
-from .steps import STEPPED, LoopError, Step
+from .steps import STEPPED, Step
 
 
 def fold(trace: Trace, loops: list) -> Trace:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import LoopError
 STEPPED = ("Slice", "SliceUpdate")  # records whose positions may follow the iteration
 
 

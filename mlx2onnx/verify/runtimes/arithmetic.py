@@ -4,7 +4,7 @@ A runtime's defaults can trade MLX's float32 numbers for speed, and the check ru
 runtime as the user does: so it says which trade the runtime made for this model, and
 compares float outputs at the tolerance of that arithmetic (``precision``, a row of
 :data:`mlx2onnx.verify.compare.DEFAULT_TOLERANCES`). What each runtime does was measured
-(docs/runtimes.md, tests/test_arithmetic.py):
+(docs/runtimes.md, tests/runtimes/test_arithmetic.py):
 
 - onnxruntime (Python, node): ``MatMulNBits`` computes with the ``accuracy_level`` its node
   carries (4: int8 activations, quantized per block); a 4-bit ``DequantizeLinear`` feeding

@@ -1,0 +1,239 @@
+"""mlx-vlm folders -> image-text-to-text packages, run by transformers.js and onnxruntime-genai.
+
+gemma3, idefics3 (SmolVLM), qwen2_vl and qwen2_5_vl folders are written by mlx-vlm's own save functions (tiny
+text and SigLIP vision configs, a tokenizer trained here with the architecture's image
+tokens), exported with ``mlx2onnx export``, checked with ``mlx2onnx check`` and run by
+transformers.js under Node (its processor expands the image tokens and preprocesses the
+PNG; its model runs the three graphs and merges the image features), and the gemma3
+package by onnxruntime-genai's gemma3 type (its own processor on the PNG, its embedding
+model merging inside the graph), and the Qwen-VL packages by its qwen2_5_vl type: the
+greedy tokens are mlx-vlm's generation on the same ids and pixels (float32, 4-bit and
+bfloat16 folders). A SmolVLM folder whose processor splits images into tiles runs split in
+transformers.js.
+"""
+
+from __future__ import annotations
+
+import json
+
+import mlx.core as mx
+import numpy as np
+import onnx
+import pytest
+
+from mlx2onnx.io.graph_files import graph_path
+from tests.support import zoo
+from tests.support.commands import cli
+
+pytestmark = pytest.mark.third_party  # the MLX packages of tests/third_party.txt and mlx-lm write the folders
+
+VARIANTS = {"float32": {}, "4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16}}
+CASES = [(arch, variant) for arch in ("gemma3", "idefics3", "qwen2_vl", "qwen2_5_vl") for variant in sorted(VARIANTS)]
+GRAPHS = ("vision_encoder", "embed_tokens", "decoder_model_merged")
+
+
+@pytest.fixture(scope="module")
+def vlm_packages(tmp_path_factory):
+    made = {}
+
+    def make(architecture, variant):
+        if (architecture, variant) not in made:
+            where = tmp_path_factory.mktemp(architecture + variant.replace("-", ""))
+            folder = zoo.write_vlm_folder(where / "folder", architecture, **VARIANTS[variant])
+            cli("export", folder, "-o", where / "package", cwd=where, check_rc=0)
+            made[architecture, variant] = folder, where / "package"
+        return made[architecture, variant]
+    return make
+
+
+def _mlx_tokens(folder, ids, pixels):
+    from mlx_vlm.utils import load_model
+
+    from mlx2onnx.tasks.vision_language import mlx_vlm_tokens
+
+    return mlx_vlm_tokens(load_model(folder), mx.array([ids]), pixels, 12)[0]
+
+
+@pytest.mark.node
+@pytest.mark.parametrize("architecture,variant", CASES)
+def test_vlm_folder_generates_mlx_vlm_tokens_in_transformers_js(tmp_path, vlm_packages, architecture, variant):
+    from PIL import Image
+
+    pytest.importorskip("mlx_vlm.utils")
+    folder, package = vlm_packages(architecture, variant)
+    for graph in GRAPHS:
+        onnx.checker.check_model(onnx.load(str(graph_path(package, f"onnx/{graph}.onnx"))), full_check=True)
+    checked = cli("check", package, folder, "--json", cwd=tmp_path)
+    result = json.loads(checked.stdout)
+    assert checked.returncode == 0 and result["passed"], checked.stdout + checked.stderr
+    if variant == "4-bit":
+        ops = {n.op_type for n in onnx.load(str(graph_path(package, "onnx/decoder_model_merged.onnx"))).graph.node}
+        assert "MatMulNBits" in ops, ops
+    if not zoo.node_available():
+        pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
+    size = zoo.VLM_IMAGE_SIZES.get(architecture) or json.loads((folder / "config.json").read_text())["vision_config"]["image_size"]
+    image = zoo.generated_image(size, seed=4)
+    Image.fromarray(image).save(tmp_path / "image.png")
+    heard = json.loads(zoo._node("transformers_vlm.mjs", str(package), str(tmp_path / "image.png"), "12",
+                                 zoo.VLM_PROMPTS[architecture])[-1])
+    want = _mlx_tokens(folder, heard["ids"], zoo.vlm_pixels(architecture, image))
+    assert len(set(want)) > 1  # greedy tokens that tell a wrong logit from a right one
+    assert heard["tokens"] == want
+
+
+@pytest.mark.node
+@pytest.mark.parametrize("height,width", [(32, 64), (64, 64)])
+def test_idefics3_splits_images_into_tiles_in_transformers_js(tmp_path_factory, tmp_path, height, width):
+    """A SmolVLM folder whose processor splits images: transformers.js cuts the image
+    (longest edge two tiles of the tower's 32 pixels) into 1 x 2 or 2 x 2 tiles, each
+    exactly the image's pixels there, and adds a global image; the prompt names each
+    tile's row and column; the package's greedy tokens are mlx-vlm's on the processor's ids
+    and tiles. (The global image is resized by each library's own filter: measured in
+    docs/packages.md.)"""
+    from PIL import Image
+
+    pytest.importorskip("mlx_vlm.utils")
+    where = tmp_path_factory.mktemp("idefics3split")
+    folder = zoo.write_vlm_folder(where / "folder", "idefics3", split=True)
+    package = where / "package"
+    cli("export", folder, "-o", package, cwd=where, check_rc=0)
+    processor = json.loads((package / "preprocessor_config.json").read_text())
+    assert processor["do_image_splitting"] and processor["size"] == {"longest_edge": 64}
+    checked = cli("check", package, folder, "--json", cwd=tmp_path)
+    assert checked.returncode == 0 and json.loads(checked.stdout)["passed"], checked.stdout + checked.stderr
+    if not zoo.node_available():
+        pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
+    image = zoo.generated_image(height, seed=4, width=width)
+    Image.fromarray(image).save(tmp_path / "image.png")
+    heard, inputs = zoo.transformers_vlm_tiles(package, tmp_path / "image.png", zoo.VLM_PROMPTS["idefics3"], tmp_path)
+    rows, cols = height // 32, width // 32
+    assert heard["pixel_dims"] == [1, rows * cols + 1, 3, 32, 32]
+    pixels = inputs["pixel_values"]
+    scaled = zoo.vlm_pixels("idefics3", image)["pixel_values"][0, 0]
+    for k in range(rows * cols):
+        r, c = divmod(k, cols)
+        np.testing.assert_array_equal(pixels[0, k], scaled[:, 32 * r:32 * r + 32, 32 * c:32 * c + 32])
+    tokens = json.loads((package / "tokenizer.json").read_text())["added_tokens"]
+    named = {t["id"] for t in tokens if t["content"].startswith("<row_")}
+    assert len(named & set(heard["ids"])) == rows * cols
+    assert inputs["pixel_attention_mask"].all()
+    want = _mlx_tokens(folder, heard["ids"], inputs)
+    assert len(set(want)) > 1
+    assert heard["tokens"] == want
+
+
+GENAI_CASES = [(arch, variant) for arch in ("gemma3", "qwen2_vl", "qwen2_5_vl") for variant in sorted(VARIANTS)]
+
+
+@pytest.mark.genai
+@pytest.mark.parametrize("architecture,variant", GENAI_CASES)
+def test_vlm_folder_generates_mlx_vlm_tokens_in_onnxruntime_genai(tmp_path, vlm_packages, architecture, variant):
+    """onnxruntime-genai's gemma3 type, and its qwen2_5_vl type for both Qwen-VL folders
+    (its own processor on the PNG, its embedding model merging the features, mRoPE
+    positions computed by genai) give mlx-vlm's tokens."""
+    from PIL import Image
+
+    pytest.importorskip("onnxruntime_genai")
+    pytest.importorskip("mlx_vlm.utils")
+    folder, package = vlm_packages(architecture, variant)
+    for graph in ("embedding", "genai_vision"):
+        if graph_path(package, f"onnx/{graph}.onnx").is_file():
+            onnx.checker.check_model(onnx.load(str(graph_path(package, f"onnx/{graph}.onnx"))), full_check=True)
+    assert "onnxruntime-genai" not in json.loads((package / "config.json").read_text())["mlx2onnx"]
+    image = zoo.generated_image(zoo.VLM_IMAGE_SIZES.get(architecture, 64), seed=4)
+    Image.fromarray(image).save(tmp_path / "image.png")
+    ids, got = zoo.genai_vlm_tokens(package, tmp_path / "image.png", zoo.VLM_PROMPTS[architecture], 12)
+    want = _mlx_tokens(folder, ids, zoo.vlm_pixels(architecture, image))
+    assert len(set(want)) > 1
+    assert got == want
+
+
+@pytest.mark.node
+@pytest.mark.parametrize("architecture", ["qwen2_vl", "qwen2_5_vl"])
+def test_qwen_vision_graph_takes_every_image_size(tmp_path, vlm_packages, architecture):
+    """The Qwen-VL vision encoders read the grid from the grid input: a wide image of
+    other dimensions (6 x 10 patches; for qwen2_5_vl, merge windows 3 x 5 in two partial
+    attention windows) gives mlx-vlm's tokens in transformers.js too."""
+    from PIL import Image
+
+    pytest.importorskip("mlx_vlm.utils")
+    folder, package = vlm_packages(architecture, "float32")
+    if not zoo.node_available():
+        pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
+    image = zoo.generated_image(84, seed=7, width=140)
+    Image.fromarray(image).save(tmp_path / "wide.png")
+    heard = json.loads(zoo._node("transformers_vlm.mjs", str(package), str(tmp_path / "wide.png"), "12",
+                                 zoo.VLM_PROMPTS[architecture])[-1])
+    assert heard["ids"].count(json.loads((folder / "config.json").read_text())["image_token_id"]) == 6 * 10 // 4
+    assert heard["tokens"] == _mlx_tokens(folder, heard["ids"], zoo.vlm_pixels(architecture, image))
+
+
+@pytest.mark.parametrize("architecture", ["qwen2_vl", "qwen2_5_vl"])
+def test_qwen_prompt_with_two_images_of_different_sizes(vlm_packages, architecture):
+    """Two images of different sizes in one prompt: one patch list with a two-row grid.
+    The vision graph keeps each patch's attention to its own image (and window), and the
+    package's graphs in plain onnxruntime sessions (merged as transformers.js merges them,
+    mlx-vlm's mRoPE positions) give mlx-vlm's tokens. (transformers.js 4.3's Qwen2-VL image
+    processor stacks the images of one call as the frames of one, so its pipeline takes
+    one image per prompt.)"""
+    from mlx_vlm.utils import load_model
+
+    from mlx2onnx.tasks.vision_language import architecture as vlm_architecture
+    from mlx2onnx.tasks.vision_language import package_vlm_tokens
+
+    folder, package = vlm_packages(architecture, "float32")
+    model, arch = load_model(folder), vlm_architecture(architecture)
+    each = [zoo.vlm_pixels(architecture, zoo.generated_image(112, seed=8)),
+            zoo.vlm_pixels(architecture, zoo.generated_image(84, seed=9, width=140))]
+    pixels = {name: np.concatenate([p[name] for p in each]) for name in each[0]}
+    config = model.config
+    image = [config.vision_start_token_id] + [config.image_token_id]
+    ids = np.array([[7, 8] + image[:1] + image[1:] * 16 + [9, 10] + image[:1] + image[1:] * 15 + [11, 12]], np.int64)
+    got, _, _ = package_vlm_tokens(package, ids, pixels, 12, config.image_token_id, arch.rope_index(model, ids, pixels))
+    want = _mlx_tokens(folder, ids[0].tolist(), pixels)
+    assert len(set(want)) > 1 and got == want
+
+
+@pytest.mark.genai
+@pytest.mark.parametrize("architecture", ["qwen2_vl", "qwen2_5_vl"])
+def test_qwen_prompt_with_two_images_in_onnxruntime_genai(tmp_path, vlm_packages, architecture):
+    """onnxruntime-genai's Qwen processor cuts two images of different sizes into one patch
+    list with a two-row grid; the package gives mlx-vlm's tokens for its prompt ids."""
+    from PIL import Image
+
+    pytest.importorskip("onnxruntime_genai")
+    pytest.importorskip("mlx_vlm.utils")
+    folder, package = vlm_packages(architecture, "float32")
+    images = [zoo.generated_image(112, seed=8), zoo.generated_image(84, seed=9, width=140)]
+    for k, image in enumerate(images):
+        Image.fromarray(image).save(tmp_path / f"image{k}.png")
+    prompt = "<|vision_start|><|image_pad|><|vision_end|>"
+    ids, got = zoo.genai_vlm_tokens(package, [tmp_path / "image0.png", tmp_path / "image1.png"],
+                                    f"{prompt} first {prompt} second", 12)
+    assert ids.count(json.loads((folder / "config.json").read_text())["image_token_id"]) == (8 * 8 + 6 * 10) // 4
+    each = [zoo.vlm_pixels(architecture, image) for image in images]
+    want = _mlx_tokens(folder, ids, {name: np.concatenate([p[name] for p in each]) for name in each[0]})
+    assert len(set(want)) > 1 and got == want
+
+
+@pytest.mark.slow
+def test_vlm_folder_kinds(tmp_path, vlm_packages):
+    """A gemma3 folder without its vision tower's weights (as mlx-lm writes a VLM's text
+    model) stays a text-generation folder; one without a chat template is exported with
+    transformers.js declared unable (its Gemma3 processor loads the template); an
+    idefics3 package says onnxruntime-genai has no such type."""
+    pytest.importorskip("mlx_vlm.utils")
+    from mlx2onnx.tasks import folder_task
+
+    _, package = vlm_packages("idefics3", "float32")
+    assert "no idefics3 type" in json.loads((package / "config.json").read_text())["mlx2onnx"]["onnxruntime-genai"]
+    folder = zoo.write_vlm_folder(tmp_path / "folder")
+    assert folder_task(folder) == "image-text-to-text"
+    (folder / "chat_template.jinja").unlink()
+    cli("export", folder, "-o", tmp_path / "package", cwd=tmp_path, check_rc=0)
+    notes = json.loads((tmp_path / "package" / "config.json").read_text())["mlx2onnx"]
+    assert "chat_template.jinja" in notes["transformers.js"]
+    weights = mx.load(str(folder / "model.safetensors"))
+    mx.save_safetensors(str(folder / "model.safetensors"),
+                        {k: v for k, v in weights.items() if not k.startswith("vision_tower.")})
+    assert folder_task(folder) == "text-generation"

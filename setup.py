@@ -12,6 +12,7 @@ FOLDERS = {"mlx2onnx": "mlx2onnx", "mlx2onnx.op_mappings": "op_mappings", "mlx2o
 
 setup(
     package_dir=FOLDERS,
-    packages=[f"{name}{'.' + sub if sub else ''}" for name, folder in FOLDERS.items()
-              for sub in ["", *find_packages(folder)]],
+    packages=[
+        f"{name}{'.' + sub if sub else ''}" for name, folder in FOLDERS.items() for sub in ["", *find_packages(folder)]
+    ],
 )

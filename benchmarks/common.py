@@ -104,14 +104,18 @@ def reset_peak_rss() -> None:
         pass
 
 
-def run_worker(script: str, args: list[str], env: dict | None = None, python: str | None = None,
-               timeout: float = 3600) -> dict:
+def run_worker(
+    script: str, args: list[str], env: dict | None = None, python: str | None = None, timeout: float = 3600
+) -> dict:
     """Run ``python script args`` in a fresh process; it prints one JSON line last."""
     full_env = dict(os.environ)
     full_env.update(env or {})
     proc = subprocess.run(
         [python or sys.executable, str(HERE / script), *args],
-        capture_output=True, text=True, env=full_env, timeout=timeout,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
     )
     if proc.returncode != 0:
         return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["exit %d" % proc.returncode]}

@@ -35,10 +35,13 @@ def main() -> int:
         return fun(x)
 
     static = median_time(lambda: mlx2onnx.Exporter().to_ir(image, x), args.repeats, warmup=0)
-    dynamic = median_time(lambda: mlx2onnx.Exporter(dynamic={"x": {0: "batch"}}).to_ir(image, x), args.repeats,
-                          warmup=0)
-    print(f"ResNet-18 224x224: static export {static:.2f} s, dynamic batch {dynamic:.2f} s, "
-          f"ratio {dynamic / static:.2f}x (median of {args.repeats})")
+    dynamic = median_time(
+        lambda: mlx2onnx.Exporter(dynamic={"x": {0: "batch"}}).to_ir(image, x), args.repeats, warmup=0
+    )
+    print(
+        f"ResNet-18 224x224: static export {static:.2f} s, dynamic batch {dynamic:.2f} s, "
+        f"ratio {dynamic / static:.2f}x (median of {args.repeats})"
+    )
     return 0
 
 

@@ -69,12 +69,21 @@ def worker(name: str, folder: str) -> None:
     written = sum(os.path.getsize(os.path.join(out_dir, n)) for n in os.listdir(out_dir))
     external = os.path.exists(path + ".data")
     shutil.rmtree(out_dir)
-    print(json.dumps({
-        "parameters": sum(v.size for _, v in tree_flatten(model.parameters())),
-        "weight_mb": weight_bytes / 2**20, "written_mb": written / 2**20, "external_data": external,
-        "numpy_s": numpy_s, "export_s": export_s, "base_rss_mb": base, "peak_rss_mb": peak,
-        "nodes": len(proto.graph.node),
-    }))
+    print(
+        json.dumps(
+            {
+                "parameters": sum(v.size for _, v in tree_flatten(model.parameters())),
+                "weight_mb": weight_bytes / 2**20,
+                "written_mb": written / 2**20,
+                "external_data": external,
+                "numpy_s": numpy_s,
+                "export_s": export_s,
+                "base_rss_mb": base,
+                "peak_rss_mb": peak,
+                "nodes": len(proto.graph.node),
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -92,17 +101,21 @@ def main() -> None:
         print(json.dumps({"model": name, **r}), flush=True)
         rows.append((name, r))
     print()
-    print("| model | params | weights MB | written MB | numpy write s | export s | export / numpy | "
-          "base RSS MB | peak RSS MB | peak / (1.5 x weights + 300 MB) |")
+    print(
+        "| model | params | weights MB | written MB | numpy write s | export s | export / numpy | "
+        "base RSS MB | peak RSS MB | peak / (1.5 x weights + 300 MB) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, r in rows:
         if "error" in r:
             print(f"| {name} | error: {'; '.join(r['error'])[:80]} |")
             continue
-        print(f"| {name} | {r['parameters'] / 1e6:.1f}M | {r['weight_mb']:.0f} | {r['written_mb']:.0f} | "
-              f"{fmt(r['numpy_s'])} | {fmt(r['export_s'])} | {fmt(r['export_s'] / r['numpy_s'])} | "
-              f"{r['base_rss_mb']:.0f} | {r['peak_rss_mb']:.0f} | "
-              f"{fmt(r['peak_rss_mb'] / (1.5 * r['weight_mb'] + 300))} |")
+        print(
+            f"| {name} | {r['parameters'] / 1e6:.1f}M | {r['weight_mb']:.0f} | {r['written_mb']:.0f} | "
+            f"{fmt(r['numpy_s'])} | {fmt(r['export_s'])} | {fmt(r['export_s'] / r['numpy_s'])} | "
+            f"{r['base_rss_mb']:.0f} | {r['peak_rss_mb']:.0f} | "
+            f"{fmt(r['peak_rss_mb'] / (1.5 * r['weight_mb'] + 300))} |"
+        )
 
 
 if __name__ == "__main__":

@@ -75,10 +75,12 @@ def gemm_worker(repeats: int) -> None:
         xm, wm = mx.array(x), mx.array(w)
         mx.eval(xm, wm)
         graph = helper.make_graph(
-            [helper.make_node("MatMul", ["x", "w"], ["y"])], "gemm",
+            [helper.make_node("MatMul", ["x", "w"], ["y"])],
+            "gemm",
             [helper.make_tensor_value_info("x", TensorProto.FLOAT, [TOKENS, k])],
             [helper.make_tensor_value_info("y", TensorProto.FLOAT, [TOKENS, n])],
-            [numpy_helper.from_array(np.ascontiguousarray(w.T), "w")])
+            [numpy_helper.from_array(np.ascontiguousarray(w.T), "w")],
+        )
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -108,18 +110,24 @@ def main() -> None:
     if "error" in result:
         raise SystemExit(f"GEMM worker failed: {result['error']}")
     rows = result["rows"]
-    print(f"\nThe llama's GEMMs alone ({TOKENS} tokens), MLX {'with OpenBLAS' if blas else 'as installed'} "
-          "and onnxruntime alternately\n")
+    print(
+        f"\nThe llama's GEMMs alone ({TOKENS} tokens), MLX {'with OpenBLAS' if blas else 'as installed'} "
+        "and onnxruntime alternately\n"
+    )
     print("| [M, K] @ [K, N] | per pass | MLX ms | ORT ms | MLX GFLOP/s | ORT GFLOP/s |\n|---|---|---|---|---|---|")
     sums = {"mlx_s": 0.0, "ort_s": 0.0}
     for r in rows:
         flop = 2 * TOKENS * r["k"] * r["n"]
-        print(f"| [{TOKENS}, {r['k']}] @ [{r['k']}, {r['n']}] | {r['per_pass']} | {1e3 * r['mlx_s']:.2f} | "
-              f"{1e3 * r['ort_s']:.2f} | {flop / r['mlx_s'] / 1e9:.0f} | {flop / r['ort_s'] / 1e9:.0f} |")
+        print(
+            f"| [{TOKENS}, {r['k']}] @ [{r['k']}, {r['n']}] | {r['per_pass']} | {1e3 * r['mlx_s']:.2f} | "
+            f"{1e3 * r['ort_s']:.2f} | {flop / r['mlx_s'] / 1e9:.0f} | {flop / r['ort_s'] / 1e9:.0f} |"
+        )
         for key in sums:
             sums[key] += r[key] * r["per_pass"]
-    print(f"\nper forward pass: MLX {1e3 * sums['mlx_s']:.1f} ms, ORT {1e3 * sums['ort_s']:.1f} ms of GEMMs "
-          f"(ORT / MLX {sums['ort_s'] / sums['mlx_s']:.2f})")
+    print(
+        f"\nper forward pass: MLX {1e3 * sums['mlx_s']:.1f} ms, ORT {1e3 * sums['ort_s']:.1f} ms of GEMMs "
+        f"(ORT / MLX {sums['ort_s'] / sums['mlx_s']:.2f})"
+    )
 
 
 if __name__ == "__main__":

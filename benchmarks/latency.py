@@ -130,23 +130,40 @@ def main() -> None:
     folder = tempfile.mkdtemp()
     for name in opts.models.split(","):
         ours_row = ours(name, folder, opts.opset)
-        worker = ["--worker", "mlx", "--model", name, "--repeats", str(opts.repeats), "--onnx", ours_row["path"],
-                  "--threads", str(opts.threads)]
+        worker = [
+            "--worker",
+            "mlx",
+            "--model",
+            name,
+            "--repeats",
+            str(opts.repeats),
+            "--onnx",
+            ours_row["path"],
+            "--threads",
+            str(opts.threads),
+        ]
         env = {"OPENBLAS_NUM_THREADS": str(opts.threads), "OMP_NUM_THREADS": str(opts.threads)} if opts.threads else {}
         mlx_ref = {} if opts.only_openblas else run_worker("latency.py", worker, env=env)
         mlx_blas = run_worker("latency.py", worker, env={"LD_PRELOAD": blas, **env}) if blas else {}
         other = {}
         if mlx_onnx_python.exists():
-            other = run_worker("latency.py", ["--worker", "mlx-onnx", "--model", name, "--repeats",
-                                              str(opts.repeats)], python=str(mlx_onnx_python))
+            other = run_worker(
+                "latency.py",
+                ["--worker", "mlx-onnx", "--model", name, "--repeats", str(opts.repeats)],
+                python=str(mlx_onnx_python),
+            )
         os.remove(ours_row["path"])
         rows.append((name, ours_row, mlx_ref, mlx_blas, other))
-        print(json.dumps({"model": name, "ours": ours_row, "mlx": mlx_ref, "mlx_openblas": mlx_blas,
-                          "mlx_onnx": other}), flush=True)
+        print(
+            json.dumps({"model": name, "ours": ours_row, "mlx": mlx_ref, "mlx_openblas": mlx_blas, "mlx_onnx": other}),
+            flush=True,
+        )
 
     print()
-    print("| model | MLX prims | ONNX nodes before -> after (ratio to prims) | ORT ms (beside MLX / beside MLX+OpenBLAS) | MLX ms | "
-          "MLX+OpenBLAS ms | ORT / MLX | ORT / MLX+OpenBLAS | mlx-onnx ORT / MLX+OpenBLAS |")
+    print(
+        "| model | MLX prims | ONNX nodes before -> after (ratio to prims) | ORT ms (beside MLX / beside MLX+OpenBLAS) | MLX ms | "
+        "MLX+OpenBLAS ms | ORT / MLX | ORT / MLX+OpenBLAS | mlx-onnx ORT / MLX+OpenBLAS |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for name, o, ref, fast, other in rows:
         mlx_ms = ref.get("mlx_s", float("nan")) * 1e3
@@ -155,9 +172,11 @@ def main() -> None:
         ort_blas = fast.get("ort_s", float("nan")) * 1e3  # timed beside MLX+OpenBLAS
         other_ratio = (other["ort_s"] * 1e3 / blas_ms) if "ort_s" in other else None
         other_text = fmt(other_ratio) if other_ratio else ("; ".join(other.get("error", ["-"]))[:60] or "-")
-        print(f"| {name} | {o['primitives']} | {o['nodes_before']} -> {o['nodes_after']} "
-              f"({o['nodes_after'] / o['primitives']:.2f}) | {fmt(ort_ref)} / {fmt(ort_blas)} | {fmt(mlx_ms)} | "
-              f"{fmt(blas_ms)} | {fmt(ort_ref / mlx_ms)} | {fmt(ort_blas / blas_ms)} | {other_text} |")
+        print(
+            f"| {name} | {o['primitives']} | {o['nodes_before']} -> {o['nodes_after']} "
+            f"({o['nodes_after'] / o['primitives']:.2f}) | {fmt(ort_ref)} / {fmt(ort_blas)} | {fmt(mlx_ms)} | "
+            f"{fmt(blas_ms)} | {fmt(ort_ref / mlx_ms)} | {fmt(ort_blas / blas_ms)} | {other_text} |"
+        )
 
 
 if __name__ == "__main__":

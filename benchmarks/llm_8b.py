@@ -36,10 +36,22 @@ sys.path.insert(0, str(HERE.parent))  # tests.support.zoo.train_tokenizer: a tok
 
 from common import answered, current_rss_mb, fmt, measured, peak_rss_mb, reset_peak_rss, sync_write  # noqa: E402
 
-CONFIG = dict(model_type="llama", hidden_size=4096, num_hidden_layers=32, intermediate_size=14336,
-              num_attention_heads=32, num_key_value_heads=8, rms_norm_eps=1e-5, vocab_size=128256,
-              rope_theta=500000.0, max_position_embeddings=8192, tie_word_embeddings=False,
-              bos_token_id=1, eos_token_id=2, torch_dtype="float16")
+CONFIG = dict(
+    model_type="llama",
+    hidden_size=4096,
+    num_hidden_layers=32,
+    intermediate_size=14336,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    rms_norm_eps=1e-5,
+    vocab_size=128256,
+    rope_theta=500000.0,
+    max_position_embeddings=8192,
+    tie_word_embeddings=False,
+    bos_token_id=1,
+    eos_token_id=2,
+    torch_dtype="float16",
+)
 GROUP, BITS = 64, 4
 
 
@@ -59,7 +71,7 @@ def write_folder(folder: Path, layers: int) -> dict:
 
     def random(path, a):
         if a.dtype == mx.uint32:  # packed 4-bit codes
-            return mx.random.randint(-2**31, 2**31 - 1, a.shape, dtype=mx.int32).view(mx.uint32)
+            return mx.random.randint(-(2**31), 2**31 - 1, a.shape, dtype=mx.int32).view(mx.uint32)
         if path.endswith("scales"):
             return (0.02 * mx.abs(mx.random.normal(a.shape)) + 0.001).astype(mx.float16)
         if path.endswith("biases"):
@@ -74,8 +86,11 @@ def write_folder(folder: Path, layers: int) -> dict:
     save_config(config, folder / "config.json")
     (folder / "generation_config.json").write_text(json.dumps({"bos_token_id": 1, "eos_token_id": 2}))
     zoo.train_tokenizer(folder)
-    return {"packed_bytes": packed, "write_s": time.perf_counter() - start,
-            "files": sorted(p.name for p in folder.iterdir())}
+    return {
+        "packed_bytes": packed,
+        "write_s": time.perf_counter() - start,
+        "files": sorted(p.name for p in folder.iterdir()),
+    }
 
 
 def numpy_write(folder: Path, nbytes: int) -> dict:
@@ -83,7 +98,7 @@ def numpy_write(folder: Path, nbytes: int) -> dict:
 
     path = folder / "numpy.bin"
     chunk = np.random.default_rng(0).integers(0, 255, 256 * 2**20, dtype=np.uint8)
-    parts = [chunk[:min(chunk.size, nbytes - start)] for start in range(0, nbytes, chunk.size)]
+    parts = [chunk[: min(chunk.size, nbytes - start)] for start in range(0, nbytes, chunk.size)]
     seconds = sync_write(parts, str(path))
     path.unlink()
     return {"numpy_s": seconds}
@@ -107,8 +122,13 @@ def export(folder: Path, package: Path, int8: bool) -> dict:
 
     reset_peak_rss()
     start = time.perf_counter()
-    export_package(folder, package, overwrite=True, stage=stage,
-                   exporter=Exporter(bfloat16=PACKAGE_BFLOAT16, int8_activations=int8))
+    export_package(
+        folder,
+        package,
+        overwrite=True,
+        stage=stage,
+        exporter=Exporter(bfloat16=PACKAGE_BFLOAT16, int8_activations=int8),
+    )
     seconds = time.perf_counter() - start
     written = sum(p.stat().st_size for p in package.rglob("*") if p.is_file())
     return {"export_s": seconds, "peak_bytes": peak_rss_mb() * 2**20, "written_bytes": written, "stages": stages}
@@ -153,23 +173,37 @@ def main() -> None:
     args = parser.parse_args()
     root = Path(args.dir)
     folder, package = root / "folder", root / "package"
-    if answered(args.worker, {
-        "folder": lambda: write_folder(folder, args.layers),
-        "numpy": lambda: numpy_write(root, args.bytes),
-        "export": lambda: export(folder, package, False),
-        "export-int8": lambda: export(folder, root / "package-int8", True),
-        "genai": lambda: genai(package, args.prompt, args.steps),
-        "genai-int8": lambda: genai(root / "package-int8", args.prompt, args.steps),
-        "floor": lambda: floor(args.bytes),
-    }):
+    if answered(
+        args.worker,
+        {
+            "folder": lambda: write_folder(folder, args.layers),
+            "numpy": lambda: numpy_write(root, args.bytes),
+            "export": lambda: export(folder, package, False),
+            "export-int8": lambda: export(folder, root / "package-int8", True),
+            "genai": lambda: genai(package, args.prompt, args.steps),
+            "genai-int8": lambda: genai(root / "package-int8", args.prompt, args.steps),
+            "floor": lambda: floor(args.bytes),
+        },
+    ):
         return
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    common = ["--dir", str(root), "--layers", str(args.layers), "--prompt", str(args.prompt), "--steps", str(args.steps)]
+    common = [
+        "--dir",
+        str(root),
+        "--layers",
+        str(args.layers),
+        "--prompt",
+        str(args.prompt),
+        "--steps",
+        str(args.steps),
+    ]
     made = measured(Path(__file__).name, "folder", common)
     packed = made["packed_bytes"]
-    print(f"folder: {packed / 2**30:.2f} GiB packed ({len(made['files'])} files, written in {made['write_s']:.0f} s)",
-          flush=True)
+    print(
+        f"folder: {packed / 2**30:.2f} GiB packed ({len(made['files'])} files, written in {made['write_s']:.0f} s)",
+        flush=True,
+    )
     sized = [*common, "--bytes", str(packed)]
     baseline = measured(Path(__file__).name, "numpy", sized)
     done = measured(Path(__file__).name, "export", sized)
@@ -181,17 +215,25 @@ def main() -> None:
     bound = measured(Path(__file__).name, "floor", sized)
     gib = 2**30
     goal_memory = 1.3 * packed + gib
-    print("\n| layers | packed GiB | numpy write s | export s | export / numpy (goal <= 3) | peak RSS GiB | "
-          "peak / (1.3 x packed + 1 GiB) (goal <= 1) | package GiB |")
+    print(
+        "\n| layers | packed GiB | numpy write s | export s | export / numpy (goal <= 3) | peak RSS GiB | "
+        "peak / (1.3 x packed + 1 GiB) (goal <= 1) | package GiB |"
+    )
     print("|---|---|---|---|---|---|---|---|")
-    print(f"| {args.layers} | {fmt(packed / gib)} | {fmt(baseline['numpy_s'])} | {fmt(done['export_s'])} | "
-          f"{fmt(done['export_s'] / baseline['numpy_s'])} | {fmt(done['peak_bytes'] / gib)} | "
-          f"{fmt(done['peak_bytes'] / goal_memory)} | {fmt(done['written_bytes'] / gib)} |")
-    print("\n| package | genai session GiB | session / packed | load s | decode step ms | read floor ms | step / floor |")
+    print(
+        f"| {args.layers} | {fmt(packed / gib)} | {fmt(baseline['numpy_s'])} | {fmt(done['export_s'])} | "
+        f"{fmt(done['export_s'] / baseline['numpy_s'])} | {fmt(done['peak_bytes'] / gib)} | "
+        f"{fmt(done['peak_bytes'] / goal_memory)} | {fmt(done['written_bytes'] / gib)} |"
+    )
+    print(
+        "\n| package | genai session GiB | session / packed | load s | decode step ms | read floor ms | step / floor |"
+    )
     print("|---|---|---|---|---|---|---|")
     for label, r in (("default (float32 arithmetic, MLX's numbers)", run), ("--int8-activations", run8)):
-        print(f"| {label} | {fmt(r['session_bytes'] / gib)} | {fmt(r['session_bytes'] / packed)} | {fmt(r['load_s'])} | "
-              f"{fmt(r['step_s'] * 1e3)} | {fmt(bound['floor_s'] * 1e3)} | {fmt(r['step_s'] / bound['floor_s'])} |")
+        print(
+            f"| {label} | {fmt(r['session_bytes'] / gib)} | {fmt(r['session_bytes'] / packed)} | {fmt(r['load_s'])} | "
+            f"{fmt(r['step_s'] * 1e3)} | {fmt(bound['floor_s'] * 1e3)} | {fmt(r['step_s'] / bound['floor_s'])} |"
+        )
 
 
 if __name__ == "__main__":

@@ -44,9 +44,17 @@ def build(layers: int, seed: int = 0):
     from mlx_lm.models import llama
 
     mx.random.seed(seed)
-    args = llama.ModelArgs(model_type="llama", hidden_size=2048, num_hidden_layers=layers, intermediate_size=5632,
-                           num_attention_heads=32, num_key_value_heads=4, rms_norm_eps=1e-5, vocab_size=32000,
-                           tie_word_embeddings=False)
+    args = llama.ModelArgs(
+        model_type="llama",
+        hidden_size=2048,
+        num_hidden_layers=layers,
+        intermediate_size=5632,
+        num_attention_heads=32,
+        num_key_value_heads=4,
+        rms_norm_eps=1e-5,
+        vocab_size=32000,
+        tie_word_embeddings=False,
+    )
     model = llama.Model(args)
     nn.quantize(model, group_size=64, bits=4)
     mx.eval(model.parameters())
@@ -66,11 +74,14 @@ FORMS = {
     DEFAULT: ({}, {}),
     "int8_activations=True, plain session": ({"int8_activations": True}, {}),
     "quantized_weights='dequantizelinear', plain session": ({"quantized_weights": "dequantizelinear"}, {}),
-    "quantized_weights='dequantizelinear', session accuracy level 0":
-        ({"quantized_weights": "dequantizelinear"}, {"session.qdq_matmulnbits_accuracy_level": "0"}),
+    "quantized_weights='dequantizelinear', session accuracy level 0": (
+        {"quantized_weights": "dequantizelinear"},
+        {"session.qdq_matmulnbits_accuracy_level": "0"},
+    ),
 }
-ARITHMETIC = dict(zip(FORMS, ("float32, MLX's numbers", "int8 activations", "int8 activations (fused)",
-                              "float32, MLX's numbers")))
+ARITHMETIC = dict(
+    zip(FORMS, ("float32, MLX's numbers", "int8 activations", "int8 activations (fused)", "float32, MLX's numbers"))
+)
 
 
 def session(path: Path, config: dict):
@@ -106,8 +117,11 @@ def ort_step_only(folder: str, prompt: int, repeats: int) -> dict:
     feeds = {}
     for i in decode.get_inputs():  # a past of `prompt` tokens (the only dynamic dimension)
         shape = [d if isinstance(d, int) else prompt for d in i.shape]
-        feeds[i.name] = np.random.default_rng(0).standard_normal(shape).astype(np.float32) \
-            if i.type == "tensor(float)" else np.ones(shape, np.int32)
+        feeds[i.name] = (
+            np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+            if i.type == "tensor(float)"
+            else np.ones(shape, np.int32)
+        )
     feeds["position"] = np.array(prompt, np.int32)
     return {"step": median_time(lambda: decode.run(None, feeds), repeats)}
 
@@ -155,9 +169,23 @@ def _timed(fn) -> float:
 
 def worker(kind: str, args, folder: str = "", env: dict | None = None, config: dict | None = None) -> dict:
     """One measurement in a fresh process (common.measured)."""
-    return measured(Path(__file__).name, kind, ["--layers", str(args.layers), "--prompt", str(args.prompt),
-                                                "--repeats", str(args.repeats), "--folder", folder,
-                                                "--config", json.dumps(config or {})], env=env)
+    return measured(
+        Path(__file__).name,
+        kind,
+        [
+            "--layers",
+            str(args.layers),
+            "--prompt",
+            str(args.prompt),
+            "--repeats",
+            str(args.repeats),
+            "--folder",
+            folder,
+            "--config",
+            json.dumps(config or {}),
+        ],
+        env=env,
+    )
 
 
 def main() -> None:
@@ -171,9 +199,14 @@ def main() -> None:
     parser.add_argument("--folder", default="")
     parser.add_argument("--config", default="{}", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if answered(args.worker, {"ort": lambda: ort_worker(args.folder, args.prompt, args.repeats, json.loads(args.config)),
-                              "ort-step": lambda: ort_step_only(args.folder, args.prompt, args.repeats),
-                              "mlx": lambda: mlx_worker(args.layers, args.prompt, args.repeats)}):
+    if answered(
+        args.worker,
+        {
+            "ort": lambda: ort_worker(args.folder, args.prompt, args.repeats, json.loads(args.config)),
+            "ort-step": lambda: ort_step_only(args.folder, args.prompt, args.repeats),
+            "mlx": lambda: mlx_worker(args.layers, args.prompt, args.repeats),
+        },
+    ):
         return
 
     from mlx2onnx import Exporter
@@ -181,16 +214,20 @@ def main() -> None:
 
     model = build(args.layers)
     size = packed_bytes(model)
-    print(f"llama 4-bit, hidden 2048, {args.layers} layers, ffn 5632, 32/4 heads, vocab 32000: "
-          f"{size / 2**20:.1f} MiB packed; prompt {args.prompt}, max_length {args.max_length}", flush=True)
+    print(
+        f"llama 4-bit, hidden 2048, {args.layers} layers, ffn 5632, 32/4 heads, vocab 32000: "
+        f"{size / 2**20:.1f} MiB packed; prompt {args.prompt}, max_length {args.max_length}",
+        flush=True,
+    )
     results = {}
     with tempfile.TemporaryDirectory() as work:
         folders = {}
         for name, (options, _) in FORMS.items():
             folders[name] = folder = str(Path(work) / str(len(folders)))
             start = time.perf_counter()
-            export_decoder(model, folder, prompt_length=args.prompt, max_length=args.max_length,
-                           exporter=Exporter(**options))
+            export_decoder(
+                model, folder, prompt_length=args.prompt, max_length=args.max_length, exporter=Exporter(**options)
+            )
             print(f"exported {name} in {time.perf_counter() - start:.1f} s", flush=True)
         if args.long:
             long = str(Path(work) / "long")
@@ -212,17 +249,23 @@ def main() -> None:
     blas = f", MLX+OpenBLAS {ms(mlx_blas['step'])} / {ms(mlx_blas['prefill'])}" if mlx_blas else ""
     print(f"MLX decode step / prefill {args.prompt}: {ms(mlx_stock['step'])} / {ms(mlx_stock['prefill'])}{blas}")
     reference = mlx_blas or mlx_stock
-    print("| onnxruntime: export, session | arithmetic | session memory / packed | decode step | step / MLX"
-          f"{'+OpenBLAS' if mlx_blas else ''} | step / floor | prefill {args.prompt} | prefill / MLX |")
+    print(
+        "| onnxruntime: export, session | arithmetic | session memory / packed | decode step | step / MLX"
+        f"{'+OpenBLAS' if mlx_blas else ''} | step / floor | prefill {args.prompt} | prefill / MLX |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for name, ort in results.items():
-        print(f"| {name} | {ARITHMETIC[name]} | "
-              f"{ort['memory'] / 2**20:.0f} MiB = {ort['memory'] / size:.2f}x | {ms(ort['step'])} | "
-              f"{ort['step'] / reference['step']:.3f} | {ort['step'] / floor:.2f} | {ms(ort['prefill'])} | "
-              f"{ort['prefill'] / reference['prefill']:.4f} |")
+        print(
+            f"| {name} | {ARITHMETIC[name]} | "
+            f"{ort['memory'] / 2**20:.0f} MiB = {ort['memory'] / size:.2f}x | {ms(ort['step'])} | "
+            f"{ort['step'] / reference['step']:.3f} | {ort['step'] / floor:.2f} | {ms(ort['prefill'])} | "
+            f"{ort['prefill'] / reference['prefill']:.4f} |"
+        )
     if args.long:
-        print(f"default export, decode step at max_length {args.max_length}: {ms(ort_short['step'])}, at "
-              f"{args.long}: {ms(ort_long['step'])} (ratio {ort_long['step'] / ort_short['step']:.2f})")
+        print(
+            f"default export, decode step at max_length {args.max_length}: {ms(ort_short['step'])}, at "
+            f"{args.long}: {ms(ort_long['step'])} (ratio {ort_long['step'] / ort_short['step']:.2f})"
+        )
 
 
 if __name__ == "__main__":

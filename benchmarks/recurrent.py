@@ -35,9 +35,19 @@ def build(layers: int, seed: int = 0):
     from mlx_lm.models import mamba
 
     mx.random.seed(seed)
-    args = mamba.ModelArgs(model_type="mamba", vocab_size=50280, hidden_size=768, intermediate_size=1536,
-                           state_size=16, num_hidden_layers=layers, conv_kernel=4, use_bias=False,
-                           use_conv_bias=True, time_step_rank=48, tie_word_embeddings=True)
+    args = mamba.ModelArgs(
+        model_type="mamba",
+        vocab_size=50280,
+        hidden_size=768,
+        intermediate_size=1536,
+        state_size=16,
+        num_hidden_layers=layers,
+        conv_kernel=4,
+        use_bias=False,
+        use_conv_bias=True,
+        time_step_rank=48,
+        tie_word_embeddings=True,
+    )
     model = mamba.Model(args)
     mx.eval(model.parameters())
     return model
@@ -67,8 +77,12 @@ def mlx_worker(layers: int, prompt: int, repeats: int) -> dict:
 
 def worker(kind: str, args, path: str = "", env: dict | None = None) -> dict:
     """One measurement in a fresh process (common.measured)."""
-    return measured(Path(__file__).name, kind, ["--layers", str(args.layers), "--prompt", str(args.prompt),
-                                                "--repeats", str(args.repeats), "--path", path], env=env)
+    return measured(
+        Path(__file__).name,
+        kind,
+        ["--layers", str(args.layers), "--prompt", str(args.prompt), "--repeats", str(args.repeats), "--path", path],
+        env=env,
+    )
 
 
 def main() -> None:
@@ -79,8 +93,13 @@ def main() -> None:
     parser.add_argument("--worker", choices=["ort", "mlx"])
     parser.add_argument("--path", default="")
     args = parser.parse_args()
-    if answered(args.worker, {"ort": lambda: ort_worker(args.path, args.prompt, args.repeats),
-                              "mlx": lambda: mlx_worker(args.layers, args.prompt, args.repeats)}):
+    if answered(
+        args.worker,
+        {
+            "ort": lambda: ort_worker(args.path, args.prompt, args.repeats),
+            "mlx": lambda: mlx_worker(args.layers, args.prompt, args.repeats),
+        },
+    ):
         return
 
     import mlx.core as mx
@@ -90,8 +109,11 @@ def main() -> None:
 
     model = build(args.layers)
     ids = mx.array(tokens(args.prompt))
-    print(f"mamba, hidden 768, intermediate 1536, state 16, {args.layers} layers, vocab 50280, tied head; "
-          f"prompt {args.prompt} tokens, batch 1", flush=True)
+    print(
+        f"mamba, hidden 768, intermediate 1536, state 16, {args.layers} layers, vocab 50280, tied head; "
+        f"prompt {args.prompt} tokens, batch 1",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory() as folder:
         looped, unrolled = str(Path(folder) / "looped.onnx"), str(Path(folder) / "unrolled.onnx")
         start = time.perf_counter()
@@ -100,8 +122,10 @@ def main() -> None:
         start = time.perf_counter()
         mlx2onnx.Exporter(path=unrolled).export(model, ids)
         print(f"static export (unrolled) in {time.perf_counter() - start:.1f} s", flush=True)
-        nodes = {name: len(onnx.load(path, load_external_data=False).graph.node)
-                 for name, path in (("looped", looped), ("unrolled", unrolled))}
+        nodes = {
+            name: len(onnx.load(path, load_external_data=False).graph.node)
+            for name, path in (("looped", looped), ("unrolled", unrolled))
+        }
         ort_loop, ort_unrolled = worker("ort", args, looped), worker("ort", args, unrolled)
     mlx_stock = worker("mlx", args)
     library = openblas()
@@ -112,13 +136,17 @@ def main() -> None:
 
     blas = ms(mlx_blas["prefill"]) if mlx_blas else "-"
     print(f"top-level ONNX nodes: looped {nodes['looped']}, unrolled {nodes['unrolled']}")
-    print("| | onnxruntime, Loop | onnxruntime, unrolled | MLX CPU | MLX+OpenBLAS | Loop / unrolled | Loop / MLX | "
-          "Loop / MLX+OpenBLAS |")
+    print(
+        "| | onnxruntime, Loop | onnxruntime, unrolled | MLX CPU | MLX+OpenBLAS | Loop / unrolled | Loop / MLX | "
+        "Loop / MLX+OpenBLAS |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     ratio = f"{ort_loop['prefill'] / mlx_blas['prefill']:.3f}" if mlx_blas else "-"
-    print(f"| prefill {args.prompt} tokens | {ms(ort_loop['prefill'])} | {ms(ort_unrolled['prefill'])} | "
-          f"{ms(mlx_stock['prefill'])} | {blas} | {ort_loop['prefill'] / ort_unrolled['prefill']:.2f} | "
-          f"{ort_loop['prefill'] / mlx_stock['prefill']:.3f} | {ratio} |")
+    print(
+        f"| prefill {args.prompt} tokens | {ms(ort_loop['prefill'])} | {ms(ort_unrolled['prefill'])} | "
+        f"{ms(mlx_stock['prefill'])} | {blas} | {ort_loop['prefill'] / ort_unrolled['prefill']:.2f} | "
+        f"{ort_loop['prefill'] / mlx_stock['prefill']:.3f} | {ratio} |"
+    )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,10 @@ def gemm_products(path: str) -> list[tuple[int, int, int, int]]:
     import onnx
 
     model = onnx.shape_inference.infer_shapes(onnx.load(path, load_external_data=False), strict_mode=True)
-    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
-              for v in [*model.graph.value_info, *model.graph.input, *model.graph.output]}
+    shapes = {
+        v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+        for v in [*model.graph.value_info, *model.graph.input, *model.graph.output]
+    }
     shapes.update({t.name: list(t.dims) for t in model.graph.initializer})
     products = []
     for node in model.graph.node:
@@ -61,10 +63,12 @@ def _ort_matmul(m: int, k: int, n: int, threads: int):
 
     w = np.random.default_rng(k + n).standard_normal((k, n)).astype(np.float32)
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["y"])], "gemm",
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "gemm",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])],
-        [numpy_helper.from_array(w, "w")])
+        [numpy_helper.from_array(w, "w")],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     session = ort_session(model.SerializeToString(), threads)
     x = np.random.default_rng(m).standard_normal((m, k)).astype(np.float32)
@@ -121,8 +125,10 @@ def main() -> None:
     if opts.threads:
         env.update(OPENBLAS_NUM_THREADS=str(opts.threads), OMP_NUM_THREADS=str(opts.threads))
     folder = tempfile.mkdtemp()
-    print("| model | GEMM GFLOP per pass | best GEMM GFLOP/s (runtime, shape) | floor ms | MLX+OpenBLAS ms | "
-          "ORT ms | floor / MLX+OpenBLAS | ORT / MLX+OpenBLAS |\n|---|---|---|---|---|---|---|---|")
+    print(
+        "| model | GEMM GFLOP per pass | best GEMM GFLOP/s (runtime, shape) | floor ms | MLX+OpenBLAS ms | "
+        "ORT ms | floor / MLX+OpenBLAS | ORT / MLX+OpenBLAS |\n|---|---|---|---|---|---|---|---|"
+    )
     for name in opts.models.split(","):
         _, fn, args = models.MODELS[name]()
         path = os.path.join(folder, f"{name}.onnx")
@@ -130,18 +136,39 @@ def main() -> None:
         products = gemm_products(path)
         flop = sum(2 * b * m * k * n for b, m, k, n in products)
         _, m, k, n = max(products, key=lambda p: p[0] * p[1] * p[2] * p[3])
-        result = run_worker("roofline.py", ["--worker", name, path, str(m), str(k), str(n),
-                                            "--repeats", str(opts.repeats), "--threads", str(opts.threads)], env=env)
+        result = run_worker(
+            "roofline.py",
+            [
+                "--worker",
+                name,
+                path,
+                str(m),
+                str(k),
+                str(n),
+                "--repeats",
+                str(opts.repeats),
+                "--threads",
+                str(opts.threads),
+            ],
+            env=env,
+        )
         if "error" in result:
             raise SystemExit(f"{name}: worker failed: {result['error']}")
         best = max(result["rates"], key=lambda r: r["gflops"])
         floor_s = flop / (best["gflops"] * 1e9)
         shape = "x".join(map(str, best["shape"]))
-        print(f"| {name} | {flop / 1e9:.2f} | {best['gflops']:.0f} ({best['runtime']}, {shape}) | "
-              f"{1e3 * floor_s:.1f} | {1e3 * result['mlx_s']:.1f} | {1e3 * result['ort_s']:.1f} | "
-              f"{fmt(floor_s / result['mlx_s'])} | {fmt(result['ort_s'] / result['mlx_s'])} |")
-        print("\n".join(f"    {r['runtime']:>13} {'x'.join(map(str, r['shape'])):>16}: {r['gflops']:.0f} GFLOP/s"
-                        for r in result["rates"]), file=sys.stderr)
+        print(
+            f"| {name} | {flop / 1e9:.2f} | {best['gflops']:.0f} ({best['runtime']}, {shape}) | "
+            f"{1e3 * floor_s:.1f} | {1e3 * result['mlx_s']:.1f} | {1e3 * result['ort_s']:.1f} | "
+            f"{fmt(floor_s / result['mlx_s'])} | {fmt(result['ort_s'] / result['mlx_s'])} |"
+        )
+        print(
+            "\n".join(
+                f"    {r['runtime']:>13} {'x'.join(map(str, r['shape'])):>16}: {r['gflops']:.0f} GFLOP/s"
+                for r in result["rates"]
+            ),
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """mlx2onnx: export Apple MLX functions and models to ONNX, verified against MLX.
 
-    import mlx2onnx
-    model = mlx2onnx.export(fun, x, mask=m)          # an onnx.ModelProto
-    report = mlx2onnx.verify(model, fun, x, mask=m)  # onnxruntime vs MLX
+import mlx2onnx
+model = mlx2onnx.export(fun, x, mask=m)          # an onnx.ModelProto
+report = mlx2onnx.verify(model, fun, x, mask=m)  # onnxruntime vs MLX
 """
 
 from ._version import __version__

@@ -133,9 +133,14 @@ class Exporter:
 
     def settings(self, plan: Plan | None = None) -> ExportSettings:
         """What the export of a trace knows (with ``plan`` for a dynamic one)."""
-        return ExportSettings(opset=self.resolved_opset(), floats=FloatPolicy.of(self.float_policy(), self.emulated()),
-                              quantized_weights=self.quantized_weights or "packed",
-                              int8_activations=self.int8_activations, plan=plan, target=self.target)
+        return ExportSettings(
+            opset=self.resolved_opset(),
+            floats=FloatPolicy.of(self.float_policy(), self.emulated()),
+            quantized_weights=self.quantized_weights or "packed",
+            int8_activations=self.int8_activations,
+            plan=plan,
+            target=self.target,
+        )
 
     def _translate(self, trace: Trace, plan: Plan | None = None) -> ir.Model:
         settings = self.settings(plan)
@@ -150,8 +155,9 @@ class Exporter:
 
     def emulated(self) -> tuple:
         """The narrow dtypes carried as float32 and rounded after every op."""
-        return tuple(d for d, choice in ((mx.bfloat16, self.bfloat16), (mx.float16, self.float16))
-                     if choice == "emulate")
+        return tuple(
+            d for d, choice in ((mx.bfloat16, self.bfloat16), (mx.float16, self.float16)) if choice == "emulate"
+        )
 
     def float_policy(self) -> dict:
         """MLX dtype -> the dtype that carries it in the graph, from ``bfloat16``/``float16``."""
@@ -218,8 +224,10 @@ class Exporter:
                 "option session.qdq_matmulnbits_accuracy_level decides)"
             )
         if self.target not in TARGETS:
-            raise ExportOptionError(f"target={self.target!r} is not a target: use 'portable' (every major runtime) "
-                                    "or 'onnxruntime' (the installed onnxruntime's newest opset and kernels)")
+            raise ExportOptionError(
+                f"target={self.target!r} is not a target: use 'portable' (every major runtime) "
+                "or 'onnxruntime' (the installed onnxruntime's newest opset and kernels)"
+            )
         newest = onnx.defs.onnx_opset_version()
         if self.opset is not None and not (MIN_OPSET <= int(self.opset) <= newest):
             raise ExportOptionError(
@@ -245,8 +253,7 @@ class Exporter:
             names = list(names)
             if len(names) != len(defaults):
                 raise ExportOptionError(
-                    f"input_names has {len(names)} names but the function has {len(defaults)} array inputs "
-                    f"({defaults})"
+                    f"input_names has {len(names)} names but the function has {len(defaults)} array inputs ({defaults})"
                 )
             result = names
         return _unique(result, "input_names")

@@ -47,12 +47,27 @@ class InputSpec:
 # The most elements one --input may have (2**28: 1 GiB of float32).
 MAX_INPUT_ELEMENTS = 1 << 28
 
-_DTYPE_NAMES = {dtypes.name(d): d for d in (
-    mx.bool_, mx.uint8, mx.uint16, mx.uint32, mx.uint64, mx.int8, mx.int16, mx.int32, mx.int64,
-    mx.float16, mx.float32, mx.float64, mx.bfloat16,
-)}
-_DTYPE_NAMES.update({"bool": mx.bool_, "f32": mx.float32, "f16": mx.float16, "bf16": mx.bfloat16,
-                     "i32": mx.int32, "i64": mx.int64})
+_DTYPE_NAMES = {
+    dtypes.name(d): d
+    for d in (
+        mx.bool_,
+        mx.uint8,
+        mx.uint16,
+        mx.uint32,
+        mx.uint64,
+        mx.int8,
+        mx.int16,
+        mx.int32,
+        mx.int64,
+        mx.float16,
+        mx.float32,
+        mx.float64,
+        mx.bfloat16,
+    )
+}
+_DTYPE_NAMES.update(
+    {"bool": mx.bool_, "f32": mx.float32, "f16": mx.float16, "bf16": mx.bfloat16, "i32": mx.int32, "i64": mx.int64}
+)
 
 INPUT_SPEC_HELP = (
     "[NAME=]SHAPE[:DTYPE[:LOW..HIGH]], e.g. x=4x32:float32, ids=2,8:int32:0..128, s=():float32; "

@@ -74,13 +74,14 @@ def load_target(spec: str, seed: int = 0, revision: str | None = None) -> Target
 
 def _unresolved(spec: str, references: list[str]) -> str:
     """Why ``spec`` (no folder, no ``:``) names nothing to export, and what would."""
-    kinds = (f"a reference model ({', '.join(references)}), MODULE:CALLABLE, path/to/file.py:CALLABLE or a model "
-             "folder")
+    kinds = f"a reference model ({', '.join(references)}), MODULE:CALLABLE, path/to/file.py:CALLABLE or a model folder"
     path = Path(spec).expanduser()
     if path.is_file():
         if path.suffix == ".onnx":
-            return (f"{spec!r} is an ONNX model, not something to export: TARGET is {kinds}; to compare an exported "
-                    f"model with the function it came from: mlx2onnx check {spec} TARGET")
+            return (
+                f"{spec!r} is an ONNX model, not something to export: TARGET is {kinds}; to compare an exported "
+                f"model with the function it came from: mlx2onnx check {spec} TARGET"
+            )
         if path.suffix == ".py":
             return f"{spec!r} is a Python file: name the callable in it, e.g. {spec}:build"
         if path.suffix in (".safetensors", ".npz"):
@@ -105,9 +106,11 @@ def load_model_folder(folder: str, seed: int = 0) -> Target:
     check_model_folder(path)
     config = path / "config.json"
     if not config.is_file():
-        raise NotAModelFolderError(f"{folder} is a folder but not a model folder: it has no config.json "
-                         "(an mlx-lm or mlx-embeddings model folder holds config.json and *.safetensors, an mlx-image "
-                         "folder one weights file)")
+        raise NotAModelFolderError(
+            f"{folder} is a folder but not a model folder: it has no config.json "
+            "(an mlx-lm or mlx-embeddings model folder holds config.json and *.safetensors, an mlx-image "
+            "folder one weights file)"
+        )
     try:
         settings = json.loads(config.read_text())
     except ValueError as exc:
@@ -127,9 +130,11 @@ def load_model_folder(folder: str, seed: int = 0) -> Target:
     except Exception as exc:
         raise UserFunctionError(f"loading the model folder {folder}", exc) from exc
     except SystemExit as exc:  # mlx-lm's olmo exits when the package its module imports is missing
-        raise UserFunctionError(f"loading the model folder {folder} (mlx-lm's model module for "
-                            f"{settings['model_type']!r} stopped the program; the line it printed says what it needs)",
-                            exc) from exc
+        raise UserFunctionError(
+            f"loading the model folder {folder} (mlx-lm's model module for "
+            f"{settings['model_type']!r} stopped the program; the line it printed says what it needs)",
+            exc,
+        ) from exc
     vocab = int(loaded.get("vocab_size") or settings.get("vocab_size") or 2)
     ids = np.random.default_rng(seed).integers(0, vocab, FOLDER_EXAMPLE_TOKENS).astype(np.int32)
     return Target(model, (mx.array(ids),), {}, folder)
@@ -180,7 +185,8 @@ def _attribute(module, attr: str, spec: str):
     for part in attr.split("."):
         if not part.isidentifier() or not hasattr(obj, part):
             names = sorted(
-                n for n, v in vars(module).items()
+                n
+                for n, v in vars(module).items()
                 if not n.startswith("_") and callable(v) and getattr(v, "__module__", None) == module.__name__
             )
             hint = f"; callables defined there: {', '.join(names)}" if names else ""
@@ -199,7 +205,8 @@ def _needs_arguments(obj) -> bool:
     except (TypeError, ValueError):
         return False
     return any(
-        p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        p.default is p.empty
+        and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
         and p.name != "seed"
         for p in params
     )

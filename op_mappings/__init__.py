@@ -23,4 +23,22 @@ from . import (
     special,
 )
 
-FAMILIES = (elementwise, exp_log, special, bitwise, shape, creation, indexing, slicing, matmul, reduce, sort, conv, fast, fast_grad, quantized, fft, refusals)
+FAMILIES = (
+    elementwise,
+    exp_log,
+    special,
+    bitwise,
+    shape,
+    creation,
+    indexing,
+    slicing,
+    matmul,
+    reduce,
+    sort,
+    conv,
+    fast,
+    fast_grad,
+    quantized,
+    fft,
+    refusals,
+)

@@ -11,8 +11,14 @@ import numpy as np
 from mlx2onnx.capture.records import BitwiseOp
 
 UNSIGNED_OF = {
-    mx.int8: mx.uint8, mx.int16: mx.uint16, mx.int32: mx.uint32, mx.int64: mx.uint64,
-    mx.uint8: mx.uint8, mx.uint16: mx.uint16, mx.uint32: mx.uint32, mx.uint64: mx.uint64,
+    mx.int8: mx.uint8,
+    mx.int16: mx.uint16,
+    mx.int32: mx.uint32,
+    mx.int64: mx.uint64,
+    mx.uint8: mx.uint8,
+    mx.uint16: mx.uint16,
+    mx.uint32: mx.uint32,
+    mx.uint64: mx.uint64,
     mx.bool_: mx.uint8,
 }
 

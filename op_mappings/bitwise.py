@@ -41,6 +41,7 @@ LOGICAL = {BitwiseOp.And: "And", BitwiseOp.Or: "Or", BitwiseOp.Xor: "Xor"}
 BITWISE = {BitwiseOp.And: "BitwiseAnd", BitwiseOp.Or: "BitwiseOr", BitwiseOp.Xor: "BitwiseXor"}
 SHIFTS = {BitwiseOp.LeftShift: "LEFT", BitwiseOp.RightShift: "RIGHT"}
 
+
 def shift(ctx, x, amount, dtype, direction: str):
     """x << amount or x >> amount (arithmetic for signed types), ONNX-28 out-of-range rule."""
     if dtypes.is_unsigned(dtype) or ctx.has("signed BitShift"):
@@ -119,7 +120,9 @@ def view(ctx, rec):
     if source == target:
         return [ctx.op.Identity(x)]
     if mx.complex64 in (source, target):
-        raise ctx.fail(f"argument dtype={dtypes.name(target)}: views of complex64 cannot be expressed on real ONNX tensors")
+        raise ctx.fail(
+            f"argument dtype={dtypes.name(target)}: views of complex64 cannot be expressed on real ONNX tensors"
+        )
     floats = [dtypes.name(d) for d in (source, target) if dtypes.is_float(d)]
     if floats and not ctx.has("BitCast"):
         raise ctx.fail(

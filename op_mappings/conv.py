@@ -148,9 +148,13 @@ def convolution(ctx, rec):
         if not flip:
             weight.reverse([2 + i for i in range(d)])
         y = ctx.op.ConvTranspose(
-            x, weight.finish("iohw"),
-            strides=idil, dilations=kdil, pads=pads_begin + pads_end,
-            output_padding=output_padding if any(output_padding) else None, group=groups,
+            x,
+            weight.finish("iohw"),
+            strides=idil,
+            dilations=kdil,
+            pads=pads_begin + pads_end,
+            output_padding=output_padding if any(output_padding) else None,
+            group=groups,
         )
     else:
         if any(s > 1 for s in idil):
@@ -161,8 +165,12 @@ def convolution(ctx, rec):
         if flip:
             weight.reverse([2 + i for i in range(d)])
         y = ctx.op.Conv(
-            x, weight.finish("oihw"),
-            strides=strides, dilations=kdil, pads=lo + hi, group=groups,
+            x,
+            weight.finish("oihw"),
+            strides=strides,
+            dilations=kdil,
+            pads=lo + hi,
+            group=groups,
         )
     y = ctx.op.Transpose(y, perm=[0] + [2 + i for i in range(d)] + [1])
     same = ctx.onnx_type(work) == ctx.onnx_type(dtype)
@@ -225,7 +233,6 @@ def dynamic_as_strided(ctx, x, src, shape, strides, offset):
         step = ctx.ints(stride) if is_dynamic(stride) else ctx.const(np.asarray(int(stride), np.int64))
         index = ctx.op.Add(index, ctx.op.Mul(ctx.axis_range(n, k, rank), step))
     return ctx.op.Gather(x, index, axis=0)
-
 
 
 @handles("AsStrided")

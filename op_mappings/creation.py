@@ -33,8 +33,10 @@ def arange(ctx, rec):
 
 
 def dynamic_arange(ctx, start, stop, step, dtype, length):
-    if is_dynamic(step) or not float(step).is_integer() or not all(
-        is_dynamic(v) or float(v).is_integer() for v in (start, stop)
+    if (
+        is_dynamic(step)
+        or not float(step).is_integer()
+        or not all(is_dynamic(v) or float(v).is_integer() for v in (start, stop))
     ):
         raise ctx.fail(
             f"mx.arange({start}, {stop}, {step}) with a dynamic bound needs integer start and step "

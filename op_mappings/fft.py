@@ -227,7 +227,9 @@ def complex_negative(ctx, rec):
 def complex_mul(ctx, x, y):
     a, b = real_part(ctx, x), imag_part(ctx, x)
     c, d = real_part(ctx, y), imag_part(ctx, y)
-    return make_pair(ctx, ctx.op.Sub(ctx.op.Mul(a, c), ctx.op.Mul(b, d)), ctx.op.Add(ctx.op.Mul(a, d), ctx.op.Mul(b, c)))
+    return make_pair(
+        ctx, ctx.op.Sub(ctx.op.Mul(a, c), ctx.op.Mul(b, d)), ctx.op.Add(ctx.op.Mul(a, d), ctx.op.Mul(b, c))
+    )
 
 
 @handles_complex("Multiply")

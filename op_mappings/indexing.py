@@ -35,8 +35,13 @@ from mlx2onnx.capture.symbolic import any_dynamic, is_dynamic
 from mlx2onnx.translate.registry import handles
 
 # Scatter / SliceUpdate reduce codes -> ONNX reduction names.
-SCATTER_REDUCTIONS = {ScatterReduce.Max: "max", ScatterReduce.Min: "min", ScatterReduce.Sum: "add",
-                      ScatterReduce.Prod: "mul", ScatterReduce.None_: "none"}
+SCATTER_REDUCTIONS = {
+    ScatterReduce.Max: "max",
+    ScatterReduce.Min: "min",
+    ScatterReduce.Sum: "add",
+    ScatterReduce.Prod: "mul",
+    ScatterReduce.None_: "none",
+}
 SCATTER_AXIS_REDUCTIONS = {ScatterAxisReduce.Sum: "add", ScatterAxisReduce.None_: "none"}
 
 
@@ -101,8 +106,9 @@ def last_writer(ctx, keys, count, space=None):
         # a static count as a plain number: tract types a Size as a symbolic dim it cannot scatter
         limit = ctx.op.Size(flat) if is_dynamic(count) else ctx.scalar(count, mx.int64)
         positions = ctx.op.Range(zero, limit, ctx.scalar(1, mx.int64))
-        latest = ctx.op.ScatterElements(ctx.op.Expand(zero, ctx.ints([space])), flat, positions, axis=0,
-                                        reduction="max")  # 0 is at most every position
+        latest = ctx.op.ScatterElements(
+            ctx.op.Expand(zero, ctx.ints([space])), flat, positions, axis=0, reduction="max"
+        )  # 0 is at most every position
         return ctx.op.Gather(latest, flat, axis=0)
     flipped = reverse(ctx, flat)
     _, first, inverse, _ = ctx.op.Unique(flipped, sorted=0, _outputs=4)
@@ -314,11 +320,19 @@ def scatter(ctx, rec):
         nd = index_grid(ctx, src.shape, sizes, batch, indexed)
         lead, rest, key_dims = batch + sizes, [], list(src.shape)
     if reduction == "none":
-        values = last_write_wins(ctx, linear_keys(ctx, nd, key_dims), values, lead, rest,
-                                 space=math.prod(key_dims) if not any_dynamic(key_dims) else None)
+        values = last_write_wins(
+            ctx,
+            linear_keys(ctx, nd, key_dims),
+            values,
+            lead,
+            rest,
+            space=math.prod(key_dims) if not any_dynamic(key_dims) else None,
+        )
     if emulate:
         shape = [src.shape[d] for d in order]
-        result = scatter_extreme(ctx, data, shape, linear_keys(ctx, nd, key_dims), values, lead, rest, reduction, src.dtype)
+        result = scatter_extreme(
+            ctx, data, shape, linear_keys(ctx, nd, key_dims), values, lead, rest, reduction, src.dtype
+        )
     else:
         result = scatter_op(ctx, "ScatterND", data, nd, values, reduction, src.dtype)
     return [transpose(ctx, result, inverse(order))]

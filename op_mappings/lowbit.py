@@ -57,7 +57,7 @@ def codes_of(words: np.ndarray, bits: int, rows_at_once: int = 1024) -> np.ndarr
     cols = p * 32 // bits
     out = np.empty((n, cols), np.uint8)
     for start in range(0, n, rows_at_once):
-        data = np.ascontiguousarray(words[start:start + rows_at_once].astype("<u4")).view(np.uint8)
+        data = np.ascontiguousarray(words[start : start + rows_at_once].astype("<u4")).view(np.uint8)
         if bits in (2, 4, 8):
             per = 8 // bits
             shifts = np.arange(per, dtype=np.uint8) * bits
@@ -65,7 +65,7 @@ def codes_of(words: np.ndarray, bits: int, rows_at_once: int = 1024) -> np.ndarr
         else:
             stream = np.unpackbits(data, axis=-1, bitorder="little").reshape(len(data), cols, bits)
             codes = (stream * (1 << np.arange(bits, dtype=np.uint8))).sum(-1, dtype=np.uint8)
-        out[start:start + rows_at_once] = codes.reshape(len(data), cols)
+        out[start : start + rows_at_once] = codes.reshape(len(data), cols)
     return out
 
 
@@ -101,11 +101,11 @@ class Nibbles:
         out = np.empty((n, blocks), np.uint8)
 
         def rows(start: int) -> None:
-            part = self.packed[start:start + rows_at_once].reshape(-1, blocks, group_size // 2)
+            part = self.packed[start : start + rows_at_once].reshape(-1, blocks, group_size // 2)
             low, high = part & np.uint8(15), part >> 4
             least = _halving(np.minimum(low, high), np.minimum).astype(np.uint16)
             most = _halving(np.maximum(low, high), np.maximum)
-            out[start:start + rows_at_once] = (least + most + 1) // 2
+            out[start : start + rows_at_once] = (least + most + 1) // 2
 
         with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # NumPy's ufuncs let go of the GIL
             list(pool.map(rows, range(0, n, rows_at_once)))
@@ -151,8 +151,10 @@ def affine_terms(words: np.ndarray, scale: np.ndarray, bits: int) -> list[tuple[
     codes = codes_of(words, bits)
     if bits < NIBBLE:
         return [(Nibbles.of_codes(codes), scale)]
-    return [(Nibbles.of_codes((codes >> (NIBBLE * j)) & np.uint8(15)), scale * np.float32(16**j))
-            for j in range(-(-bits // NIBBLE))]
+    return [
+        (Nibbles.of_codes((codes >> (NIBBLE * j)) & np.uint8(15)), scale * np.float32(16**j))
+        for j in range(-(-bits // NIBBLE))
+    ]
 
 
 FP4_DOUBLED = np.array([0, 1, 2, 3, 4, 6, 8, 12], np.int16)  # 2 * |E2M1 value| by magnitude code
@@ -206,8 +208,15 @@ def _matmul_nbits(ctx, x, nibble: Nibbles, scale: np.ndarray, zero: np.ndarray, 
     n, k = nibble.shape
     packed = nibble.packed.reshape(n, k // group_size, group_size // 2)
     return ctx.op.MatMulNBits(
-        x, ctx.const(packed), ctx.const(scale.reshape(-1)), ctx.const(_two_per_byte(zero).reshape(-1)),
-        _domain="com.microsoft", K=k, N=n, bits=NIBBLE, block_size=group_size,
+        x,
+        ctx.const(packed),
+        ctx.const(scale.reshape(-1)),
+        ctx.const(_two_per_byte(zero).reshape(-1)),
+        _domain="com.microsoft",
+        K=k,
+        N=n,
+        bits=NIBBLE,
+        block_size=group_size,
         accuracy_level=INT8_ACCURACY if ctx.settings.int8_activations else FLOAT32_ACCURACY,
     )
 

@@ -52,11 +52,13 @@ def gather_mm(ctx, rec):
     work = ctx.work_dtype("MatMul", out.dtype)
     a_rows = ctx.op.Gather(
         ctx.reshape(ctx.cast(a, work), [-1, *a_spec.shape[-2:]]),
-        flat_indices(ctx, lhs, rec.inputs[2].shape, batch), axis=0,
+        flat_indices(ctx, lhs, rec.inputs[2].shape, batch),
+        axis=0,
     )
     b_rows = ctx.op.Gather(
         ctx.reshape(ctx.cast(b, work), [-1, *b_spec.shape[-2:]]),
-        flat_indices(ctx, rhs, rec.inputs[3].shape, batch), axis=0,
+        flat_indices(ctx, rhs, rec.inputs[3].shape, batch),
+        axis=0,
     )
     return [ctx.cast(ctx.reshape(ctx.op.MatMul(a_rows, b_rows), out.shape), out.dtype)]
 
@@ -130,8 +132,10 @@ def _butterfly(ctx, y, h, blocks, m, dtype):
     pairs = ctx.op.Reshape(y, ctx.ints([-1, m, blocks // (2 * h), 2, h]))
     a = ctx.op.Slice(pairs, ctx.ints([0]), ctx.ints([1]), ctx.ints([3]))
     b = ctx.op.Slice(pairs, ctx.ints([1]), ctx.ints([2]), ctx.ints([3]))
-    halves = [round_within(ctx, ctx.op.Add(a, b), dtype, mx.float32),
-              round_within(ctx, ctx.op.Sub(a, b), dtype, mx.float32)]
+    halves = [
+        round_within(ctx, ctx.op.Add(a, b), dtype, mx.float32),
+        round_within(ctx, ctx.op.Sub(a, b), dtype, mx.float32),
+    ]
     return ctx.op.Reshape(ctx.op.Concat(*halves, axis=3), ctx.ints([-1, m, blocks]))
 
 

@@ -21,7 +21,9 @@ def constant_array(value):
     return None if value is None or value.const_value is None else value.const_value.numpy()
 
 
-FP4_E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0], np.float32)
+FP4_E2M1 = np.array(
+    [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0], np.float32
+)
 
 
 # -- code tables (built by running MLX, rounded to the activation dtype as MLX does) ------
@@ -58,8 +60,6 @@ def period(bits: int) -> tuple[int, int]:
     """(codes, words) of the smallest whole number of words holding whole codes."""
     codes = 32 // math.gcd(32, bits)
     return codes, codes * bits // 32
-
-
 
 
 def unpack_codes(ctx, packed, shape, bits: int):
@@ -111,9 +111,13 @@ def as_bytes(ctx, packed, words: np.ndarray):
     the words' own name. A portable export stores them so: OpenVINO's CPU plugin computes
     uint32 (and 64-bit integers) in 32-bit signed or float arithmetic, which loses every
     word at or above 2^31, while its uint8 arithmetic is exact."""
+
     def raw():
-        return np.ascontiguousarray(words.astype("<u4", copy=False)).view(np.uint8).reshape(
-            *words.shape[:-1], words.shape[-1] * 4)
+        return (
+            np.ascontiguousarray(words.astype("<u4", copy=False))
+            .view(np.uint8)
+            .reshape(*words.shape[:-1], words.shape[-1] * 4)
+        )
 
     return ctx.relaid(packed, raw)
 
@@ -141,7 +145,9 @@ def _unpack_bytes(ctx, data, shape, bits: int):
         return ctx.reshape(data, [*lead, count])
     wide = ctx.cast(data, mx.int32)
     if 8 % bits == 0:
-        shifted = ctx.op.Div(ctx.unsqueeze(wide, [len(shape)]), ctx.const(2 ** (np.arange(8 // bits, dtype=np.int32) * bits)))
+        shifted = ctx.op.Div(
+            ctx.unsqueeze(wide, [len(shape)]), ctx.const(2 ** (np.arange(8 // bits, dtype=np.int32) * bits))
+        )
         return ctx.reshape(ctx.op.Mod(shifted, ctx.const(np.asarray(1 << bits, np.int32))), [*lead, count])
     codes = 8 // math.gcd(8, bits)
     span = codes * bits // 8

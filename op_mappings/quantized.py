@@ -61,7 +61,6 @@ from .quant_codes import (
 PACKED, BYTES, DEQUANTIZE, DEQUANTIZELINEAR = QUANTIZED_WEIGHT_CHOICES
 
 
-
 def _check_mode(ctx, group_size: int, bits: int, mode: int) -> None:
     if mode == AFFINE:
         if bits not in (2, 3, 4, 5, 6, 8):
@@ -89,8 +88,12 @@ def folded_weights(ctx, w, scales, biases, group_size, bits, mode, transpose, dt
         return None
     mx_arrays = [numpy_to_array(a) for a in arrays]
     dense = mx.dequantize(
-        mx_arrays[0], mx_arrays[1], mx_arrays[2] if mode == AFFINE else None,
-        group_size=group_size, bits=bits, mode=QuantizationMode(mode).name,
+        mx_arrays[0],
+        mx_arrays[1],
+        mx_arrays[2] if mode == AFFINE else None,
+        group_size=group_size,
+        bits=bits,
+        mode=QuantizationMode(mode).name,
     ).astype(dtype)
     dense = array_to_numpy(dense)
     if transpose:
@@ -175,13 +178,22 @@ def gather_qmm(ctx, rec):
         dense = ctx.reshape(dense, [-1, inner, rec.outputs[0].shape[-1]])
         weights = ctx.cast(ctx.op.Gather(dense, rhs_flat, axis=0), work)
     else:
+
         def pick(value, spec):
             return ctx.op.Gather(ctx.reshape(value, [-1, *spec.shape[-2:]]), rhs_flat, axis=0)
 
         count = int(np.prod(batch, dtype=np.int64))
         weights = dequantize_weights(
-            ctx, None, pick(scales, s_spec), pick(biases, s_spec) if biases is not None else None,
-            [count, *w_spec.shape[-2:]], group_size, bits, mode, dtype, work,
+            ctx,
+            None,
+            pick(scales, s_spec),
+            pick(biases, s_spec) if biases is not None else None,
+            [count, *w_spec.shape[-2:]],
+            group_size,
+            bits,
+            mode,
+            dtype,
+            work,
             codes=picked_codes(ctx, w, w_spec, rhs_flat, count, bits),
         )
         if transpose:
@@ -251,8 +263,9 @@ def quantize(ctx, rec):
     if dequantize:
         dtype = rec.outputs[0].dtype
         biases = values[2] if mode == AFFINE else None
-        dense = dequantize_weights(ctx, values[0], values[1], biases, rec.inputs[0].shape,
-                                   group_size, bits, mode, dtype, mx.float32)
+        dense = dequantize_weights(
+            ctx, values[0], values[1], biases, rec.inputs[0].shape, group_size, bits, mode, dtype, mx.float32
+        )
         return [cast_rounded(ctx, dense, dtype)]
     constant = constant_array(values[0])
     if constant is not None:

@@ -32,10 +32,13 @@ from mlx2onnx.translate.rounding import NARROW, needs_rounding, round_to
 
 from .order_keys import from_key, ordered_key
 
-REDUCE_OPS = {ReduceType.Sum: "ReduceSum", ReduceType.Prod: "ReduceProd", ReduceType.Min: "ReduceMin",
-              ReduceType.Max: "ReduceMax"}
+REDUCE_OPS = {
+    ReduceType.Sum: "ReduceSum",
+    ReduceType.Prod: "ReduceProd",
+    ReduceType.Min: "ReduceMin",
+    ReduceType.Max: "ReduceMax",
+}
 SCAN_STEP = {ScanType.Max: "Max", ScanType.Min: "Min", ScanType.Sum: "Add", ScanType.Prod: "Mul"}
-
 
 
 def any_nan(ctx, x, axes, dtype):
@@ -56,7 +59,11 @@ def reduce(ctx, rec):
     if kind not in (ReduceType.And, ReduceType.Or) and kind not in REDUCE_OPS:
         raise ctx.fail(f"argument type={kind!r} is not a Reduce::ReduceType (0..5)")
     if kind in (ReduceType.And, ReduceType.Or):
-        x = x if in_dtype == mx.bool_ else ctx.op.Not(ctx.run("Equal", [x, ctx.scalar(0, in_dtype)], in_dtype, out_dtype=mx.bool_))
+        x = (
+            x
+            if in_dtype == mx.bool_
+            else ctx.op.Not(ctx.run("Equal", [x, ctx.scalar(0, in_dtype)], in_dtype, out_dtype=mx.bool_))
+        )
         in_dtype = mx.bool_
     x = ctx.cast(x, out_dtype if kind in (ReduceType.Sum, ReduceType.Prod) else in_dtype)
     if not axes:  # ONNX would reduce everything when axes is empty
@@ -186,8 +193,17 @@ def sequential_scan(ctx, x, dtype, shape, kind, axis, reverse, inclusive):
         first = ctx.slice(x, [edge[0]], [edge[1]], [axis])
         rest_shape = list(shape)
         rest_shape[axis] = n - 1
-        tail = run_scan(ctx, ctx.slice(x, [rest[0]], [rest[1]], [axis]), dtype,
-                        rest_shape, kind, axis, reverse, True, ctx.squeeze(first, [axis]))
+        tail = run_scan(
+            ctx,
+            ctx.slice(x, [rest[0]], [rest[1]], [axis]),
+            dtype,
+            rest_shape,
+            kind,
+            axis,
+            reverse,
+            True,
+            ctx.squeeze(first, [axis]),
+        )
         return ctx.op.Concat(tail, first, axis=axis) if reverse else ctx.op.Concat(first, tail, axis=axis)
     if inclusive:
         return ctx.op.Identity(x)
@@ -218,8 +234,14 @@ def run_scan(ctx, x, dtype, shape, kind, axis, reverse, inclusive, start):
     nodes = []
 
     def node(op_type, inputs, **attrs):
-        made = ir.Node("", op_type, inputs, attributes=ir.convenience.convert_attributes(attrs), num_outputs=1,
-                       name=f"{prefix}/{op_type}_{len(nodes)}")
+        made = ir.Node(
+            "",
+            op_type,
+            inputs,
+            attributes=ir.convenience.convert_attributes(attrs),
+            num_outputs=1,
+            name=f"{prefix}/{op_type}_{len(nodes)}",
+        )
         made.outputs[0].name = f"{prefix}/{op_type}_{len(nodes)}"
         nodes.append(made)
         return made.outputs[0]
@@ -244,8 +266,15 @@ def run_scan(ctx, x, dtype, shape, kind, axis, reverse, inclusive, start):
     body = ir.Graph([state_in, elem_in], [new, out], nodes=nodes, name=prefix)
     direction = [int(bool(reverse))]
     _, result = ctx.op.Scan(
-        start, x, _outputs=2, body=body, num_scan_inputs=1, scan_input_axes=[axis], scan_output_axes=[axis],
-        scan_input_directions=direction, scan_output_directions=direction,
+        start,
+        x,
+        _outputs=2,
+        body=body,
+        num_scan_inputs=1,
+        scan_input_axes=[axis],
+        scan_output_axes=[axis],
+        scan_input_directions=direction,
+        scan_output_directions=direction,
     )
     result.type = onnx_type
     return result
@@ -274,8 +303,9 @@ def scan(ctx, rec):
         # results wrap exactly when cast back from the wider type (uint64: the int64 view)
         work = mx.int64 if dtype == mx.uint64 else ctx.work_dtype(native, dtype)
         if ctx.has_kernel(native, work):
-            total = ctx.op.__getattr__(native)(ctx.cast(x, work), ctx.ints(axis), exclusive=int(not inclusive),
-                                               reverse=int(reverse))
+            total = ctx.op.__getattr__(native)(
+                ctx.cast(x, work), ctx.ints(axis), exclusive=int(not inclusive), reverse=int(reverse)
+            )
             return [ctx.cast(total, dtype)]
     return [sequential_scan(ctx, x, dtype, shape, kind, axis, reverse, inclusive)]
 
@@ -288,9 +318,13 @@ def number_of_elements(ctx, rec):
     is read from the runtime shape (computed in float64, then cast, as MLX does)."""
     (x,) = ctx.inputs(rec)
     axes, inverted, dtype = rec.args
-    count = ctx.reduce("ReduceProd", ctx.op.Gather(ctx.op.Shape(x), ctx.ints([int(a) for a in axes])), [0], keepdims=False)
+    count = ctx.reduce(
+        "ReduceProd", ctx.op.Gather(ctx.op.Shape(x), ctx.ints([int(a) for a in axes])), [0], keepdims=False
+    )
     if not inverted:
         return [ctx.cast(count, dtype)]
     if not dtypes.is_float(dtype):
-        raise ctx.fail(f"argument dtype={dtypes.name(dtype)} with inverted=True is not supported: 1/n needs a float dtype")
+        raise ctx.fail(
+            f"argument dtype={dtypes.name(dtype)} with inverted=True is not supported: 1/n needs a float dtype"
+        )
     return [ctx.cast(ctx.op.Reciprocal(ctx.cast(count, mx.float64)), dtype)]

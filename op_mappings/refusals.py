@@ -74,6 +74,5 @@ refuses(
     "Load",
     "the graph reads arrays lazily from a file (a function obtained from mx.import_function), "
     "and ONNX has no file-reading operator.",
-    "Export the original Python function instead, or mx.eval the imported function's "
-    "constants before re-exporting it.",
+    "Export the original Python function instead, or mx.eval the imported function's constants before re-exporting it.",
 )

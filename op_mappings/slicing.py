@@ -14,8 +14,12 @@ from mlx2onnx.capture.records import ScatterReduce
 from mlx2onnx.capture.symbolic import any_dynamic
 from mlx2onnx.translate.registry import handles
 
-SLICE_UPDATE_OPS = {ScatterReduce.Max: "Max", ScatterReduce.Min: "Min", ScatterReduce.Sum: "Add",
-                    ScatterReduce.Prod: "Mul"}
+SLICE_UPDATE_OPS = {
+    ScatterReduce.Max: "Max",
+    ScatterReduce.Min: "Min",
+    ScatterReduce.Sum: "Add",
+    ScatterReduce.Prod: "Mul",
+}
 
 
 @handles("Slice")
@@ -24,8 +28,10 @@ def slice_(ctx, rec):
     normalised to >= 0, stop is left as written; ONNX Slice clamps the same way."""
     (x,) = ctx.inputs(rec)
     start, stop, strides = rec.args
-    if rec.inputs[0].rank == 0 or tuple(rec.inputs[0].shape) == tuple(rec.outputs[0].shape) and all(
-        s == 0 and st == 1 for s, st in zip(start, strides)
+    if (
+        rec.inputs[0].rank == 0
+        or tuple(rec.inputs[0].shape) == tuple(rec.outputs[0].shape)
+        and all(s == 0 and st == 1 for s, st in zip(start, strides))
     ):
         return [ctx.op.Identity(x)]
     # MLX normalises a start below -dim with a negative stride to -1 ("before the first
@@ -36,7 +42,9 @@ def slice_(ctx, rec):
     strides = [1 if d in empty else st for d, st in enumerate(strides)]
     # Only the axes that are cut (a dynamic axis kept whole then needs no Shape).
     shape = rec.inputs[0].shape
-    axes = [d for d in range(len(start)) if d in empty or not (start[d] == 0 and strides[d] == 1 and stop[d] == shape[d])]
+    axes = [
+        d for d in range(len(start)) if d in empty or not (start[d] == 0 and strides[d] == 1 and stop[d] == shape[d])
+    ]
     if not axes:
         return [ctx.op.Identity(x)]
     pick = lambda values: [values[d] for d in axes]  # noqa: E731
@@ -99,8 +107,11 @@ def slice_update(ctx, rec):
     dtype = rec.outputs[0].dtype
     n = s_spec.rank
     if any_dynamic((*start, *stop, *s_spec.shape, *u_spec.shape)):
-        return [dynamic_slice_write(ctx, src, update, s_spec, u_spec, start, strides,
-                                    SLICE_UPDATE_OPS.get(int(reduce_code)), dtype)]
+        return [
+            dynamic_slice_write(
+                ctx, src, update, s_spec, u_spec, start, strides, SLICE_UPDATE_OPS.get(int(reduce_code)), dtype
+            )
+        ]
     steps = [int(st) for st in strides]
     ranges = slice_ranges(ctx, s_spec.shape, start, stop, strides, u_spec.shape)
     if u_spec.size == 0:
@@ -185,8 +196,11 @@ def dynamic_slice_update(ctx, rec):
     if any_dynamic(upd.shape[:depth]):
         grid = runtime_index_grid(ctx, upd.shape[:depth])
     else:
-        grid = ctx.const(np.stack(np.meshgrid(*[np.arange(upd.shape[d], dtype=np.int64) for d in range(depth)],
-                                              indexing="ij"), axis=-1))
+        grid = ctx.const(
+            np.stack(
+                np.meshgrid(*[np.arange(upd.shape[d], dtype=np.int64) for d in range(depth)], indexing="ij"), axis=-1
+            )
+        )
     begin = clamped_start(ctx, start, rec.inputs[2], [src.shape[ax] - upd.shape[ax] for ax in axes])
     mapping = [axes.index(d) if d in axes else len(axes) for d in range(depth)]
     offsets = ctx.op.Gather(ctx.op.Concat(begin, ctx.ints([0]), axis=0), ctx.ints(mapping))

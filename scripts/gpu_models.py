@@ -34,11 +34,17 @@ FUSED = ("RMSNorm", "LayerNorm", "RoPE", "ScaledDotProductAttention", "RMSNormVJ
 
 def device_facts(device: str) -> dict:
     """What MLX reports about the device the run uses."""
-    facts = {"requested": device, "default_device": str(mx.default_device()), "mlx": mx.__version__,
-             "python": platform.python_version(), "machine": platform.machine()}
+    facts = {
+        "requested": device,
+        "default_device": str(mx.default_device()),
+        "mlx": mx.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+    }
     try:
-        facts["device_info"] = {k: (v if isinstance(v, (int, float, str, bool)) else str(v))
-                                for k, v in mx.device_info().items()}
+        facts["device_info"] = {
+            k: (v if isinstance(v, (int, float, str, bool)) else str(v)) for k, v in mx.device_info().items()
+        }
     except Exception as exc:  # older MLX: mx.metal.device_info only
         facts["device_info"] = {"error": str(exc)}
     facts["cuda"] = bool(getattr(mx, "cuda", None) and mx.cuda.is_available())

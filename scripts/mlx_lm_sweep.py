@@ -41,13 +41,13 @@ GROUP = 32
 # what was found behind a cell that is not a pass, measured (the page prints them)
 NOTES = {
     "glm_moe_dsa": "OpenVINO (float32 too) orders equal values in TopK by another rule than ONNX's (lower index "
-                   "first; onnxruntime and tract follow it): measured on one 7-value row, [0.5, 1, 1, 0.2, 1, 0.1, 1] "
-                   "smallest-first gives [5 3 0 2 4 6 1] against [5 3 0 1 2 4 6]. This model's indexer takes the "
-                   "top keys of a row whose masked keys are all -inf, so which masked keys it picks, and its "
-                   "logits, follow that order. Found by walking the graph back from the first differing value.",
+    "first; onnxruntime and tract follow it): measured on one 7-value row, [0.5, 1, 1, 0.2, 1, 0.1, 1] "
+    "smallest-first gives [5 3 0 2 4 6 1] against [5 3 0 1 2 4 6]. This model's indexer takes the "
+    "top keys of a row whose masked keys are all -inf, so which masked keys it picks, and its "
+    "logits, follow that order. Found by walking the graph back from the first differing value.",
     "plamo3": "mlx-lm's plamo3 masks its sliding-window layers with window_size + 1 keys but keeps window_size "
-              "of them in its RotatingKVCache, so its prompt sees one key more than its one-token steps do; the "
-              "package follows both (a one-token step sees at most the keys mlx-lm's cache keeps).",
+    "of them in its RotatingKVCache, so its prompt sees one key more than its one-token steps do; the "
+    "package follows both (a one-token step sees at most the keys mlx-lm's cache keeps).",
     "phi3small": "MLX 0.32.4 itself stops with a segmentation fault running this tiny model on the CPU.",
 }
 
@@ -70,8 +70,12 @@ def quantized(model):
     import mlx.core as mx
     import mlx.nn as nn
 
-    nn.quantize(model, group_size=GROUP, bits=4,
-                class_predicate=lambda _, m: hasattr(m, "to_quantized") and m.weight.shape[-1] % GROUP == 0)
+    nn.quantize(
+        model,
+        group_size=GROUP,
+        bits=4,
+        class_predicate=lambda _, m: hasattr(m, "to_quantized") and m.weight.shape[-1] % GROUP == 0,
+    )
     mx.eval(model.parameters())
     return model
 
@@ -112,16 +116,22 @@ def stage_4bit(model_type: str, folder: Path) -> dict:
             continue
         _stage(f"run in {column}")
         try:
-            verifier = mlx2onnx.Verifier(runtime=runtime, runtime_options=options, compare_weights=False,
-                                         random_inputs=False)
+            verifier = mlx2onnx.Verifier(
+                runtime=runtime, runtime_options=options, compare_weights=False, random_inputs=False
+            )
             report = verifier.verify(path, model, ids)
             with runtimes.open_runtime(runtime, str(path), options=options) as runner:
                 got = runner.run({input_name: np.array(ids)}, [runner.output_names[0]])[0]
             reference = np.array(want.astype(mx.float32))
             same = bool(np.array_equal(got.argmax(-1), reference.argmax(-1)))
             scaled = float(np.abs(got - reference).max() / max(np.abs(reference).max(), 1e-30))
-            result[column] = {"passed": report.passed, "error": report.outputs[0].max_abs_error, "scaled": scaled,
-                              "arithmetic": [a.split(" (")[0] for a in report.arithmetic], "argmax": same}
+            result[column] = {
+                "passed": report.passed,
+                "error": report.outputs[0].max_abs_error,
+                "scaled": scaled,
+                "arithmetic": [a.split(" (")[0] for a in report.arithmetic],
+                "argmax": same,
+            }
         except BaseException as exc:  # noqa: BLE001
             result[column] = {"passed": False, "failure": _reason(exc)}
     return result
@@ -172,13 +182,18 @@ def stage_package(model_type: str, folder: Path) -> dict:
     _stage("check")
     try:
         checked = check_package(package, source, [[5, 6, 7, 8, 9, 10, 11], [20, 21, 22]])
-        result["check"] = {"passed": checked["passed"], "batch": checked["batch"],
-                           "detail": "" if checked["passed"] else json.dumps(checked["rows"])[:300]}
+        result["check"] = {
+            "passed": checked["passed"],
+            "batch": checked["batch"],
+            "detail": "" if checked["passed"] else json.dumps(checked["rows"])[:300],
+        }
     except BaseException as exc:  # noqa: BLE001
         result["check"] = {"passed": False, "detail": _reason(exc)}
     notes = package_notes(package)
-    for column, runtime, run in (("genai", "onnxruntime-genai", _genai), ("transformers.js", "transformers.js",
-                                                                          _transformers_js)):
+    for column, runtime, run in (
+        ("genai", "onnxruntime-genai", _genai),
+        ("transformers.js", "transformers.js", _transformers_js),
+    ):
         _stage(runtime)
         # a package whose config says a runtime cannot run it is not run there: the cell gives the reason
         result[column] = {"passed": False, "cannot": notes[runtime]} if runtime in notes else run(package, want)
@@ -229,19 +244,27 @@ def one(model_type: str, timeout: float, stage: str = "4bit") -> dict:
     """``model_type`` swept in a fresh process (a crash or hang is that row's result)."""
     start = time.monotonic()
     try:
-        done = subprocess.run([sys.executable, "-m", "scripts.mlx_lm_sweep", "--worker", model_type, "--stage", stage],
-                              capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+        done = subprocess.run(
+            [sys.executable, "-m", "scripts.mlx_lm_sweep", "--worker", model_type, "--stage", stage],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=ROOT,
+        )
     except subprocess.TimeoutExpired:
         return {"model_type": model_type, "status": "timeout", "reason": f"over {timeout:.0f} s"}
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
-        stages = [line[len("stage: "):] for line in done.stdout.splitlines() if line.startswith("stage: ")]
+        stages = [line[len("stage: ") :] for line in done.stdout.splitlines() if line.startswith("stage: ")]
         stage = stages[-1] if stages else "start"
         last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
         if done.returncode < 0:
             last = f"killed by signal {-done.returncode} (a segmentation fault is 11)"
-        return {"model_type": model_type, "status": "mlx" if stage == "mlx" else "crash",
-                "reason": f"the process died while running {stage}: {last}"}
+        return {
+            "model_type": model_type,
+            "status": "mlx" if stage == "mlx" else "crash",
+            "reason": f"the process died while running {stage}: {last}",
+        }
     row = json.loads(lines[-1])
     row["seconds"] = round(time.monotonic() - start, 1)
     return row
@@ -258,8 +281,13 @@ def cell(entry: dict | None) -> str:
     return f"{verdict} {entry['error']:.1g} ({entry['scaled']:.0e} of max), {tokens} ({trades})"
 
 
-STATUSES = (("refused", "Refused by the exporter"), ("crash", "Crashed (to fix)"), ("timeout", "Timed out"),
-            ("mlx", "MLX cannot run the tiny model on the CPU"), ("skipped", "Not built by the sweep"))
+STATUSES = (
+    ("refused", "Refused by the exporter"),
+    ("crash", "Crashed (to fix)"),
+    ("timeout", "Timed out"),
+    ("mlx", "MLX cannot run the tiny model on the CPU"),
+    ("skipped", "Not built by the sweep"),
+)
 
 
 def _outcomes(rows: list[dict], columns: list[str], cell) -> list[str]:
@@ -274,9 +302,17 @@ def _outcomes(rows: list[dict], columns: list[str], cell) -> list[str]:
     counts = {s: sum(r["status"] == s for r in rows) for s in ("exported", *dict(STATUSES))}
     passing = {c: sum(1 for r in exported if (r.get(c) or {}).get("passed")) for c in columns}
     declared = {c: sum(1 for r in exported if (r.get(c) or {}).get("cannot")) for c in columns}
-    lines += ["", "Totals: " + ", ".join(f"{v} {k}" for k, v in counts.items() if v) + "; passing: "
-              + ", ".join(f"{c} {n}/{len(exported)}" + (f" ({declared[c]} the export says it cannot run)"
-                                                         if declared[c] else "") for c, n in passing.items()) + "."]
+    lines += [
+        "",
+        "Totals: "
+        + ", ".join(f"{v} {k}" for k, v in counts.items() if v)
+        + "; passing: "
+        + ", ".join(
+            f"{c} {n}/{len(exported)}" + (f" ({declared[c]} the export says it cannot run)" if declared[c] else "")
+            for c, n in passing.items()
+        )
+        + ".",
+    ]
     return lines
 
 
@@ -297,14 +333,17 @@ def markdown(rows: dict[str, list[dict]], seconds: float) -> str:
     from mlx2onnx.verify import runtimes
 
     lines = [
-        "# mlx-lm architectures", "",
+        "# mlx-lm architectures",
+        "",
         f"Written by `python -m scripts.mlx_lm_sweep` (one run, {seconds / 60:.0f} min on this 2-core machine); do",
         f"not edit by hand. Every model module of mlx-lm {mlx_lm.__version__} (MLX {mx.__version__}) with a tiny config",
         "(`tests/support/mlx_lm_configs.py`) and random weights, each in its own process.",
     ]
     if "package" in rows:
         lines += [
-            "", "## As packages", "",
+            "",
+            "## As packages",
+            "",
             "A model folder written as mlx-lm writes one (config.json, model.safetensors, a byte-level BPE",
             "tokenizer trained for it, weights N(0, 0.5)), exported with `mlx2onnx export FOLDER -o PACKAGE/`;",
             "then `mlx2onnx check PACKAGE FOLDER` (a left-padded batch in onnxruntime), onnxruntime-genai and",
@@ -313,13 +352,16 @@ def markdown(rows: dict[str, list[dict]], seconds: float) -> str:
             "against mlx-lm's greedy tokens for the same ids. Recurrent layers carry their states as named inputs",
             "and outputs (`past_conv.<i>`, `past_ssm.<i>`, ...). Where the package's config.json says a runtime",
             "cannot run it, or that it does not serve left-padded batches (a scan that does not mask padding), the",
-            "cell gives that reason and the check runs one prompt at a time.", "",
+            "cell gives that reason and the check runs one prompt at a time.",
+            "",
         ]
         lines += _outcomes(rows["package"], ["check", "genai", "transformers.js"], package_cell)
     if "4bit" in rows:
         columns = [c for c in RUNS if any(c in r for r in rows["4bit"])]
         lines += [
-            "", "## 4-bit, each runtime at its default settings", "",
+            "",
+            "## 4-bit, each runtime at its default settings",
+            "",
             f"`nn.quantize` at 4 bits and group size {GROUP}, exported with default options and run on 7 tokens in",
             "each runtime at its default settings (and OpenVINO with `INFERENCE_PRECISION_HINT=f32`,",
             "`DYNAMIC_QUANTIZATION_GROUP_SIZE=0`: `openvino f32`). A cell: the check's verdict at the default",
@@ -327,7 +369,9 @@ def markdown(rows: dict[str, list[dict]], seconds: float) -> str:
             "largest logit error (and over the largest logit: random tiny models can have logits in the",
             "hundreds, where float32's own rounding exceeds the element-wise tolerance on the small ones), and",
             "whether the greedy token at every position is MLX's. Versions: "
-            + ", ".join(f"{c} {runtimes.runtime_version(RUNS[c][0])}" for c in columns if c in runtimes.RUNTIMES) + ".", "",
+            + ", ".join(f"{c} {runtimes.runtime_version(RUNS[c][0])}" for c in columns if c in runtimes.RUNTIMES)
+            + ".",
+            "",
         ]
         lines += _outcomes(rows["4bit"], columns, cell)
     noted = sorted({r["model_type"] for stage in rows.values() for r in stage if r["model_type"] in NOTES})

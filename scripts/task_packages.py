@@ -80,8 +80,11 @@ def write_folder(where: Path, source: str, architecture: str, variant: str) -> P
 
     from tests.support import zoo
 
-    options = {"4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16},
-               "english-only": {"dims": zoo.ENGLISH_WHISPER_DIMS}}.get(variant, {})
+    options = {
+        "4-bit": {"bits": 4},
+        "bfloat16": {"dtype": mx.bfloat16},
+        "english-only": {"dims": zoo.ENGLISH_WHISPER_DIMS},
+    }.get(variant, {})
     if (source, architecture) == ("mlx-audio", "whisper"):
         return zoo.write_mlx_audio_whisper_folder(where / "folder", **options)
     if architecture == "whisper":
@@ -104,8 +107,9 @@ def write_folder(where: Path, source: str, architecture: str, variant: str) -> P
         zoo.EMBEDDING_CONFIGS[architecture] = saved
 
 
-def transformers_js(task: str, source: str, architecture: str, variant: str, folder: Path, package: Path,
-                    where: Path) -> str:
+def transformers_js(
+    task: str, source: str, architecture: str, variant: str, folder: Path, package: Path, where: Path
+) -> str:
     import numpy as np
 
     from tests.support import zoo
@@ -132,7 +136,7 @@ def transformers_js(task: str, source: str, architecture: str, variant: str, fol
     audio.tofile(where / "clip.f32")
     heard = json.loads(zoo._node("transformers_asr.mjs", str(package), str(where / "clip.f32"), str(limit))[-1])
     config = json.loads((package / "config.json").read_text())
-    got = [t for t in heard["tokens"] if t != config["eos_token_id"]][len(start):]
+    got = [t for t in heard["tokens"] if t != config["eos_token_id"]][len(start) :]
     return f"{'PASS' if got == want else 'FAIL'}: {len(want)} greedy tokens {'equal' if got == want else 'differ'}"
 
 
@@ -160,13 +164,18 @@ def vision_language(architecture: str, folder: Path, package: Path, where: Path)
         python = transformers_idefics3_pixels(folder, where / "image.png")
         same = heard["tokens"] == want
         own = mlx_vlm_tokens(model, mx.array([heard["ids"]]), python, 12)[0] == want
-        return (f"{'PASS' if same else 'FAIL'}: {len(want)} greedy tokens {'equal' if same else 'differ'} "
-                f"({pixels.shape[1] - 1} tiles and a global image; the global image {np.abs(python['pixel_values'] - pixels).max():.2g} "
-                f"off transformers' Python processor's, whose pixels give mlx-vlm {'the same' if own else 'other'} tokens)")
+        return (
+            f"{'PASS' if same else 'FAIL'}: {len(want)} greedy tokens {'equal' if same else 'differ'} "
+            f"({pixels.shape[1] - 1} tiles and a global image; the global image {np.abs(python['pixel_values'] - pixels).max():.2g} "
+            f"off transformers' Python processor's, whose pixels give mlx-vlm {'the same' if own else 'other'} tokens)"
+        )
     image = zoo.generated_image(zoo.VLM_IMAGE_SIZES.get(architecture) or model.config.vision_config.image_size, seed=4)
     Image.fromarray(image).save(where / "image.png")
-    heard = json.loads(zoo._node("transformers_vlm.mjs", str(package), str(where / "image.png"), "12",
-                                 zoo.VLM_PROMPTS[architecture])[-1])
+    heard = json.loads(
+        zoo._node("transformers_vlm.mjs", str(package), str(where / "image.png"), "12", zoo.VLM_PROMPTS[architecture])[
+            -1
+        ]
+    )
     want = mlx_vlm_tokens(model, mx.array([heard["ids"]]), zoo.vlm_pixels(architecture, image), 12)[0]
     same = heard["tokens"] == want
     return f"{'PASS' if same else 'FAIL'}: {len(want)} greedy tokens {'equal' if same else 'differ'}"
@@ -233,7 +242,7 @@ def genai(source: str, architecture: str, variant: str, folder: Path, package: P
         return f"declared: {notes['onnxruntime-genai']}"
     samples = zoo.write_wav(where / "clip.wav", zoo.speech_clip(seconds=2.7, seed=5))
     want, limit, start = speech_reference(source, architecture, folder, samples, variant)
-    got = zoo.genai_transcription(package, where / "clip.wav", len(start) + limit)[len(start):]
+    got = zoo.genai_transcription(package, where / "clip.wav", len(start) + limit)[len(start) :]
     eos = json.loads((package / "generation_config.json").read_text())["eos_token_id"]
     got = [t for t in got if t != eos]
     return f"{'PASS' if got == want else 'FAIL'}: {len(want)} greedy tokens {'equal' if got == want else 'differ'}"
@@ -262,8 +271,13 @@ def run_row(task: str, source: str, architecture: str, variant: str) -> dict:
             ga = genai_vision_language(architecture, folder, package, where)
         else:
             ga = f"declared: {notes['onnxruntime-genai']}" if "onnxruntime-genai" in notes else "no task type"
-        return {"row": (task, source, architecture, variant), "export": f"{seconds:.1f} s", "check": check,
-                "transformers.js": js, "onnxruntime-genai": ga}
+        return {
+            "row": (task, source, architecture, variant),
+            "export": f"{seconds:.1f} s",
+            "check": check,
+            "transformers.js": js,
+            "onnxruntime-genai": ga,
+        }
 
 
 def resize_rows() -> list[str]:
@@ -282,26 +296,35 @@ def resize_rows() -> list[str]:
         with tempfile.TemporaryDirectory() as tmp:
             where = Path(tmp)
             folder = write_folder(where, "mlx-image", name, "float32")
-            subprocess.run([sys.executable, "-m", "mlx2onnx", "export", str(folder), "-o", str(where / "package")],
-                           check=True, capture_output=True)
+            subprocess.run(
+                [sys.executable, "-m", "mlx2onnx", "export", str(folder), "-o", str(where / "package")],
+                check=True,
+                capture_output=True,
+            )
             processor = json.loads((where / "package" / "preprocessor_config.json").read_text())
             size, crop = processor["size"]["height"], processor["crop_size"]["height"]
             for shape in ((200, 300), (480, 640), (150, 150)):
-                image = zoo.generated_image(max(shape), seed=1)[:shape[0], :shape[1]]
+                image = zoo.generated_image(max(shape), seed=1)[: shape[0], : shape[1]]
                 Image.fromarray(image).save(where / "image.png")
-                got = zoo.transformers_js_pipeline("image-classification", where / "package", {"top_k": 10},
-                                                   [where / "image.png"])[0]
+                got = zoo.transformers_js_pipeline(
+                    "image-classification", where / "package", {"top_k": 10}, [where / "image.png"]
+                )[0]
                 got = np.array([next(r["score"] for r in got if r["label"] == f"LABEL_{i}") for i in range(10)])
                 resized = cv2.resize(image, (size, size), interpolation=processor["resample"])
                 want = zoo.mlx_class_probabilities(folder, name, resized, crop)
-                rows.append(f"| {name} | {shape[1]} x {shape[0]} | {np.abs(got - want).max():.2g} | "
-                            f"{'same' if got.argmax() == want.argmax() else 'differs'} |")
+                rows.append(
+                    f"| {name} | {shape[1]} x {shape[0]} | {np.abs(got - want).max():.2g} | "
+                    f"{'same' if got.argmax() == want.argmax() else 'differs'} |"
+                )
     return ["| model | image | max abs probability difference | top-1 |", "|---|---|---|---|", *rows]
 
 
 def table(results: list[dict]) -> str:
-    lines = ["| task | folder | architecture | weights | export | `mlx2onnx check` | transformers.js 4.3 (Node) "
-             "| onnxruntime-genai 0.18 |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| task | folder | architecture | weights | export | `mlx2onnx check` | transformers.js 4.3 (Node) "
+        "| onnxruntime-genai 0.18 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         task, source, architecture, variant = r["row"]
         cells = [r.get(k, "") for k in ("export", "check", "transformers.js", "onnxruntime-genai")]
@@ -325,8 +348,9 @@ def main() -> int:
         page = (ROOT / "docs" / "packages.md").read_text()
         begin, end = "<!-- table: scripts/task_packages.py -->", "<!-- end of table -->"
         head, rest = page.split(begin)
-        (ROOT / "docs" / "packages.md").write_text(head + begin + "\n" + table(results) + "\n" + end
-                                                   + rest.split(end, 1)[1])
+        (ROOT / "docs" / "packages.md").write_text(
+            head + begin + "\n" + table(results) + "\n" + end + rest.split(end, 1)[1]
+        )
     return 0 if all("FAIL" not in json.dumps(r) for r in results) else 1
 
 

@@ -11,7 +11,9 @@ def pytest_report_header(config):
     from mlx2onnx.translate.opset import default_opset
     from tests.support.harness import SEED
 
-    return f"mlx2onnx tests: MLX {mx.__version__} on {mx.default_device()}, default opset {default_opset()}, seed {SEED}"
+    return (
+        f"mlx2onnx tests: MLX {mx.__version__} on {mx.default_device()}, default opset {default_opset()}, seed {SEED}"
+    )
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -48,8 +48,11 @@ class Dim:
             raise DynamicSpecError(f"Dim({self.name!r}, min={self.min}, max={self.max}): min is above max")
 
     def __repr__(self):
-        extra = [f"{k}={getattr(self, k)}" for k in ("multiple_of", "min", "max")
-                 if getattr(self, k) not in (None, 1) or k == "min" and self.min == 1]
+        extra = [
+            f"{k}={getattr(self, k)}"
+            for k in ("multiple_of", "min", "max")
+            if getattr(self, k) not in (None, 1) or k == "min" and self.min == 1
+        ]
         return f"Dim({', '.join([repr(self.name), *extra])})"
 
     @property
@@ -109,9 +112,7 @@ def trace_sizes(spec: dict[str, dict[int, Dim]], shapes: dict[str, tuple[int, ..
         for axis, dim in axes.items():
             symbol, size = dim.name, shapes[label][axis]
             if dims.setdefault(symbol, dim) != dim:
-                raise DynamicSpecError(
-                    f"symbol {symbol!r} is declared as {dims[symbol]} and as {dim}; declare it once"
-                )
+                raise DynamicSpecError(f"symbol {symbol!r} is declared as {dims[symbol]} and as {dim}; declare it once")
             if size % dim.multiple_of:
                 raise DynamicSpecError(
                     f"dimension {axis} of input {label!r} is {size} in the example, not a multiple of "
@@ -138,8 +139,9 @@ def trace_sizes(spec: dict[str, dict[int, Dim]], shapes: dict[str, tuple[int, ..
         row = [base] + [near if j == k else base for j in range(len(symbols))]
         sizes[s] = tuple(row + [nearer, far])
     names = {label: {a: d.name for a, d in axes.items()} for label, axes in spec.items()}
-    return Plan(sizes, where, names, {s: d.multiple_of for s, d in dims.items()},
-                bounds={s: d.bounds for s, d in dims.items()})
+    return Plan(
+        sizes, where, names, {s: d.multiple_of for s, d in dims.items()}, bounds={s: d.bounds for s, d in dims.items()}
+    )
 
 
 def trace_values(dim: Dim, example: int) -> tuple[int, int, int, int]:
@@ -216,12 +218,20 @@ def capture_dynamic(fun: Any, args: tuple, kwargs: Mapping[str, Any], dynamic: A
         # (mlx-lm's MoE layers sort their routing from 64 indices up: same results, another
         # program). Trace again from the largest sizes traced: if those traces agree, the
         # graph is that program, which the check then runs at the example sizes too.
-        larger = {label: shaped(shape, plan.spec.get(label, {}), plan.sizes, plan.traces - 1)
-                  for label, shape in shapes.items()}
+        larger = {
+            label: shaped(shape, plan.spec.get(label, {}), plan.sizes, plan.traces - 1)
+            for label, shape in shapes.items()
+        }
         try:
             retried = trace_sizes(spec, larger)
-            again, _ = _traced(call, module, display, signature,
-                               example_arrays(arrays, plan.spec, plan.sizes, plan.traces - 1), retried)
+            again, _ = _traced(
+                call,
+                module,
+                display,
+                signature,
+                example_arrays(arrays, plan.spec, plan.sizes, plan.traces - 1),
+                retried,
+            )
             trace = merge(again, retried)
             if not _same_output_shapes(trace, retried, traces[0], {s: v[0] for s, v in plan.sizes.items()}):
                 raise first
@@ -248,8 +258,17 @@ def _same_output_shapes(trace, plan: Plan, example, sizes: dict) -> bool:
     return True
 
 
-def _located(error: DynamicShapeError, call, module, display, signature, arrays, plan: Plan,
-             unrolled: str | None = None, how: str | None = None) -> DynamicShapeError:
+def _located(
+    error: DynamicShapeError,
+    call,
+    module,
+    display,
+    signature,
+    arrays,
+    plan: Plan,
+    unrolled: str | None = None,
+    how: str | None = None,
+) -> DynamicShapeError:
     """``error`` with the user's line that fixes the size (:mod:`.locate`), where found, and
     why the records that repeat are no loop the exporter can recover (``unrolled``);
     ``how``: what to say of the line, when not the refusal's usual advice."""
@@ -268,15 +287,23 @@ def _located(error: DynamicShapeError, call, module, display, signature, arrays,
     constant = getattr(error, "constant", None)
     if constant is not None:
         found = constant_line(run(0), constant)
-        how = ("builds it from the size in Python or NumPy; build it with MLX ops on the array instead "
-               "(mx.arange(x.shape[1]) is traced as a size, np.arange(L) as a constant)")
+        how = (
+            "builds it from the size in Python or NumPy; build it with MLX ops on the array instead "
+            "(mx.arange(x.shape[1]) is traced as a size, np.arange(L) as a constant)"
+        )
     else:
         found = branch_line(run(0), run(trace))
-        how = how or ("branches or loops on the size in Python, so each size traces another program: compute that "
-                      "part with MLX ops on whole arrays (a mask and mx.where for a branch; for a loop over the "
-                      "sequence, an MLX op that takes the whole axis, or a static size)")
-    loop = ("" if unrolled is None else " (The exporter recovers a Python loop over the size as an ONNX Loop "
-            f"when its iterations repeat the same records; here {unrolled}.)")
+        how = how or (
+            "branches or loops on the size in Python, so each size traces another program: compute that "
+            "part with MLX ops on whole arrays (a mask and mx.where for a branch; for a loop over the "
+            "sequence, an MLX op that takes the whole axis, or a static size)"
+        )
+    loop = (
+        ""
+        if unrolled is None
+        else " (The exporter recovers a Python loop over the size as an ONNX Loop "
+        f"when its iterations repeat the same records; here {unrolled}.)"
+    )
     if found is None:
         return at_trace(trace, constant, DynamicShapeError(f"{error}{loop}"))
     file, line, text = found

@@ -83,9 +83,7 @@ def resolve_callable(fun: Any) -> tuple[Callable, nn.Module | None, str]:
     if inspect.ismethod(fun) and isinstance(owner, nn.Module):
         return fun, owner, f"{type(owner).__name__}.{fun.__name__}"
     if not callable(fun):
-        raise CaptureError(
-            f"expected a function, an mlx.nn.Module or a bound method of one, got {type(fun).__name__}"
-        )
+        raise CaptureError(f"expected a function, an mlx.nn.Module or a bound method of one, got {type(fun).__name__}")
     return fun, None, getattr(fun, "__qualname__", getattr(fun, "__name__", type(fun).__name__))
 
 
@@ -161,18 +159,14 @@ def flatten_outputs(result: Any) -> tuple[list[mx.array], list[str | None]]:
         raise CaptureError("the function returned nothing; it must return at least one array")
     if not isinstance(result, (tuple, list, dict)):
         raise CaptureError(
-            f"the function returned a {type(result).__name__}; return an array, "
-            "or a tuple, list or dict of arrays"
+            f"the function returned a {type(result).__name__}; return an array, or a tuple, list or dict of arrays"
         )
     flat = tree_flatten(result)
     arrays, labels = [], []
     keyed = isinstance(result, dict) or any(not part.isdigit() for path, _ in flat for part in path.split("."))
     for path, value in flat:
         if not isinstance(value, mx.array):
-            raise CaptureError(
-                f"output {path!r} is a {type(value).__name__}, not an array; only arrays can be outputs"
-            )
+            raise CaptureError(f"output {path!r} is a {type(value).__name__}, not an array; only arrays can be outputs")
         arrays.append(value)
         labels.append(path if keyed else None)
     return arrays, labels
-

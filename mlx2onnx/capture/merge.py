@@ -32,17 +32,20 @@ def merge(traces: list, plan: Plan, space: tuple = ()):
         for t, other in enumerate(entries[1:], 1):
             if other.dtype != first.dtype or len(other.shape) != len(first.shape):
                 raise _differs(plan, t, where, f"{_show(first)} vs {_show(other)}")
-        dims = tuple(
-            _number([e.shape[a] for e in entries], plan) for a in range(len(first.shape))
-        )
+        dims = tuple(_number([e.shape[a] for e in entries], plan) for a in range(len(first.shape)))
         return TensorSpec(first.name, dims, first.dtype)
 
     for t, other in enumerate(traces[1:], 1):
         if len(other.primitives) != len(base.primitives):
             j = _first_difference(base, other)
-            raise _differs(plan, t, f"record {j}", _record_pair(base, other, j),
-                           f"the traced program has {len(base.primitives)} records at the example sizes "
-                           f"and {len(other.primitives)} here")
+            raise _differs(
+                plan,
+                t,
+                f"record {j}",
+                _record_pair(base, other, j),
+                f"the traced program has {len(base.primitives)} records at the example sizes "
+                f"and {len(other.primitives)} here",
+            )
         if len(other.constants) != len(base.constants) or len(other.inputs) != len(base.inputs):
             raise _differs(plan, t, "the constants", "a different number of constants")
     constants, ranges = [], []
@@ -59,14 +62,20 @@ def merge(traces: list, plan: Plan, space: tuple = ()):
         recs = [tr.primitives[j] for tr in traces]
         for t, (other, names) in enumerate(zip(recs[1:], rename[1:]), 1):
             wiring = [names.get(s.name) for s in other.inputs]
-            if (other.kind != rec.kind or other.name != rec.name or len(other.inputs) != len(rec.inputs)
-                    or len(other.outputs) != len(rec.outputs)
-                    or wiring != [s.name for s in rec.inputs]
-                    or not _same_record_structure(rec, other)):
+            if (
+                other.kind != rec.kind
+                or other.name != rec.name
+                or len(other.inputs) != len(rec.inputs)
+                or len(other.outputs) != len(rec.outputs)
+                or wiring != [s.name for s in rec.inputs]
+                or not _same_record_structure(rec, other)
+            ):
                 raise _differs(plan, t, f"record {j}", _record_pair(base, traces[t], j))
         where = f"record {j} ({rec.name})"
-        io = dict(inputs=tuple(spec([r.inputs[i] for r in recs], where) for i in range(len(rec.inputs))),
-                  outputs=tuple(spec([r.outputs[i] for r in recs], where) for i in range(len(rec.outputs))))
+        io = dict(
+            inputs=tuple(spec([r.inputs[i] for r in recs], where) for i in range(len(rec.inputs))),
+            outputs=tuple(spec([r.outputs[i] for r in recs], where) for i in range(len(rec.outputs))),
+        )
         if rec.kind == "loop":
             primitives.append(replace(rec, **_merge_loop(recs, plan), **io))
         else:
@@ -86,23 +95,34 @@ def _same_constant(c, others: list, plan: Plan) -> None:
     """:class:`DynamicShapeError` unless constant ``c`` is the same in every trace (``others``,
     one per trace): a constant that changes with a size was computed in Python from it."""
     for t, o in enumerate(others[1:], 1):
-        if tuple(o.spec.shape) != tuple(c.spec.shape) or o.spec.dtype != c.spec.dtype or (
-            c.array.size <= 4096 and not _same_values(o.array, c.array)
+        if (
+            tuple(o.spec.shape) != tuple(c.spec.shape)
+            or o.spec.dtype != c.spec.dtype
+            or (c.array.size <= 4096 and not _same_values(o.array, c.array))
         ):
-            what = c.path or (f"a scalar constant ({c.spec.name}), a Python number in the function,"
-                              if not c.spec.shape else f"constant {c.spec.name} of shape {list(c.spec.shape)}")
+            what = c.path or (
+                f"a scalar constant ({c.spec.name}), a Python number in the function,"
+                if not c.spec.shape
+                else f"constant {c.spec.name} of shape {list(c.spec.shape)}"
+            )
             if tuple(o.spec.shape) != tuple(c.spec.shape):
                 change = f"shape {list(c.spec.shape)} at {sizes_text(plan, 0)}, {list(o.spec.shape)} at {sizes_text(plan, t)}"
             elif c.array.size <= 4:
-                change = f"value {c.array.tolist()} at {sizes_text(plan, 0)}, {o.array.tolist()} at {sizes_text(plan, t)}"
+                change = (
+                    f"value {c.array.tolist()} at {sizes_text(plan, 0)}, {o.array.tolist()} at {sizes_text(plan, t)}"
+                )
             else:
                 change = f"its values differ at {sizes_text(plan, t)}"
-            raise at_trace(t, c.array, DynamicShapeError(
-                f"{plan.describe(trace_marker(plan, t))} cannot be dynamic: {what} changes with it "
-                f"({change}); it was computed in Python "
-                "(or NumPy) from the size. Compute it inside the function with MLX ops instead "
-                "(mx.arange, mx.triu, ...), or keep this dimension static"
-            ))
+            raise at_trace(
+                t,
+                c.array,
+                DynamicShapeError(
+                    f"{plan.describe(trace_marker(plan, t))} cannot be dynamic: {what} changes with it "
+                    f"({change}); it was computed in Python "
+                    "(or NumPy) from the size. Compute it inside the function with MLX ops instead "
+                    "(mx.arange, mx.triu, ...), or keep this dimension static"
+                ),
+            )
 
 
 def _counting(constants: list, plan: Plan):
@@ -111,8 +131,11 @@ def _counting(constants: list, plan: Plan):
     from .trace import Primitive, TensorSpec
 
     dtype = constants[0].spec.dtype
-    if any(c.spec.dtype != dtype or c.array.ndim != 1 or c.array.size < 2 for c in constants) or \
-            len({c.array.size for c in constants}) == 1 or not (dtype == mx.float32 or mx.issubdtype(dtype, mx.integer)):
+    if (
+        any(c.spec.dtype != dtype or c.array.ndim != 1 or c.array.size < 2 for c in constants)
+        or len({c.array.size for c in constants}) == 1
+        or not (dtype == mx.float32 or mx.issubdtype(dtype, mx.integer))
+    ):
         return None
     arrays = [np.asarray(c.array) for c in constants]
     start, step = arrays[0][0].item(), (arrays[0][1] - arrays[0][0]).item()
@@ -121,7 +144,9 @@ def _counting(constants: list, plan: Plan):
     length = _number([a.size for a in arrays], plan)
     stop = _number([start + step * a.size for a in arrays], plan)
     spec = constants[0].spec
-    return Primitive(-1, "Arange", (float(start), stop, float(step)), (), (TensorSpec(spec.name, (length,), spec.dtype),))
+    return Primitive(
+        -1, "Arange", (float(start), stop, float(step)), (), (TensorSpec(spec.name, (length,), spec.dtype),)
+    )
 
 
 def _name_map(base, other) -> dict[str, str]:
@@ -163,8 +188,12 @@ def _same_structure(a, b) -> bool:
     if isinstance(a, Step) or isinstance(b, Step):
         return isinstance(a, Step) and isinstance(b, Step)
     if isinstance(a, tuple) or isinstance(b, tuple):
-        return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and all(
-            _same_structure(x, y) for x, y in zip(a, b))
+        return (
+            isinstance(a, tuple)
+            and isinstance(b, tuple)
+            and len(a) == len(b)
+            and all(_same_structure(x, y) for x, y in zip(a, b))
+        )
     if _is_number(a) and _is_number(b):
         return True
     return type(a) is type(b) and a == b
@@ -207,16 +236,20 @@ def sizes_text(plan: Plan, t: int) -> str:
 
 def _differs(plan: Plan, t: int, where: str, detail: str, summary: str = "") -> DynamicShapeError:
     example = ", ".join(f"{s}={v[0]}" for s, v in plan.sizes.items())
-    return at_trace(t, None, DynamicShapeError(
-        f"{plan.describe(trace_marker(plan, t))} cannot be dynamic: the traced program changes with "
-        f"it{': ' + summary if summary else ''}. At {where}, {example} traces {detail.split(' | ')[0]} "
-        f"but {sizes_text(plan, t)} traces {detail.split(' | ')[-1]}. Python code in the function "
-        "(or in MLX, like pooling that crops odd sizes) branches, loops or computes shapes on that size; "
-        "make the dimension static, write that part with MLX ops on the array, or, if the model only "
-        "takes sizes in steps, declare them: mlx2onnx.Dim(name, multiple_of=N). (The exporter also traced "
-        "again from its largest sizes, where a branch that only switches implementation past a threshold "
-        "settles on one program; the program changed there too.)"
-    ))
+    return at_trace(
+        t,
+        None,
+        DynamicShapeError(
+            f"{plan.describe(trace_marker(plan, t))} cannot be dynamic: the traced program changes with "
+            f"it{': ' + summary if summary else ''}. At {where}, {example} traces {detail.split(' | ')[0]} "
+            f"but {sizes_text(plan, t)} traces {detail.split(' | ')[-1]}. Python code in the function "
+            "(or in MLX, like pooling that crops odd sizes) branches, loops or computes shapes on that size; "
+            "make the dimension static, write that part with MLX ops on the array, or, if the model only "
+            "takes sizes in steps, declare them: mlx2onnx.Dim(name, multiple_of=N). (The exporter also traced "
+            "again from its largest sizes, where a branch that only switches implementation past a threshold "
+            "settles on one program; the program changed there too.)"
+        ),
+    )
 
 
 def at_trace(trace: int, constant, error: DynamicShapeError) -> DynamicShapeError:
@@ -237,6 +270,7 @@ def _record_pair(a, b, j: int) -> str:
         rec = trace.primitives[j]
         what = f"{rec.trips} steps" if rec.kind == "loop" else f"arguments {list(rec.arguments)}"
         return f"{rec.name} with {what} on inputs {[list(s.shape) for s in rec.inputs]}"
+
     return f"{show(a)} | {show(b)}"
 
 

@@ -111,6 +111,7 @@ ENUMS: dict[tuple[str, str], type[Code]] = {
     ("CustomKernel", "math_mode"): MathMode,
 }
 
+# fmt: off
 _NO_ARGUMENTS = (
     # unary
     "Abs", "Negative", "Sign", "Floor", "Ceil", "Round", "Square", "Exp", "Expm1", "Log1p",
@@ -127,85 +128,105 @@ _NO_ARGUMENTS = (
     # abort the export in MLX 0.32 (§1.4); listed so refusals of them decode too
     "LUF", "Load", "BitwiseInvert", "Contiguous", "SegmentedMM", "QQMatmul",
 )
+# fmt: on
 
 # Field names, in the order MLX reports them.
 FIELDS: dict[str, tuple[str, ...]] = {name: () for name in _NO_ARGUMENTS}
-FIELDS.update({
-    # 3.1 / 3.2 elementwise
-    "Sqrt": ("recip",),
-    "Log": ("base",),
-    "AsType": ("dtype",),
-    "View": ("dtype",),
-    "Equal": ("equal_nan",),
-    "BitwiseBinary": ("op",),
-    # 3.3 reductions, scans, softmax
-    "Reduce": ("type", "axes"),
-    "ArgReduce": ("type", "axis"),
-    "Scan": ("type", "axis", "reverse", "inclusive"),
-    "Softmax": ("precise",),
-    "NumberOfElements": ("axes", "inverted", "dtype"),
-    # 3.4 matrix products and quantized matmul
-    "AddMM": ("alpha", "beta"),
-    "BlockMaskedMM": ("block_size",),
-    "GatherMM": ("left_sorted", "right_sorted"),
-    "QuantizedMatmul": ("group_size", "bits", "mode", "transpose"),
-    "GatherQMM": ("group_size", "bits", "mode", "transpose", "left_sorted", "right_sorted"),
-    "Quantize": ("group_size", "bits", "mode", "dequantize"),
-    "Hadamard": ("scale",),
-    # 3.5 convolution
-    "Convolution": (
-        "kernel_strides", "padding_lo", "padding_hi", "kernel_dilation", "input_dilation", "groups", "flip",
-    ),
-    # 3.6 shape, layout and creation
-    "Broadcast": ("shape",),
-    "BroadcastAxes": ("ignore_axes",),
-    "Reshape": ("shape",),
-    "Flatten": ("start_axis", "end_axis"),
-    "Unflatten": ("axis", "shape"),
-    "ExpandDims": ("axes",),
-    "Squeeze": ("axes",),
-    "Transpose": ("perm",),
-    "Concatenate": ("axis",),
-    "Split": ("indices", "axis"),
-    "Pad": ("axes", "low_pad", "high_pad"),
-    "Arange": ("start", "stop", "step"),
-    "AsStrided": ("shape", "strides", "offset"),
-    # 3.7 indexing
-    "Slice": ("start", "stop", "strides"),
-    "SliceUpdate": ("reduce", "start", "stop", "strides"),
-    "DynamicSlice": ("axes", "slice_size"),
-    "DynamicSliceUpdate": ("axes",),
-    "Gather": ("axes", "slice_sizes"),
-    "GatherAxis": ("axis",),
-    "Scatter": ("reduce", "axes"),
-    "ScatterAxis": ("reduce", "axis"),
-    # 3.8 sort and search
-    "Sort": ("axis",),
-    "ArgSort": ("axis",),
-    "Partition": ("kth", "axis"),
-    "ArgPartition": ("kth", "axis"),
-    "SearchSorted": ("right",),
-    # 3.9 FFT, random, linear algebra
-    "FFT": ("axes", "inverse", "real", "odd_out"),
-    "RandomBits": ("shape", "width"),
-    "SVD": ("compute_uv",),
-    "Inverse": ("tri", "upper"),
-    "Cholesky": ("upper",),
-    "Eig": ("compute_eigenvectors",),
-    "Eigh": ("uplo", "compute_eigenvectors"),
-    # 3.10 fused mx.fast primitives
-    "RMSNorm": ("eps",),
-    "LayerNorm": ("eps",),
-    "RMSNormVJP": ("eps",),
-    "LayerNormVJP": ("eps",),
-    "RoPE": ("dims", "traditional", "base", "scale", "forward"),
-    "ScaledDotProductAttention": ("scale", "do_causal", "has_sinks", "output_logsumexp", "force_fused"),
-    "CustomKernel": (
-        "name", "source", "grid_x", "grid_y", "grid_z", "threadgroup_x", "threadgroup_y", "threadgroup_z",
-        "shape_infos", "ensure_row_contiguous", "scalar_arguments", "is_precompiled", "shared_memory",
-        "math_mode",
-    ),
-})
+FIELDS.update(
+    {
+        # 3.1 / 3.2 elementwise
+        "Sqrt": ("recip",),
+        "Log": ("base",),
+        "AsType": ("dtype",),
+        "View": ("dtype",),
+        "Equal": ("equal_nan",),
+        "BitwiseBinary": ("op",),
+        # 3.3 reductions, scans, softmax
+        "Reduce": ("type", "axes"),
+        "ArgReduce": ("type", "axis"),
+        "Scan": ("type", "axis", "reverse", "inclusive"),
+        "Softmax": ("precise",),
+        "NumberOfElements": ("axes", "inverted", "dtype"),
+        # 3.4 matrix products and quantized matmul
+        "AddMM": ("alpha", "beta"),
+        "BlockMaskedMM": ("block_size",),
+        "GatherMM": ("left_sorted", "right_sorted"),
+        "QuantizedMatmul": ("group_size", "bits", "mode", "transpose"),
+        "GatherQMM": ("group_size", "bits", "mode", "transpose", "left_sorted", "right_sorted"),
+        "Quantize": ("group_size", "bits", "mode", "dequantize"),
+        "Hadamard": ("scale",),
+        # 3.5 convolution
+        "Convolution": (
+            "kernel_strides",
+            "padding_lo",
+            "padding_hi",
+            "kernel_dilation",
+            "input_dilation",
+            "groups",
+            "flip",
+        ),
+        # 3.6 shape, layout and creation
+        "Broadcast": ("shape",),
+        "BroadcastAxes": ("ignore_axes",),
+        "Reshape": ("shape",),
+        "Flatten": ("start_axis", "end_axis"),
+        "Unflatten": ("axis", "shape"),
+        "ExpandDims": ("axes",),
+        "Squeeze": ("axes",),
+        "Transpose": ("perm",),
+        "Concatenate": ("axis",),
+        "Split": ("indices", "axis"),
+        "Pad": ("axes", "low_pad", "high_pad"),
+        "Arange": ("start", "stop", "step"),
+        "AsStrided": ("shape", "strides", "offset"),
+        # 3.7 indexing
+        "Slice": ("start", "stop", "strides"),
+        "SliceUpdate": ("reduce", "start", "stop", "strides"),
+        "DynamicSlice": ("axes", "slice_size"),
+        "DynamicSliceUpdate": ("axes",),
+        "Gather": ("axes", "slice_sizes"),
+        "GatherAxis": ("axis",),
+        "Scatter": ("reduce", "axes"),
+        "ScatterAxis": ("reduce", "axis"),
+        # 3.8 sort and search
+        "Sort": ("axis",),
+        "ArgSort": ("axis",),
+        "Partition": ("kth", "axis"),
+        "ArgPartition": ("kth", "axis"),
+        "SearchSorted": ("right",),
+        # 3.9 FFT, random, linear algebra
+        "FFT": ("axes", "inverse", "real", "odd_out"),
+        "RandomBits": ("shape", "width"),
+        "SVD": ("compute_uv",),
+        "Inverse": ("tri", "upper"),
+        "Cholesky": ("upper",),
+        "Eig": ("compute_eigenvectors",),
+        "Eigh": ("uplo", "compute_eigenvectors"),
+        # 3.10 fused mx.fast primitives
+        "RMSNorm": ("eps",),
+        "LayerNorm": ("eps",),
+        "RMSNormVJP": ("eps",),
+        "LayerNormVJP": ("eps",),
+        "RoPE": ("dims", "traditional", "base", "scale", "forward"),
+        "ScaledDotProductAttention": ("scale", "do_causal", "has_sinks", "output_logsumexp", "force_fused"),
+        "CustomKernel": (
+            "name",
+            "source",
+            "grid_x",
+            "grid_y",
+            "grid_z",
+            "threadgroup_x",
+            "threadgroup_y",
+            "threadgroup_z",
+            "shape_infos",
+            "ensure_row_contiguous",
+            "scalar_arguments",
+            "is_precompiled",
+            "shared_memory",
+            "math_mode",
+        ),
+    }
+)
 
 # Fields that older or newer MLX versions leave out; they are not reported when absent.
 OPTIONAL_TAIL: dict[str, int] = {"FFT": 1}  # odd_out is new in 0.32.4
@@ -247,7 +268,7 @@ def missing_fields(name: str, arguments: tuple | list) -> list[str]:
     if fields is None:
         return []
     need = len(fields) - OPTIONAL_TAIL.get(name, 0)
-    return list(fields[len(arguments):need]) if len(arguments) < need else []
+    return list(fields[len(arguments) : need]) if len(arguments) < need else []
 
 
 def format_value(value: Any, limit: int = 60) -> str:
@@ -320,7 +341,8 @@ def reference_markdown() -> str:
         shown = [f"`{f}`" + (" (optional)" if i >= len(fields) - optional else "") for i, f in enumerate(fields)]
         enums = "; ".join(
             f"`{field}`: " + ", ".join(f"{int(code)} {code}" for code in ENUMS[(name, field)])
-            for field in fields if (name, field) in ENUMS
+            for field in fields
+            if (name, field) in ENUMS
         )
         lines.append(f"| `{name}` | {', '.join(shown) if shown else 'none'} | {enums} |\n")
     return "".join(lines)
@@ -328,6 +350,7 @@ def reference_markdown() -> str:
 
 # The keys of PrimitiveFactory in MLX's mlx/export.cpp (0.32.2 source), plus FloorDivide
 # (added in 0.32.4): every name the export callback can report.
+# fmt: off
 CALLBACK_PRIMITIVES = (
     "Abs", "Add", "AddMM", "Arange", "ArcCos", "ArcCosh", "ArcSin", "ArcSinh", "ArcTan", "ArcTan2",
     "ArcTanh", "ArgPartition", "ArgReduce", "ArgSort", "AsStrided", "AsType", "BitwiseBinary",
@@ -345,6 +368,7 @@ CALLBACK_PRIMITIVES = (
     "SliceUpdate", "Softmax", "Sort", "Split", "Sqrt", "Square", "Squeeze", "StopGradient",
     "Subtract", "Tan", "Tanh", "Transpose", "Unflatten", "View",
 )
+# fmt: on
 
 # In the factory, but removed by MLX's compile_simplify before the callback sees them.
 NOT_EMITTED = {

@@ -54,7 +54,7 @@ class Plan:
         """The symbols whose own trace changes ``values`` (all of them if only the
         all-changed traces do)."""
         found = [s for k, s in enumerate(self.sizes) if values[1 + k] != values[0]]
-        if not found and any(v != values[0] for v in values[1 + len(self.sizes):]):
+        if not found and any(v != values[0] for v in values[1 + len(self.sizes) :]):
             found = list(self.sizes)
         return found
 
@@ -96,8 +96,13 @@ def _pretty(values: tuple, sizes: dict[str, tuple[int, ...]]) -> tuple[str, "Pol
         fit = affine_fit(values, v)
         if fit is not None:
             a, b = fit
-            text = s if a == 1 else (f"{a}*{s}" if a.denominator == 1 else f"{s}/{a.denominator}"
-                                     if a.numerator == 1 else f"({a})*{s}")
+            text = (
+                s
+                if a == 1
+                else (
+                    f"{a}*{s}" if a.denominator == 1 else f"{s}/{a.denominator}" if a.numerator == 1 else f"({a})*{s}"
+                )
+            )
             name = text if b == 0 else f"{text}{'+' if b > 0 else '-'}{abs(b)}"
             return name, Poly({(s,): a, (): b})
     names = list(sizes)

@@ -129,7 +129,6 @@ class Trace:
             counts[prim.name] = counts.get(prim.name, 0) + 1
         return counts
 
-
     def producers(self) -> dict[str, Primitive]:
         """Value name -> the record that produces it."""
         return {o.name: p for p in self.primitives for o in p.outputs}
@@ -187,8 +186,11 @@ class Trace:
             axis = int(record.arguments[1]) % len(record.inputs[0].shape)
             if not slices:
                 return axis
-            if len(slices) == 1 and str(slices[0].arguments[0][axis]) == str(record.arguments[0]) \
-                    and all(int(v) == 1 for v in slices[0].arguments[2]):
+            if (
+                len(slices) == 1
+                and str(slices[0].arguments[0][axis]) == str(record.arguments[0])
+                and all(int(v) == 1 for v in slices[0].arguments[2])
+            ):
                 return axis
             return None
 

@@ -110,10 +110,7 @@ def _explain_mlx_error(error: Exception) -> str:
         advice = advice or "MLX cannot export this primitive at all; rewrite that part with other ops"
         return f"MLX cannot export primitive {primitive}: {advice}. (MLX said: {text})"
     if "Outputs can be either" in text:
-        return (
-            "the function must return an array, or a tuple, list or dict of arrays. "
-            f"(MLX said: {text})"
-        )
+        return f"the function must return an array, or a tuple, list or dict of arrays. (MLX said: {text})"
     return f"mx.export_function failed: {text}"
 
 
@@ -180,10 +177,16 @@ def _eval_advice(error: BaseException) -> str:
     """Which line of the user's code evaluated an array while traced, and what to do."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the mlx2onnx package
     mlx_dir = os.path.dirname(os.path.abspath(mx.__file__))
-    frames = [f for f in traceback.extract_tb(error.__traceback__)
-              if not os.path.abspath(f.filename).startswith((here, mlx_dir))]
-    where = f"{frames[-1].filename}:{frames[-1].lineno} ({frames[-1].line.strip() if frames[-1].line else frames[-1].name})" \
-        if frames else "the function"
+    frames = [
+        f
+        for f in traceback.extract_tb(error.__traceback__)
+        if not os.path.abspath(f.filename).startswith((here, mlx_dir))
+    ]
+    where = (
+        f"{frames[-1].filename}:{frames[-1].lineno} ({frames[-1].line.strip() if frames[-1].line else frames[-1].name})"
+        if frames
+        else "the function"
+    )
     return (
         f"{where} evaluates an array while the function is traced (.item(), .tolist(), np.array(x), "
         "or Python control flow such as `if x > 0` on an array's value). An export records one program "
@@ -284,8 +287,9 @@ def _in_dependency_order(primitives: list[Primitive]) -> list[Primitive]:
     already in order come back unchanged; otherwise a stable topological sort, each step
     taking the earliest record whose inputs are all produced."""
     producer = {o.name: p.index for p in primitives for o in p.outputs}
-    needs = [{producer[i.name] for i in p.inputs if i.name in producer and producer[i.name] != p.index}
-             for p in primitives]
+    needs = [
+        {producer[i.name] for i in p.inputs if i.name in producer and producer[i.name] != p.index} for p in primitives
+    ]
     if all(max(n, default=-1) < k for k, n in enumerate(needs)):
         return primitives
     readers: dict[int, list[int]] = {}

@@ -59,7 +59,11 @@ def _check_interface(proto, fun, args, kwargs) -> None:
         got_shape = list(array.shape)
         want_dtype = dtypes.from_onnx(ir.DataType(tensor.elem_type))
         fixed = all(d is not None for d in want_shape)
-        if want_dtype != meta.carried(array.dtype) or (fixed and want_shape != got_shape) or len(want_shape) != len(got_shape):
+        if (
+            want_dtype != meta.carried(array.dtype)
+            or (fixed and want_shape != got_shape)
+            or len(want_shape) != len(got_shape)
+        ):
             problems.append(
                 f"input {binding.name!r}: the model takes {dtypes.name(want_dtype)}{want_shape}, "
                 f"the callable gives {dtypes.name(array.dtype)}{got_shape}"
@@ -73,8 +77,9 @@ def _check_interface(proto, fun, args, kwargs) -> None:
         raise Mismatch("the model does not match the callable: " + "; ".join(problems))
 
 
-def check_package_folder(package, folder, progress: Progress, seed: int = 0, as_json: bool = False,
-                         min_agreement: float = 0.9) -> int:
+def check_package_folder(
+    package, folder, progress: Progress, seed: int = 0, as_json: bool = False, min_agreement: float = 0.9
+) -> int:
     """``mlx2onnx check PACKAGE/ MODEL_FOLDER`` (and ``export FOLDER -o PACKAGE/ --check``):
     for text generation, greedy tokens and logits of the package in onnxruntime (two
     prompts in one left-padded batch, or one at a time where the package does not serve
@@ -99,27 +104,35 @@ def check_package_folder(package, folder, progress: Progress, seed: int = 0, as_
     if as_json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"{package} vs {folder}: 12 greedy tokens of two prompts ({result['batch']}), "
-              "onnxruntime with its default options")
+        print(
+            f"{package} vs {folder}: 12 greedy tokens of two prompts ({result['batch']}), "
+            "onnxruntime with its default options"
+        )
         for trade in result["arithmetic"]:
             print(f"  onnxruntime computes with {trade}: logits compared at that arithmetic's tolerance")
         if result["reference"]["tf32"]:
             print(f"  MLX reference: {result['reference']['why']}: logits compared at TF32's tolerance")
         half = result.get("half_precision")
         if half:
-            print(f"  a {half} folder: compared with MLX in {half} (the MLX package) and in float32 on the same "
-                  f"weights; MLX's own {half} logits are as far from float32 as the spread shown")
+            print(
+                f"  a {half} folder: compared with MLX in {half} (the MLX package) and in float32 on the same "
+                f"weights; MLX's own {half} logits are as far from float32 as the spread shown"
+            )
         for row in result["rows"]:
             state = "PASS" if row["passed"] else "FAIL"
-            print(f"  prompt of {len(row['prompt'])}: tokens {row['tokens']} (MLX{f' {half}' if half else ''} "
-                  f"{row['mlx_tokens']}), first logits abs {row['max_abs_logit_error']:.3g} (tolerance "
-                  f"{row['tolerance']:.3g})" + ("" if half else f"  {state}"))
+            print(
+                f"  prompt of {len(row['prompt'])}: tokens {row['tokens']} (MLX{f' {half}' if half else ''} "
+                f"{row['mlx_tokens']}), first logits abs {row['max_abs_logit_error']:.3g} (tolerance "
+                f"{row['tolerance']:.3g})" + ("" if half else f"  {state}")
+            )
             if half:
                 print(_float32_line(row, half) + f"  {state}")
         for row in result["dtype_files"]:
-            print(f"  {row['file']} ({row['dtype']}): {row['token_agreement']:.0%} of {row['tokens']} teacher-forced "
-                  f"tokens equal MLX's, largest logit gap {row['max_logit_gap']:.3g} (at least "
-                  f"{row['min_agreement']:.0%})  {'PASS' if row['passed'] else 'FAIL'}")
+            print(
+                f"  {row['file']} ({row['dtype']}): {row['token_agreement']:.0%} of {row['tokens']} teacher-forced "
+                f"tokens equal MLX's, largest logit gap {row['max_logit_gap']:.3g} (at least "
+                f"{row['min_agreement']:.0%})  {'PASS' if row['passed'] else 'FAIL'}"
+            )
         print(f"package parity {'PASSED' if result['passed'] else 'FAILED'}")
     return EXIT_OK if result["passed"] else EXIT_MISMATCH
 
@@ -127,13 +140,17 @@ def check_package_folder(package, folder, progress: Progress, seed: int = 0, as_
 def _float32_line(row: dict, half: str) -> str:
     """The float32 reference of a half-precision folder's check row, and where the
     package's tokens part from it, by how much float32 preferred its own token there."""
-    line = (f"    MLX float32 {row['mlx_float32_tokens']}, first logits abs {row['max_abs_logit_error_vs_float32']:.3g} "
-            f"(MLX {half} vs float32: {row['mlx_half_vs_float32']:.3g}; tolerance {row['tolerance_vs_float32']:.3g})")
+    line = (
+        f"    MLX float32 {row['mlx_float32_tokens']}, first logits abs {row['max_abs_logit_error_vs_float32']:.3g} "
+        f"(MLX {half} vs float32: {row['mlx_half_vs_float32']:.3g}; tolerance {row['tolerance_vs_float32']:.3g})"
+    )
     split = row["first_divergence"]
     if split:
-        line += (f"; parts from float32 at token {split['step']} ({split['token']} for {split['mlx_float32_token']}), "
-                 f"where float32's margin is {split['mlx_float32_margin']:.3g}: "
-                 + ("a near tie" if split["explained"] else "more than half precision moves a logit"))
+        line += (
+            f"; parts from float32 at token {split['step']} ({split['token']} for {split['mlx_float32_token']}), "
+            f"where float32's margin is {split['mlx_float32_margin']:.3g}: "
+            + ("a near tie" if split["explained"] else "more than half precision moves a logit")
+        )
     return line
 
 
@@ -156,8 +173,10 @@ def _check_task_package(package, folder, progress: Progress, as_json: bool) -> i
         against = f" vs MLX {half}" if half else ""
         line = f"  {row['input']}: {row['detail']} abs{against} {row['max_abs_error']:.3g} (tolerance {row['tolerance']:.3g})"
         if half:
-            line += (f", vs MLX float32 {row['max_abs_error_vs_float32']:.3g} (MLX {half} vs float32: "
-                     f"{row['mlx_half_vs_float32']:.3g}; tolerance {row['tolerance_vs_float32']:.3g})")
+            line += (
+                f", vs MLX float32 {row['max_abs_error_vs_float32']:.3g} (MLX {half} vs float32: "
+                f"{row['mlx_half_vs_float32']:.3g}; tolerance {row['tolerance_vs_float32']:.3g})"
+            )
         print(f"{line}  {'PASS' if row['passed'] else 'FAIL'}")
     print(f"package parity {'PASSED' if result['passed'] else 'FAILED'}")
     return EXIT_OK if result["passed"] else EXIT_MISMATCH
@@ -185,8 +204,14 @@ def cmd_check(ns, progress: Progress) -> int:
         from ..verify.localize import localize
 
         located = localize(
-            ns.model, fun, args, kwargs, seed=ns.seed, random_inputs=not ns.example_inputs,
-            tolerances=tolerances(ns), progress=progress,
+            ns.model,
+            fun,
+            args,
+            kwargs,
+            seed=ns.seed,
+            random_inputs=not ns.example_inputs,
+            tolerances=tolerances(ns),
+            progress=progress,
             session_config=runtime_options(ns) if ns.runtime == "onnxruntime" else None,
         )
         result["localize"] = located.to_dict()

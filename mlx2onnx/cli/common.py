@@ -30,6 +30,7 @@ def exit_code(exc: BaseException) -> tuple[int, str]:
         return EXIT_EXPORT, "verification failed: "
     return EXIT_EXPORT, ""
 
+
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # the mlx2onnx package
 
 
@@ -106,7 +107,7 @@ def names(text: str | None):
 def tolerances(ns) -> dict | None:
     from ..verify.compare import uniform_tolerances
 
-    return uniform_tolerances(ns.atol, ns.rtol)  # argparse's _tolerance checked them
+    return uniform_tolerances(ns.atol, ns.rtol)  # argparse's tolerance_number checked them
 
 
 def capture_traced(fun, args, kwargs, progress: Progress):
@@ -130,7 +131,6 @@ def spec_text(spec) -> str:
     return f"{name(spec.dtype)}{list(spec.shape)}"
 
 
-
 def value_text(value) -> str:
     from .. import dtypes
 
@@ -147,8 +147,10 @@ def runtime_options(ns) -> dict[str, str]:
     for spec in getattr(ns, "runtime_option", None) or ():
         key, sep, value = spec.partition("=")
         if not sep or not key.strip():
-            raise UsageError(f"--runtime-option {spec!r}: write KEY=VALUE, e.g. INFERENCE_PRECISION_HINT=f32 "
-                             "or session.qdq_matmulnbits_accuracy_level=0")
+            raise UsageError(
+                f"--runtime-option {spec!r}: write KEY=VALUE, e.g. INFERENCE_PRECISION_HINT=f32 "
+                "or session.qdq_matmulnbits_accuracy_level=0"
+            )
         options[key.strip()] = value.strip()
     return options
 
@@ -157,8 +159,14 @@ def verify_against(model, fun, args, kwargs, ns, progress: Progress):
     from ..specs import parse_sizes
     from ..verify.parity import Verifier
 
-    verifier = Verifier(seed=ns.seed, random_inputs=not ns.example_inputs, tolerances=tolerances(ns),
-                        sizes=parse_sizes(ns.sizes), runtime=ns.runtime, runtime_options=runtime_options(ns),
-                        reference=getattr(ns, "reference", "device"))
+    verifier = Verifier(
+        seed=ns.seed,
+        random_inputs=not ns.example_inputs,
+        tolerances=tolerances(ns),
+        sizes=parse_sizes(ns.sizes),
+        runtime=ns.runtime,
+        runtime_options=runtime_options(ns),
+        reference=getattr(ns, "reference", "device"),
+    )
     with progress.stage(f"running {ns.runtime} and MLX"):
         return verifier.verify(model, fun, *args, **kwargs)

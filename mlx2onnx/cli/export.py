@@ -35,12 +35,17 @@ def _export_package(ns, progress: Progress) -> int:
     from ..llm.package import PACKAGE_BFLOAT16
     from ..tasks import export_folder
 
-    exporter = Exporter(bfloat16=PACKAGE_BFLOAT16 if ns.bfloat16 == "auto" else ns.bfloat16, float16=ns.float16,
-                        optimize=not ns.no_optimize, quantized_weights=ns.quantized_weights,
-                        int8_activations=ns.int8_activations)
+    exporter = Exporter(
+        bfloat16=PACKAGE_BFLOAT16 if ns.bfloat16 == "auto" else ns.bfloat16,
+        float16=ns.float16,
+        optimize=not ns.no_optimize,
+        quantized_weights=ns.quantized_weights,
+        int8_activations=ns.int8_activations,
+    )
     dtypes = [d.strip() for spec in ns.dtype or () for d in spec.split(",") if d.strip()]
-    out = export_folder(ns.target, ns.output, overwrite=ns.overwrite, stage=progress.stage, exporter=exporter,
-                        dtypes=dtypes)
+    out = export_folder(
+        ns.target, ns.output, overwrite=ns.overwrite, stage=progress.stage, exporter=exporter, dtypes=dtypes
+    )
     files = sorted(str(p.relative_to(out)) for p in Path(out).rglob("*") if p.is_file() and p.name != FOLDER_MARKER)
     print(f"wrote package {out}: {', '.join(files)}")
     notes = package_notes(Path(out))

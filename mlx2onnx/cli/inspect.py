@@ -38,10 +38,18 @@ def cmd_inspect(ns, progress: Progress) -> int:
         data = {
             "function": trace.function_name,
             "device": trace.device,
-            "inputs": [{"name": i.label, "shape": list(i.spec.shape), "dtype": spec_text(i.spec).split("[")[0]}
-                       for i in trace.inputs],
-            "outputs": [{"name": o.label or f"output_{k}", "shape": list(o.spec.shape),
-                         "dtype": spec_text(o.spec).split("[")[0]} for k, o in enumerate(trace.outputs)],
+            "inputs": [
+                {"name": i.label, "shape": list(i.spec.shape), "dtype": spec_text(i.spec).split("[")[0]}
+                for i in trace.inputs
+            ],
+            "outputs": [
+                {
+                    "name": o.label or f"output_{k}",
+                    "shape": list(o.spec.shape),
+                    "dtype": spec_text(o.spec).split("[")[0],
+                }
+                for k, o in enumerate(trace.outputs)
+            ],
             "primitives": {n: {"count": c, "status": status[n]} for n, c in sorted(counts.items())},
             "no_handler": missing,
             "refused": {n: str(registry.refusal(n)) for n in refused},
@@ -52,8 +60,9 @@ def cmd_inspect(ns, progress: Progress) -> int:
                 {
                     "index": p.index,
                     "name": p.name,
-                    "arguments": {k: records.format_value(v, limit=10_000) for k, v in
-                                  records.named(p.name, p.arguments).items()},
+                    "arguments": {
+                        k: records.format_value(v, limit=10_000) for k, v in records.named(p.name, p.arguments).items()
+                    },
                     "inputs": [spec_text(s) for s in p.inputs],
                     "outputs": [spec_text(s) for s in p.outputs],
                 }
@@ -63,8 +72,10 @@ def cmd_inspect(ns, progress: Progress) -> int:
     else:
         print(f"{label} ({trace.function_name}) traced on {trace.device}")
         print("inputs:  " + ", ".join(f"{i.label} {spec_text(i.spec)}" for i in trace.inputs))
-        print("outputs: " + ", ".join(f"{o.label or f'output_{k}'} {spec_text(o.spec)}"
-                                       for k, o in enumerate(trace.outputs)))
+        print(
+            "outputs: "
+            + ", ".join(f"{o.label or f'output_{k}'} {spec_text(o.spec)}" for k, o in enumerate(trace.outputs))
+        )
         print(f"constants: {len(trace.constants)} ({fmt_bytes(const_bytes)})")
         print(f"primitives: {len(trace.primitives)} records, {len(counts)} kinds")
         width = max((len(n) for n in counts), default=4)

@@ -12,17 +12,17 @@ from .metadata import RUNTIME_NOTES
 
 _TRANSFORMERS_JS = {  # task -> how a transformers.js user calls the package
     "text-generation": 'const generator = await pipeline("text-generation", "{name}");\n'
-                       'const out = await generator("Hello", {{ max_new_tokens: 32 }});',
+    'const out = await generator("Hello", {{ max_new_tokens: 32 }});',
     "feature-extraction": 'const extractor = await pipeline("feature-extraction", "{name}");\n'
-                          'const embeddings = await extractor(["Hello"], {{ pooling: "{pooling}", normalize: true }});',
+    'const embeddings = await extractor(["Hello"], {{ pooling: "{pooling}", normalize: true }});',
     "image-classification": 'const classifier = await pipeline("image-classification", "{name}");\n'
-                            'const labels = await classifier("image.png");',
+    'const labels = await classifier("image.png");',
     "automatic-speech-recognition": 'const transcriber = await pipeline("automatic-speech-recognition", "{name}");\n'
-                                    'const {{ text }} = await transcriber(samples);  // Float32Array, 16 kHz',
+    "const {{ text }} = await transcriber(samples);  // Float32Array, 16 kHz",
     "image-text-to-text": 'const processor = await AutoProcessor.from_pretrained("{name}");\n'
-                          'const model = await AutoModelForImageTextToText.from_pretrained("{name}");\n'
-                          'const inputs = await processor(prompt, await RawImage.read("image.png"));\n'
-                          'const out = await model.generate({{ ...inputs, max_new_tokens: 32 }});',
+    'const model = await AutoModelForImageTextToText.from_pretrained("{name}");\n'
+    'const inputs = await processor(prompt, await RawImage.read("image.png"));\n'
+    "const out = await model.generate({{ ...inputs, max_new_tokens: 32 }});",
 }
 _IMPORTS = {"image-text-to-text": "AutoProcessor, AutoModelForImageTextToText, RawImage"}
 
@@ -33,7 +33,7 @@ def base_model(source: Path) -> str:
     parts = source.resolve().parts
     for i, part in enumerate(parts[:-2]):
         if part.startswith("models--") and parts[i + 1] == "snapshots":
-            return "/".join(part[len("models--"):].split("--", 1))
+            return "/".join(part[len("models--") :].split("--", 1))
     return source.resolve().name
 
 
@@ -52,33 +52,79 @@ def write_card(package: Path, source: Path) -> None:
 
     def row(path: Path) -> str:
         dtype, entry = extra.get(f"onnx/{path.name}", (own.get(f"onnx/{path.name}", "-"), None))
-        found = "the MLX folder's own computation" if entry is None else (
-            f"{entry['token_agreement']:.0%} of {entry['tokens']} teacher-forced greedy tokens equal MLX's, "
-            f"largest logit gap {entry['max_logit_gap']:.3g}")
+        found = (
+            "the MLX folder's own computation"
+            if entry is None
+            else (
+                f"{entry['token_agreement']:.0%} of {entry['tokens']} teacher-forced greedy tokens equal MLX's, "
+                f"largest logit gap {entry['max_logit_gap']:.3g}"
+            )
+        )
         return f"| `onnx/{path.name}` | {dtype} | {path.stat().st_size / 2**20:.1f} MiB | {found} |"
 
     rows = [row(p) for p in sorted((package / "onnx").glob("*.onnx"))]
     usage = _TRANSFORMERS_JS[task].format(name=name, pooling=notes.get("pooling", "mean"))
-    lines = ["---", "library_name: transformers.js", f"base_model: {base}", f"pipeline_tag: {task}",
-             "tags:", "- onnx", "- mlx2onnx", *(["- onnxruntime-genai"] if genai else []), "---", "",
-             f"# {base} (ONNX)", "",
-             f"`{base}` exported from its MLX folder by mlx2onnx {__version__}, for transformers.js"
-             + (" and onnxruntime-genai" if genai else "") + f": {task}.", "",
-             "## Files", "", "| graph | transformers.js dtype | size | measured |", "|---|---|---|---|", *rows, "",
-             "The graphs `transformers.js_config` in config.json names compute what the MLX package "
-             "computes on the folder's weights (quantized weights stay quantized), each named by what it "
-             "holds (a 4-bit graph is `q4`), so the runtime's defaults find them; a file measured "
-             "against MLX is the model made over to that dtype in MLX, loaded with `{ dtype: \"q4\" }` "
-             "and the like.", "",
-             "## Use", "", "transformers.js (a browser or Node), with this folder uploaded as `PACKAGE`:", "",
-             "```js", f'import {{ {_IMPORTS.get(task, "pipeline")} }} from "@huggingface/transformers";', usage,
-             "```", ""]
+    lines = [
+        "---",
+        "library_name: transformers.js",
+        f"base_model: {base}",
+        f"pipeline_tag: {task}",
+        "tags:",
+        "- onnx",
+        "- mlx2onnx",
+        *(["- onnxruntime-genai"] if genai else []),
+        "---",
+        "",
+        f"# {base} (ONNX)",
+        "",
+        f"`{base}` exported from its MLX folder by mlx2onnx {__version__}, for transformers.js"
+        + (" and onnxruntime-genai" if genai else "")
+        + f": {task}.",
+        "",
+        "## Files",
+        "",
+        "| graph | transformers.js dtype | size | measured |",
+        "|---|---|---|---|",
+        *rows,
+        "",
+        "The graphs `transformers.js_config` in config.json names compute what the MLX package "
+        "computes on the folder's weights (quantized weights stay quantized), each named by what it "
+        "holds (a 4-bit graph is `q4`), so the runtime's defaults find them; a file measured "
+        'against MLX is the model made over to that dtype in MLX, loaded with `{ dtype: "q4" }` '
+        "and the like.",
+        "",
+        "## Use",
+        "",
+        "transformers.js (a browser or Node), with this folder uploaded as `PACKAGE`:",
+        "",
+        "```js",
+        f'import {{ {_IMPORTS.get(task, "pipeline")} }} from "@huggingface/transformers";',
+        usage,
+        "```",
+        "",
+    ]
     if genai:
-        lines += ["onnxruntime-genai (Python), on the folder:", "", "```python", "import onnxruntime_genai as og",
-                  "", 'model = og.Model("PACKAGE")', "```", ""]
-    lines += ["## Check", "", "Run the package against the MLX folder it came from (plain onnxruntime sessions, "
-              "the MLX package's own code as the reference):", "", "```bash",
-              f"mlx2onnx check PACKAGE/ {base}", "```", ""]
+        lines += [
+            "onnxruntime-genai (Python), on the folder:",
+            "",
+            "```python",
+            "import onnxruntime_genai as og",
+            "",
+            'model = og.Model("PACKAGE")',
+            "```",
+            "",
+        ]
+    lines += [
+        "## Check",
+        "",
+        "Run the package against the MLX folder it came from (plain onnxruntime sessions, "
+        "the MLX package's own code as the reference):",
+        "",
+        "```bash",
+        f"mlx2onnx check PACKAGE/ {base}",
+        "```",
+        "",
+    ]
     for runtime in RUNTIME_NOTES:
         if notes.get(runtime):
             lines.append(f"- {runtime.replace('_', ' ')}: {notes[runtime]}")

@@ -15,8 +15,23 @@ from ..errors import MissingPackageError, NotAModelFolderError, UsageError
 from .ownership import FOLDER_MARKER
 
 # bytes per element of each safetensors dtype
-_WIDTHS = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
-           "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+_WIDTHS = {
+    "BOOL": 1,
+    "U8": 1,
+    "I8": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "I16": 2,
+    "U16": 2,
+    "F16": 2,
+    "BF16": 2,
+    "I32": 4,
+    "U32": 4,
+    "F32": 4,
+    "I64": 8,
+    "U64": 8,
+    "F64": 8,
+}
 _AGAIN = "an incomplete download or a corrupt file: download or convert the model again"
 
 # a Hugging Face hub id, ORG/NAME; and what of a model repository its export reads (as mlx-lm's
@@ -39,18 +54,24 @@ def hub_folder(repo_id: str, revision: str | None = None) -> Path:
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
-        raise MissingPackageError(f"{repo_id!r} is not a folder here (give the path of the downloaded folder); "
-                                  "to fetch it as a hub id", "huggingface_hub") from None
+        raise MissingPackageError(
+            f"{repo_id!r} is not a folder here (give the path of the downloaded folder); to fetch it as a hub id",
+            "huggingface_hub",
+        ) from None
     try:
         folder = Path(snapshot_download(repo_id, revision=revision, allow_patterns=HUB_FILES))
     except Exception as exc:  # not cached while offline, no such repository or revision, no network
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"{repo_id!r} is not a folder here, and the Hugging Face hub did not give it "
-                         f"({type(exc).__name__}: {reason}); check the id and revision, or download the folder "
-                         "and give its path") from None
+        raise UsageError(
+            f"{repo_id!r} is not a folder here, and the Hugging Face hub did not give it "
+            f"({type(exc).__name__}: {reason}); check the id and revision, or download the folder "
+            "and give its path"
+        ) from None
     if not (folder / "config.json").is_file() and not any(folder.glob("*.safetensors")):
-        raise UsageError(f"the hub's {repo_id!r} holds no MLX model files (config.json, *.safetensors): is it an "
-                         "MLX model (e.g. one of mlx-community's)?")
+        raise UsageError(
+            f"the hub's {repo_id!r} holds no MLX model files (config.json, *.safetensors): is it an "
+            "MLX model (e.g. one of mlx-community's)?"
+        )
     return folder
 
 
@@ -63,8 +84,9 @@ def safetensors_header(path: Path) -> tuple[dict, int]:
     with open(path, "rb") as f:
         length = struct.unpack("<Q", f.read(8))[0]
         if length > size - 8:
-            raise ValueError(f"is cut short: its header alone should be {length} bytes, the file has {size - 8} "
-                             "after its size")
+            raise ValueError(
+                f"is cut short: its header alone should be {length} bytes, the file has {size - 8} after its size"
+            )
         try:
             header = json.loads(f.read(length))
         except ValueError:
@@ -124,12 +146,16 @@ def check_model_folder(folder: Path) -> None:
     """UsageError when ``folder`` cannot be a model folder: a package mlx2onnx wrote,
     PyTorch weights without safetensors, or weights files that are cut short or corrupt."""
     if (folder / FOLDER_MARKER).is_file() or (folder / "onnx").is_dir() and not any(folder.glob("*.safetensors")):
-        raise NotAModelFolderError(f"{folder} is an ONNX package, not an MLX model folder: give the MLX folder it was exported "
-                         f"from (to run the package against it: mlx2onnx check {folder} MODEL_FOLDER)")
+        raise NotAModelFolderError(
+            f"{folder} is an ONNX package, not an MLX model folder: give the MLX folder it was exported "
+            f"from (to run the package against it: mlx2onnx check {folder} MODEL_FOLDER)"
+        )
     torch = [p.name for p in folder.glob("*.bin")] + [p.name for p in folder.glob("*.pt*")]
     if torch and not any(folder.glob("*.safetensors")) and not any(folder.glob("*.npz")):
-        raise NotAModelFolderError(f"{folder} holds PyTorch weights ({', '.join(sorted(torch)[:3])}), not an MLX model: "
-                         "convert it first (e.g. mlx_lm.convert --hf-path FOLDER --mlx-path MLX_FOLDER)")
+        raise NotAModelFolderError(
+            f"{folder} holds PyTorch weights ({', '.join(sorted(torch)[:3])}), not an MLX model: "
+            "convert it first (e.g. mlx_lm.convert --hf-path FOLDER --mlx-path MLX_FOLDER)"
+        )
     check_weights_files(folder)
 
 
@@ -142,6 +168,8 @@ def check_tokenizer(folder: Path, runtimes: str, graph_alone: bool = False) -> N
         return
     lacking = [n for n in ("tokenizer.json", "tokenizer_config.json") if not (folder / n).is_file()]
     alone = f", or export the graph alone: mlx2onnx export {folder} -o model.onnx" if graph_alone else ""
-    raise UsageError(f"{folder} has no {' or '.join(lacking)}: {runtimes} read the tokenizer from the package, "
-                     "so the package would not run. Copy the model's tokenizer files into the folder (the MLX "
-                     f"packages' converters write them){alone}")
+    raise UsageError(
+        f"{folder} has no {' or '.join(lacking)}: {runtimes} read the tokenizer from the package, "
+        "so the package would not run. Copy the model's tokenizer files into the folder (the MLX "
+        f"packages' converters write them){alone}"
+    )

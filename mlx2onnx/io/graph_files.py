@@ -12,8 +12,16 @@ from pathlib import Path
 from ..translate.markers import WEIGHT_BITS
 
 # transformers.js's dtypes -> the suffix of the graph file each loads (``{dtype: "q4"}``: model_q4.onnx)
-DTYPE_SUFFIXES = {"fp32": "", "fp16": "_fp16", "int8": "_int8", "uint8": "_uint8", "q8": "_quantized", "q4": "_q4",
-                  "q4f16": "_q4f16", "bnb4": "_bnb4"}
+DTYPE_SUFFIXES = {
+    "fp32": "",
+    "fp16": "_fp16",
+    "int8": "_int8",
+    "uint8": "_uint8",
+    "q8": "_quantized",
+    "q4": "_q4",
+    "q4f16": "_q4f16",
+    "bnb4": "_bnb4",
+}
 
 
 def graph_dtype(graph) -> str:
@@ -38,8 +46,10 @@ def graph_dtype(graph) -> str:
     for value in graph.graph.initializers.values():
         if value.dtype in (ir.DataType.FLOAT16, ir.DataType.FLOAT):
             floats[value.dtype] += math.prod(value.shape.numpy()) if value.shape is not None else 0
-    half = any(out.dtype == ir.DataType.FLOAT16 for out in graph.graph.outputs) or \
-        floats[ir.DataType.FLOAT16] > floats[ir.DataType.FLOAT]
+    half = (
+        any(out.dtype == ir.DataType.FLOAT16 for out in graph.graph.outputs)
+        or floats[ir.DataType.FLOAT16] > floats[ir.DataType.FLOAT]
+    )
     width = bits.most_common(1)[0][0] if bits else None
     name = {(None, False): "fp32", (None, True): "fp16", (4, False): "q4", (4, True): "q4f16", (8, False): "q8"}
     return name.get((width, half), "fp32")

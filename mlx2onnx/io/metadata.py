@@ -39,8 +39,16 @@ MAX_CHECK_SIZE = 1 << 20
 MAX_CHECK_ELEMENTS = 1 << 28
 
 
-def describe_export(model: ir.Model, trace: Trace, input_names: Sequence[str], output_names: Sequence[str], *,
-                    floats: FloatPolicy, plan: Plan | None = None, passes: Mapping[str, int] | None = None) -> None:
+def describe_export(
+    model: ir.Model,
+    trace: Trace,
+    input_names: Sequence[str],
+    output_names: Sequence[str],
+    *,
+    floats: FloatPolicy,
+    plan: Plan | None = None,
+    passes: Mapping[str, int] | None = None,
+) -> None:
     """Write every key an export carries into ``model``: how its inputs and outputs map to
     the function's (:data:`IO_METADATA_KEY`), the MLX that traced it, its dynamic symbols
     (:data:`DYNAMIC_METADATA_KEY`), what each pass rewrote (:data:`PASSES_METADATA_KEY`)
@@ -55,8 +63,12 @@ def describe_export(model: ir.Model, trace: Trace, input_names: Sequence[str], o
         if precision is not None:  # computed through bfloat16/float16 values: compared under that tolerance
             entry["precision"] = dtypes.name(precision)
         outputs.append(entry)
-    io = {"inputs": [{"name": n, "position": i.position, "keyword": i.keyword} for i, n in zip(trace.inputs, input_names)],
-          "outputs": outputs}
+    io = {
+        "inputs": [
+            {"name": n, "position": i.position, "keyword": i.keyword} for i, n in zip(trace.inputs, input_names)
+        ],
+        "outputs": outputs,
+    }
     props = model.metadata_props
     props[IO_METADATA_KEY] = json.dumps(io, sort_keys=True)
     props["mlx.version"] = mx.__version__
@@ -64,12 +76,15 @@ def describe_export(model: ir.Model, trace: Trace, input_names: Sequence[str], o
     props["mlx.function"] = trace.function_name
     if plan is not None:
         names = dict(zip((i.label for i in trace.inputs), input_names))
-        props[DYNAMIC_METADATA_KEY] = json.dumps({
-            "symbols": {s: v[0] for s, v in plan.sizes.items()},
-            "multiple_of": dict(plan.multiple_of),
-            "range": {sym: list(b) for sym, b in plan.bounds.items()},
-            "inputs": {names[label]: {str(a): s for a, s in axes.items()} for label, axes in plan.spec.items()},
-        }, sort_keys=True)
+        props[DYNAMIC_METADATA_KEY] = json.dumps(
+            {
+                "symbols": {s: v[0] for s, v in plan.sizes.items()},
+                "multiple_of": dict(plan.multiple_of),
+                "range": {sym: list(b) for sym, b in plan.bounds.items()},
+                "inputs": {names[label]: {str(a): s for a, s in axes.items()} for label, axes in plan.spec.items()},
+            },
+            sort_keys=True,
+        )
     if passes is not None:
         props[PASSES_METADATA_KEY] = json.dumps(dict(passes), sort_keys=True)
     props[POLICY_METADATA_KEY] = json.dumps({dtypes.name(k): dtypes.name(v) for k, v in floats.carry}, sort_keys=True)
@@ -109,7 +124,11 @@ def _io(proto: onnx.ModelProto) -> dict:
             "the model has no mlx2onnx input/output metadata; verify only models exported by mlx2onnx"
         )
     key = IO_METADATA_KEY
-    if not isinstance(data, dict) or not isinstance(data.get("inputs"), list) or not isinstance(data.get("outputs"), list):
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("inputs"), list)
+        or not isinstance(data.get("outputs"), list)
+    ):
         raise _bad(key, "it must be an object with 'inputs' and 'outputs' lists")
     positions = []
     for entry in data["inputs"]:
@@ -158,8 +177,10 @@ class InputBinding:
     def missing(self, positional: Sequence, keywords: Mapping[str, Any]) -> str | None:
         """Why the call's arrays have nothing for this input (None when they do)."""
         if self.position is not None and self.position >= len(positional):
-            return (f"the model's input {self.name!r} is positional array {self.position}, but the call has "
-                    f"{len(positional)} positional array(s)")
+            return (
+                f"the model's input {self.name!r} is positional array {self.position}, but the call has "
+                f"{len(positional)} positional array(s)"
+            )
         if self.keyword is not None and self.keyword not in keywords:
             return f"the model's input {self.name!r} is keyword {self.keyword!r}, which the call does not have"
         return None
@@ -178,7 +199,9 @@ def _dynamic(proto: onnx.ModelProto) -> dict | None:
         raise _bad(key, "it must be an object with a non-empty 'symbols' mapping")
     for symbol, size in data["symbols"].items():
         if not _is_int(size) or not 0 <= size <= MAX_CHECK_SIZE:
-            raise _bad(key, f"symbol {symbol!r} has example size {size!r}; sizes are integers from 0 to {MAX_CHECK_SIZE}")
+            raise _bad(
+                key, f"symbol {symbol!r} has example size {size!r}; sizes are integers from 0 to {MAX_CHECK_SIZE}"
+            )
     steps = data.setdefault("multiple_of", {})
     ranges = data.setdefault("range", {})
     inputs = data.setdefault("inputs", {})
@@ -186,18 +209,25 @@ def _dynamic(proto: onnx.ModelProto) -> dict | None:
         raise _bad(key, "'multiple_of', 'range' and 'inputs' must be objects")
     for symbol, step in steps.items():
         if symbol not in data["symbols"] or not _is_int(step) or not 1 <= step <= MAX_CHECK_SIZE:
-            raise _bad(key, f"multiple_of[{symbol!r}] = {step!r}; steps are integers from 1 to {MAX_CHECK_SIZE} of known symbols")
+            raise _bad(
+                key,
+                f"multiple_of[{symbol!r}] = {step!r}; steps are integers from 1 to {MAX_CHECK_SIZE} of known symbols",
+            )
     for symbol, bounds in ranges.items():
         ok = isinstance(bounds, list) and len(bounds) == 2 and all(b is None or _is_int(b) for b in bounds)
         if symbol not in data["symbols"] or not ok:
-            raise _bad(key, f"range[{symbol!r}] = {bounds!r}; a range is [MIN, MAX] (integers or null) of a known symbol")
+            raise _bad(
+                key, f"range[{symbol!r}] = {bounds!r}; a range is [MIN, MAX] (integers or null) of a known symbol"
+            )
         low, high = bounds
         if low is not None and not 0 <= low <= MAX_CHECK_SIZE:
             raise _bad(key, f"range[{symbol!r}] starts at {low}; sizes are integers from 0 to {MAX_CHECK_SIZE}")
         if high is not None and low is not None and high < low:
             raise _bad(key, f"range[{symbol!r}] = {bounds} is empty")
     for name, axes in inputs.items():
-        if not isinstance(axes, dict) or not all(str(a).lstrip("-").isdigit() and s in data["symbols"] for a, s in axes.items()):
+        if not isinstance(axes, dict) or not all(
+            str(a).lstrip("-").isdigit() and s in data["symbols"] for a, s in axes.items()
+        ):
             raise _bad(key, f"inputs[{name!r}] = {axes!r}; write {{axis: symbol}} with known symbols")
     return data
 
@@ -267,12 +297,21 @@ def read(proto: onnx.ModelProto) -> ExportMetadata:
     the key when a key is missing or malformed."""
     io = _io(proto)
     dynamic = _dynamic(proto)
-    sizes = None if dynamic is None else DynamicSizes(
-        symbols=dict(dynamic["symbols"]), multiple_of=dict(dynamic["multiple_of"]),
-        ranges={s: tuple(b) for s, b in dynamic["range"].items()},
-        axes={name: {int(a): s for a, s in axes.items()} for name, axes in dynamic["inputs"].items()})
+    sizes = (
+        None
+        if dynamic is None
+        else DynamicSizes(
+            symbols=dict(dynamic["symbols"]),
+            multiple_of=dict(dynamic["multiple_of"]),
+            ranges={s: tuple(b) for s, b in dynamic["range"].items()},
+            axes={name: {int(a): s for a, s in axes.items()} for name, axes in dynamic["inputs"].items()},
+        )
+    )
     return ExportMetadata(
         inputs=tuple(InputBinding(e["name"], e.get("position"), e.get("keyword")) for e in io["inputs"]),
-        outputs=tuple(OutputEntry(e["name"], e.get("key"), e.get("order_free_axis"), e.get("precision"))
-                      for e in io["outputs"]),
-        dynamic=sizes, policy=_float_policy(proto))
+        outputs=tuple(
+            OutputEntry(e["name"], e.get("key"), e.get("order_free_axis"), e.get("precision")) for e in io["outputs"]
+        ),
+        dynamic=sizes,
+        policy=_float_policy(proto),
+    )

@@ -29,15 +29,19 @@ def write_marker(package: Path) -> None:
     from .._version import __version__
 
     files = sorted(p.relative_to(package).as_posix() for p in package.rglob("*") if p.is_file())
-    (package / FOLDER_MARKER).write_text(json.dumps({"written_by": f"{PRODUCER} {__version__}", "files": files},
-                                                     indent=1))
+    (package / FOLDER_MARKER).write_text(
+        json.dumps({"written_by": f"{PRODUCER} {__version__}", "files": files}, indent=1)
+    )
 
 
 def foreign_files(folder: Path) -> list[str] | None:
     """The files of ``folder`` that its marker does not list (``[]``: every file is the
     package's, or the folder is empty), or None when it has no readable marker."""
-    present = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
-                     if p.is_file() or p.is_symlink()) if folder.is_dir() else []
+    present = (
+        sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() or p.is_symlink())
+        if folder.is_dir()
+        else []
+    )
     marker = folder / FOLDER_MARKER
     if not present:
         return []
@@ -56,12 +60,16 @@ def folder_refusal(out: Path) -> str | None:
         return f"{str(out)!r} is {kind}, not a folder; choose a folder path (e.g. {out.name}_out/)"
     foreign = foreign_files(out)
     if foreign is None:
-        return (f"{str(out)!r} is a folder that mlx2onnx did not write (it has no {FOLDER_MARKER}); mlx2onnx "
-                "replaces only a folder it wrote: choose a new folder, or empty this one yourself")
+        return (
+            f"{str(out)!r} is a folder that mlx2onnx did not write (it has no {FOLDER_MARKER}); mlx2onnx "
+            "replaces only a folder it wrote: choose a new folder, or empty this one yourself"
+        )
     if foreign:
         names = ", ".join(foreign[:_LISTED]) + (f" and {len(foreign) - _LISTED} more" if len(foreign) > _LISTED else "")
-        return (f"{str(out)!r} holds files mlx2onnx did not write there ({names}); it replaces only a folder as it "
-                "wrote it: move those files out, or choose a new folder")
+        return (
+            f"{str(out)!r} holds files mlx2onnx did not write there ({names}); it replaces only a folder as it "
+            "wrote it: move those files out, or choose a new folder"
+        )
     return None
 
 
@@ -77,8 +85,10 @@ def refuse_enclosing(out: Path, source: str | os.PathLike | None) -> None:
         if where == path or where in path.parents:
             # beside the model folder when it is the output, else inside the output
             instead = out.parent / name if source is not None and where == Path(source).resolve() else out / name
-            raise ExportOptionError(f"the output {str(out)!r} {'is' if where == path else 'holds'} {what}: replacing "
-                                    f"it would delete it; a package is written to a folder of its own, e.g. {instead}/")
+            raise ExportOptionError(
+                f"the output {str(out)!r} {'is' if where == path else 'holds'} {what}: replacing "
+                f"it would delete it; a package is written to a folder of its own, e.g. {instead}/"
+            )
 
 
 # -- single files -----------------------------------------------------------------------------
@@ -100,7 +110,7 @@ def producer_name(path: Path) -> str | None:
             elif wire == 2:
                 size, at = _varint(head, at)
                 if field == 2:
-                    return head[at:at + size].decode("utf-8")
+                    return head[at : at + size].decode("utf-8")
                 if field >= 7:  # the graph: producer_name (2) comes before it
                     return None
                 at += size
@@ -133,13 +143,17 @@ def file_refusal(path: Path, companions: Iterable[Path] = ()) -> str | None:
         producer = producer_name(path)
         if producer != PRODUCER:
             made = f"written by {producer!r}" if producer else "not an ONNX model"
-            return (f"{str(path)!r} is {made}; --overwrite replaces only a model mlx2onnx wrote: choose another "
-                    "path, or remove the file yourself")
+            return (
+                f"{str(path)!r} is {made}; --overwrite replaces only a model mlx2onnx wrote: choose another "
+                "path, or remove the file yourself"
+            )
         return None
     for companion in companions:
         if companion.exists():
-            return (f"{str(companion)!r} exists without the model {path.name!r} it would belong to; --overwrite "
-                    "replaces only files of a model mlx2onnx wrote: choose another path, or remove it yourself")
+            return (
+                f"{str(companion)!r} exists without the model {path.name!r} it would belong to; --overwrite "
+                "replaces only files of a model mlx2onnx wrote: choose another path, or remove it yourself"
+            )
     return None
 
 

@@ -18,8 +18,16 @@ from .ownership import folder_refusal, publish, refuse_enclosing, write_marker
 from .saving import staging_folder
 
 # what a model folder's tokenizer (and chat template) is written in, for both runtimes
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-                   "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+    "added_tokens.json",
+    "chat_template.jinja",
+)
 
 
 def check_folder_path(out: str | os.PathLike, overwrite: bool, source: str | os.PathLike | None = None) -> Path:
@@ -35,9 +43,14 @@ def check_folder_path(out: str | os.PathLike, overwrite: bool, source: str | os.
         reason = folder_refusal(out)
         empty = out.is_dir() and not out.is_symlink() and not any(out.iterdir())
         if not overwrite and not empty:
-            raise ExportOptionError(f"{str(out)!r} already exists" + (
-                " and is not a package mlx2onnx wrote: choose a new folder" if reason else
-                "; pass overwrite=True (--overwrite) to replace the package"))
+            raise ExportOptionError(
+                f"{str(out)!r} already exists"
+                + (
+                    " and is not a package mlx2onnx wrote: choose a new folder"
+                    if reason
+                    else "; pass overwrite=True (--overwrite) to replace the package"
+                )
+            )
         if reason:
             raise ExportOptionError(reason)
     for parent in out.parents:  # the first existing folder above must take the package
@@ -131,8 +144,10 @@ def write_json_files(package: Path, files: dict[str, dict], dtypes: dict[str, st
 def _renamed(content, written: dict[str, str]):
     """``content`` with each ``filename`` that is a key of ``written`` changed to its value."""
     if isinstance(content, dict):
-        return {k: written.get(v, v) if k == "filename" and isinstance(v, str) else _renamed(v, written)
-                for k, v in content.items()}
+        return {
+            k: written.get(v, v) if k == "filename" and isinstance(v, str) else _renamed(v, written)
+            for k, v in content.items()
+        }
     if isinstance(content, list):
         return [_renamed(v, written) for v in content]
     return content
@@ -142,6 +157,7 @@ def json_text(config: dict) -> str:
     """``config`` as strict JSON: JavaScript's JSON.parse (transformers.js) rejects the
     ``Infinity`` and ``NaN`` Python writes (mamba2's ``time_step_limit`` is [0, inf]), so
     an infinity is written as the largest float64 and NaN as null."""
+
     def strict(value):
         if isinstance(value, float) and not math.isfinite(value):
             return None if math.isnan(value) else math.copysign(sys.float_info.max, value)
@@ -150,4 +166,5 @@ def json_text(config: dict) -> str:
         if isinstance(value, (list, tuple)):
             return [strict(v) for v in value]
         return value
+
     return json.dumps(strict(config), indent=2, allow_nan=False)

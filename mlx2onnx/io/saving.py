@@ -84,7 +84,8 @@ PROGRESS_MIN_BYTES = 2**30
 # Initializers at least this large are streamed into a single-file model (see _write_streamed).
 STREAM_MIN_BYTES = 4096
 _STREAMABLE = frozenset(
-    ir.DataType[n] for n in "FLOAT DOUBLE FLOAT16 BFLOAT16 INT8 INT16 INT32 INT64 UINT8 UINT16 UINT32 UINT64 BOOL".split()
+    ir.DataType[n]
+    for n in "FLOAT DOUBLE FLOAT16 BFLOAT16 INT8 INT16 INT32 INT64 UINT8 UINT16 UINT32 UINT64 BOOL".split()
 )
 
 
@@ -109,10 +110,14 @@ def _write_streamed(model: ir.Model, path: Path) -> None:
     graph = model.graph
     order = list(graph.initializers.items())
     big = [
-        (name, value) for name, value in order
-        if type(value.const_value) in (ir.Tensor, _StridedTensor) and isinstance(value.const_value.raw, np.ndarray)
-        and value.const_value.dtype in _STREAMABLE and value.const_value.nbytes >= STREAM_MIN_BYTES
-        and not value.is_graph_input() and not value.is_graph_output()
+        (name, value)
+        for name, value in order
+        if type(value.const_value) in (ir.Tensor, _StridedTensor)
+        and isinstance(value.const_value.raw, np.ndarray)
+        and value.const_value.dtype in _STREAMABLE
+        and value.const_value.nbytes >= STREAM_MIN_BYTES
+        and not value.is_graph_input()
+        and not value.is_graph_output()
     ]
     for name, _ in big:
         graph.initializers.pop(name)
@@ -158,8 +163,10 @@ def _progress(model: ir.Model):
         done[1] += 1
         last = done[1] >= info.total
         percent = 100 if last else min(99, int(100 * done[0] / total))
-        sys.stderr.write(f"\rmlx2onnx: writing weights {done[0] / 2**30:.2f} / {total / 2**30:.2f} GiB "
-                         f"({percent}%)" + ("\n" if last else ""))
+        sys.stderr.write(
+            f"\rmlx2onnx: writing weights {done[0] / 2**30:.2f} / {total / 2**30:.2f} GiB "
+            f"({percent}%)" + ("\n" if last else "")
+        )
         sys.stderr.flush()
 
     return report
@@ -270,7 +277,9 @@ def save_model(
             proto = model
         else:
             model = ir.serde.deserialize_model(model)
-    use_external = False if proto is not None else needs_external_data(model) if external_data is None else external_data
+    use_external = (
+        False if proto is not None else needs_external_data(model) if external_data is None else external_data
+    )
     data_name = data_name or path.name + ".data"
     with staging_folder(path.parent, f".{path.stem}.") as staging:
         staged = staging / path.name

@@ -7,10 +7,19 @@ from .decoder import (
     DecoderExport,
     cache_layout,
     export_decoder,
-    mlx_generate,
 )
 from .generation import generate
+from .greedy import mlx_generate
 from .package import export_package
 
-__all__ = ["DecoderExport", "GrowingKVCache", "cache_layout", "check_package", "export_decoder", "export_package",
-           "generate", "mlx_generate", "package_generate"]
+__all__ = [
+    "DecoderExport",
+    "GrowingKVCache",
+    "cache_layout",
+    "check_package",
+    "export_decoder",
+    "export_package",
+    "generate",
+    "mlx_generate",
+    "package_generate",
+]

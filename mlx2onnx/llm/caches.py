@@ -12,6 +12,7 @@ import mlx.core as mx
 class KV(NamedTuple):
     """One attention cache's layout: key/value heads, key and value widths, dtype, and the
     keys an mlx-lm ``RotatingKVCache`` keeps (its ``max_size``; None: every key)."""
+
     heads: int
     kdim: int
     vdim: int

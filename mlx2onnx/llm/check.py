@@ -25,8 +25,8 @@ def left_padded(prompts: list[list[int]], pad: int) -> tuple[np.ndarray, np.ndar
     ids = np.full((len(prompts), width), pad, np.int64)
     mask = np.zeros((len(prompts), width), np.int64)
     for row, prompt in enumerate(prompts):
-        ids[row, width - len(prompt):] = prompt
-        mask[row, width - len(prompt):] = 1
+        ids[row, width - len(prompt) :] = prompt
+        mask[row, width - len(prompt) :] = 1
     positions = np.where(mask == 1, np.cumsum(mask, axis=1) - 1, 1)
     return ids, mask, positions
 
@@ -53,15 +53,24 @@ def package_generate(session, prompts: list[list[int]], new_tokens: int, pad: in
 
 def empty_past(session, batch: int) -> dict[str, np.ndarray]:
     """The decoder's past before the first token: no keys and values, zero states."""
-    return {value.name: np.zeros([batch if i == 0 else d if isinstance(d, int) else 0 for i, d in enumerate(value.shape)],
-                                 NUMPY_TYPES[value.type]) for value in session.get_inputs()[3:]}
+    return {
+        value.name: np.zeros(
+            [batch if i == 0 else d if isinstance(d, int) else 0 for i, d in enumerate(value.shape)],
+            NUMPY_TYPES[value.type],
+        )
+        for value in session.get_inputs()[3:]
+    }
 
 
 def forward_logits(session, ids: list[int]) -> np.ndarray:
     """The decoder's logits [len(ids), vocab] for one sequence from an empty past."""
     batch = np.array([ids], np.int64)
-    feeds = {"input_ids": batch, "attention_mask": np.ones_like(batch),
-             "position_ids": np.arange(len(ids), dtype=np.int64)[None], **empty_past(session, 1)}
+    feeds = {
+        "input_ids": batch,
+        "attention_mask": np.ones_like(batch),
+        "position_ids": np.arange(len(ids), dtype=np.int64)[None],
+        **empty_past(session, 1),
+    }
     return session.run(["logits"], feeds)[0][0].astype(np.float32)
 
 
@@ -88,8 +97,14 @@ def prompts_for(vocab: int, seed: int = 0) -> list[list[int]]:
     return [rng.integers(0, vocab, n).tolist() for n in (7, 4)]
 
 
-def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts: list[list[int]],
-                  new_tokens: int = 12, atol: float | None = None, rtol: float | None = None) -> dict:
+def check_package(
+    package: str | os.PathLike,
+    folder: str | os.PathLike,
+    prompts: list[list[int]],
+    new_tokens: int = 12,
+    atol: float | None = None,
+    rtol: float | None = None,
+) -> dict:
     """Greedy tokens and first-step logits of the package in onnxruntime (the prompts in
     one left-padded batch, or one at a time where the package says it does not serve
     left-padded batches) against mlx-lm's own forward of each prompt alone. The session
@@ -103,13 +118,15 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
     same weights (the function the half-precision arithmetic approximates); how far MLX's
     own half-precision logits are from float32 is measured on every prompt (:func:`half_row`)."""
     from ..verify.plain import half_precision, plain_session, reference
-    from .decoder import mlx_generate
+    from .greedy import mlx_generate
 
     package, folder = Path(package), Path(folder)
     model_file = graph_path(package, "onnx/model.onnx")
     if not model_file.is_file():
-        raise UsageError(f"{package} is not a package: it has no onnx/{model_file.name} (write one with "
-                         "`mlx2onnx export MODEL_FOLDER -o PACKAGE/`)")
+        raise UsageError(
+            f"{package} is not a package: it has no onnx/{model_file.name} (write one with "
+            "`mlx2onnx export MODEL_FOLDER -o PACKAGE/`)"
+        )
     model = load_model_folder(str(folder)).fun
     plain = plain_session(model_file, atol, rtol)  # a plain session, as the runtimes open one
     tokens, logits, padding = package_tokens(plain.session, package, prompts, new_tokens)
@@ -119,18 +136,31 @@ def check_package(package: str | os.PathLike, folder: str | os.PathLike, prompts
         want_tokens = mlx_generate(model, mx.array([prompt]), new_tokens)[0]
         want_logits, held = reference(model(mx.array([prompt]))[0, -1])
         error, bound = plain.compare(logits[row], want_logits, held)
-        found = {"prompt": list(map(int, prompt)), "tokens": tokens[row].tolist(), "mlx_tokens": want_tokens.tolist(),
-                 "max_abs_logit_error": error, "tolerance": bound,
-                 "passed": bool(np.array_equal(tokens[row], want_tokens) and error <= bound)}
-        rows.append(found if half is None else half_row(found, model, plain, logits[row], want_logits, held, new_tokens))
-    return {"package": str(package), "folder": str(folder), **plain.describe(), "rows": rows,
-            **({"half_precision": half} if half else {}),
-            "batch": f"one prompt at a time: left-padded batches are {padding}" if padding else "one left-padded batch",
-            "passed": all(r["passed"] for r in rows)}
+        found = {
+            "prompt": list(map(int, prompt)),
+            "tokens": tokens[row].tolist(),
+            "mlx_tokens": want_tokens.tolist(),
+            "max_abs_logit_error": error,
+            "tolerance": bound,
+            "passed": bool(np.array_equal(tokens[row], want_tokens) and error <= bound),
+        }
+        rows.append(
+            found if half is None else half_row(found, model, plain, logits[row], want_logits, held, new_tokens)
+        )
+    return {
+        "package": str(package),
+        "folder": str(folder),
+        **plain.describe(),
+        "rows": rows,
+        **({"half_precision": half} if half else {}),
+        "batch": f"one prompt at a time: left-padded batches are {padding}" if padding else "one left-padded batch",
+        "passed": all(r["passed"] for r in rows),
+    }
 
 
-def half_row(found: dict, model, plain, logits: np.ndarray, half_logits: np.ndarray, held: str | None,
-             new_tokens: int) -> dict:
+def half_row(
+    found: dict, model, plain, logits: np.ndarray, half_logits: np.ndarray, held: str | None, new_tokens: int
+) -> dict:
     """A check row of a half-precision folder (``found``: against MLX at the folder's dtype,
     its logits held in ``held``) with MLX in float32 on the same weights beside it: a
     package never fails for being at least as close to float32 as MLX's half precision is
@@ -139,7 +169,7 @@ def half_row(found: dict, model, plain, logits: np.ndarray, half_logits: np.ndar
     only where float32's margin between the two tokens is within MLX's spread (a near tie
     half precision may break either way; ``first_divergence`` says where and by how much)."""
     from ..verify.plain import in_float32
-    from .decoder import mlx_generate
+    from .greedy import mlx_generate
 
     prompt, tokens = found["prompt"], found["tokens"]
     with in_float32(model):
@@ -152,12 +182,22 @@ def half_row(found: dict, model, plain, logits: np.ndarray, half_logits: np.ndar
             step = next(k for k, (a, b) in enumerate(zip(tokens, f32_tokens)) if a != b)
             there = np.array(model(mx.array([prompt + tokens[:step]]))[0, -1].astype(mx.float32))
             margin = float(there[f32_tokens[step]] - there[tokens[step]])
-            divergence = {"step": step, "token": tokens[step], "mlx_float32_token": f32_tokens[step],
-                          "mlx_float32_margin": margin, "explained": margin <= spread}
+            divergence = {
+                "step": step,
+                "token": tokens[step],
+                "mlx_float32_token": f32_tokens[step],
+                "mlx_float32_margin": margin,
+                "explained": margin <= spread,
+            }
     close = compared.pop("close")
     compared["max_abs_logit_error_vs_float32"] = compared.pop("max_abs_error_vs_float32")
-    return {**found, "mlx_float32_tokens": f32_tokens, **compared, "first_divergence": divergence,
-            "passed": bool(close and (divergence is None or divergence["explained"]))}
+    return {
+        **found,
+        "mlx_float32_tokens": f32_tokens,
+        **compared,
+        "first_divergence": divergence,
+        "passed": bool(close and (divergence is None or divergence["explained"])),
+    }
 
 
 def package_notes(package: Path) -> dict:

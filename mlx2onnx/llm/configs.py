@@ -27,35 +27,87 @@ def text_settings(config: dict) -> dict:
 # transformers.js 4.3's decoder-only model types whose graph takes only
 # past_key_values.<i>.key / .value, one per layer, named after the config's layer count
 TRANSFORMERS_JS_TYPES = {
-    "bloom", "gpt2", "gpt_oss", "jais", "gptj", "gpt_neo", "gpt_neox", "codegen", "llama", "nanochat", "apertus",
-    "llama4_text", "arcee", "afmoe", "smollm3", "exaone", "olmo", "olmo2", "olmo3", "mobilellm", "granite", "cohere",
-    "cohere2", "gemma", "gemma2", "vaultgemma", "gemma3_text", "helium", "glm", "glm_moe_dsa", "openelm", "qwen2",
-    "qwen2_moe", "qwen3", "qwen3_moe", "phi", "phi3", "mpt", "mistral", "mistral4", "ministral", "ministral3",
-    "ernie4_5", "starcoder2", "deepseek_v3", "falcon", "solar_open", "stablelm", "hunyuan_v1_dense", "youtu",
+    "bloom",
+    "gpt2",
+    "gpt_oss",
+    "jais",
+    "gptj",
+    "gpt_neo",
+    "gpt_neox",
+    "codegen",
+    "llama",
+    "nanochat",
+    "apertus",
+    "llama4_text",
+    "arcee",
+    "afmoe",
+    "smollm3",
+    "exaone",
+    "olmo",
+    "olmo2",
+    "olmo3",
+    "mobilellm",
+    "granite",
+    "cohere",
+    "cohere2",
+    "gemma",
+    "gemma2",
+    "vaultgemma",
+    "gemma3_text",
+    "helium",
+    "glm",
+    "glm_moe_dsa",
+    "openelm",
+    "qwen2",
+    "qwen2_moe",
+    "qwen3",
+    "qwen3_moe",
+    "phi",
+    "phi3",
+    "mpt",
+    "mistral",
+    "mistral4",
+    "ministral",
+    "ministral3",
+    "ernie4_5",
+    "starcoder2",
+    "deepseek_v3",
+    "falcon",
+    "solar_open",
+    "stablelm",
+    "hunyuan_v1_dense",
+    "youtu",
 }
 LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "num_transformer_layers")
 # transformers.js 4.3's hybrid types by the number of arrays a recurrent layer carries
 # (configs.js getCacheNames): the type, its name for a recurrent layer and for an attention layer
-TRANSFORMERS_JS_HYBRIDS = {1: ("lfm2", "conv", "full_attention"), 2: ("granitemoehybrid", "mamba", "attention"),
-                           4: ("olmo_hybrid", "linear_attention", "full_attention")}
+TRANSFORMERS_JS_HYBRIDS = {
+    1: ("lfm2", "conv", "full_attention"),
+    2: ("granitemoehybrid", "mamba", "attention"),
+    4: ("olmo_hybrid", "linear_attention", "full_attention"),
+}
 
 
 def _kinds(layout: list) -> list:
     """Per cache: "kv", a state count, or a tuple of its members' kinds (a CacheList; one
     of a single member is that member: the graph carries the same arrays)."""
+
     def kind(entry):
         if isinstance(entry, Group):
             return kind(entry.members[0]) if len(entry.members) == 1 else tuple(kind(m) for m in entry.members)
         return "kv" if is_kv(entry) else len(entry.shapes)
+
     return [kind(e) for e in layout]
 
 
 def _described(layout: list) -> str:
     """What each cache of ``layout`` carries, in words, each kind once."""
+
     def words(kind):
         if isinstance(kind, tuple):
             return "a CacheList of " + " and ".join(words(k) for k in kind)
         return "attention keys and values" if kind == "kv" else f"{kind} states"
+
     return "; ".join(dict.fromkeys(words(k) for k in _kinds(layout)))
 
 
@@ -67,8 +119,10 @@ def transformers_js_hybrid(layout: list) -> tuple[dict | None, str | None]:
     """The config settings that make transformers.js carry this layout's states, or None
     and why it cannot: (settings, None) or (None, reason)."""
     if _first_kv(layout) is None:
-        return None, ("transformers.js 4.3 counts the tokens so far from an attention cache "
-                      "(DynamicCache.get_seq_length) and this model has no attention layer")
+        return None, (
+            "transformers.js 4.3 counts the tokens so far from an attention cache "
+            "(DynamicCache.get_seq_length) and this model has no attention layer"
+        )
     kinds = _kinds(layout)
     counts = {k for k in kinds if isinstance(k, int)}
     groups = [k for k in kinds if isinstance(k, tuple)]
@@ -78,9 +132,11 @@ def transformers_js_hybrid(layout: list) -> tuple[dict | None, str | None]:
     if groups and len(groups) == len(kinds) and all(sorted(g, key=str) == sorted(("kv", 2), key=str) for g in groups):
         # every layer a mamba and an attention layer in one (falcon_h1): granitemoehybrid without layer_types
         return {"model_type": "granitemoehybrid", "layer_types": None, "layers_block_type": None}, None
-    return None, (f"transformers.js 4.3 names the caches of a hybrid model by its model type (lfm2: one state per "
-                  f"recurrent layer, granitemoehybrid: two, olmo_hybrid: four, falcon_h1: two and attention keys and "
-                  f"values in every layer); this model's caches carry {_described(layout)}, which none of them has")
+    return None, (
+        f"transformers.js 4.3 names the caches of a hybrid model by its model type (lfm2: one state per "
+        f"recurrent layer, granitemoehybrid: two, olmo_hybrid: four, falcon_h1: two and attention keys and "
+        f"values in every layer); this model's caches carry {_described(layout)}, which none of them has"
+    )
 
 
 def transformers_js_config(config: dict, layout: list, vocab: int) -> tuple[dict, str | None]:
@@ -107,13 +163,28 @@ def transformers_js_config(config: dict, layout: list, vocab: int) -> tuple[dict
             out.pop(k, None)
         out["mlx2onnx"] = {"source_model_type": model_type}
         if given["model_type"] != model_type and not reason:
-            out["mlx2onnx"]["why"] = (f"transformers.js runs the package's decoder as its {given['model_type']}: it "
-                                      "does not run this model type, or not with this graph's inputs")
+            out["mlx2onnx"]["why"] = (
+                f"transformers.js runs the package's decoder as its {given['model_type']}: it "
+                "does not run this model type, or not with this graph's inputs"
+            )
     return out, reason
 
 
-GENAI_TYPES = {"llama", "mistral", "qwen2", "qwen3", "phi3", "phi", "gemma", "gemma2", "gemma3_text", "olmo",
-               "granite", "chatglm", "nemotron"}
+GENAI_TYPES = {
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "phi3",
+    "phi",
+    "gemma",
+    "gemma2",
+    "gemma3_text",
+    "olmo",
+    "granite",
+    "chatglm",
+    "nemotron",
+}
 
 
 def genai_hybrid(layout: list) -> tuple[dict | None, str | None]:
@@ -124,21 +195,31 @@ def genai_hybrid(layout: list) -> tuple[dict | None, str | None]:
     with any decoder type; each array's shape after the batch axis is fixed."""
     kinds = _kinds(layout)
     if all(k in ("kv", 1) for k in kinds):
-        return {"type": "lfm2", "layer_types": ["full_attention" if k == "kv" else "conv" for k in kinds],
-                "inputs": {"past_conv_names": "past_conv.%d"}, "outputs": {"present_conv_names": "present_conv.%d"}}, None
+        return {
+            "type": "lfm2",
+            "layer_types": ["full_attention" if k == "kv" else "conv" for k in kinds],
+            "inputs": {"past_conv_names": "past_conv.%d"},
+            "outputs": {"present_conv_names": "present_conv.%d"},
+        }, None
     leaves = [leaf for _, leaf in flat(layout)]
     states = {(leaf.shapes, leaf.dtypes) for leaf in leaves if not is_kv(leaf)}
     windowed = any(len(shapes[0]) == 3 or len(shapes[1]) == 4 for shapes, _ in states if len(shapes) == 2)
     if windowed:  # a rank-4 convolution or rank-5 recurrent state is genai's window of per-token states
-        return None, (f"onnxruntime-genai 0.18 reads a rank-4 first state as a window of convolution states (its "
-                      f"state_window layout); this model's caches carry {_described(layout)} of ranks "
-                      f"{sorted({tuple(1 + len(x) for x in shapes) for shapes, _ in states})} with the batch axis")
+        return None, (
+            f"onnxruntime-genai 0.18 reads a rank-4 first state as a window of convolution states (its "
+            f"state_window layout); this model's caches carry {_described(layout)} of ranks "
+            f"{sorted({tuple(1 + len(x) for x in shapes) for shapes, _ in states})} with the batch axis"
+        )
     if all(is_kv(leaf) or len(leaf.shapes) == 2 for leaf in leaves) and len(states) == 1:
-        return {"inputs": {"past_conv_names": "past_conv.%d", "past_recurrent_names": "past_ssm.%d"},
-                "outputs": {"present_conv_names": "present_conv.%d", "present_recurrent_names": "present_ssm.%d"}}, None
-    return None, (f"onnxruntime-genai 0.18 carries one attention cache per layer beside one convolution state per "
-                  f"layer (lfm2) or two states of one shape in every recurrent layer; this model's caches carry "
-                  f"{_described(layout)}" + (" (states of several shapes)" if len(states) > 1 else ""))
+        return {
+            "inputs": {"past_conv_names": "past_conv.%d", "past_recurrent_names": "past_ssm.%d"},
+            "outputs": {"present_conv_names": "present_conv.%d", "present_recurrent_names": "present_ssm.%d"},
+        }, None
+    return None, (
+        f"onnxruntime-genai 0.18 carries one attention cache per layer beside one convolution state per "
+        f"layer (lfm2) or two states of one shape in every recurrent layer; this model's caches carry "
+        f"{_described(layout)}" + (" (states of several shapes)" if len(states) > 1 else "")
+    )
 
 
 def genai_config(config: dict, layout: list, vocab: int, folder: Path) -> tuple[dict | None, str | None]:
@@ -169,11 +250,16 @@ def genai_config(config: dict, layout: list, vocab: int, folder: Path) -> tuple[
         "head_size": kdim,
         "hidden_size": int(config.get("hidden_size", heads * kdim)),
         "inputs": {
-            "input_ids": "input_ids", "attention_mask": "attention_mask", "position_ids": "position_ids",
-            "past_key_names": "past_key_values.%d.key", "past_value_names": "past_key_values.%d.value",
+            "input_ids": "input_ids",
+            "attention_mask": "attention_mask",
+            "position_ids": "position_ids",
+            "past_key_names": "past_key_values.%d.key",
+            "past_value_names": "past_key_values.%d.value",
         },
         "outputs": {
-            "logits": "logits", "present_key_names": "present.%d.key", "present_value_names": "present.%d.value",
+            "logits": "logits",
+            "present_key_names": "present.%d.key",
+            "present_value_names": "present.%d.value",
         },
         "num_attention_heads": int(config.get("num_attention_heads", heads)),
         "num_hidden_layers": len(layout),
@@ -197,8 +283,16 @@ def genai_config(config: dict, layout: list, vocab: int, folder: Path) -> tuple[
             "vocab_size": int(vocab),
         },
         "search": {
-            "do_sample": False, "early_stopping": True, "max_length": int(config.get("max_position_embeddings", 4096)),
-            "min_length": 0, "num_beams": 1, "num_return_sequences": 1, "past_present_share_buffer": False,
-            "repetition_penalty": 1.0, "temperature": 1.0, "top_k": 1, "top_p": 1.0,
+            "do_sample": False,
+            "early_stopping": True,
+            "max_length": int(config.get("max_position_embeddings", 4096)),
+            "min_length": 0,
+            "num_beams": 1,
+            "num_return_sequences": 1,
+            "past_present_share_buffer": False,
+            "repetition_penalty": 1.0,
+            "temperature": 1.0,
+            "top_k": 1,
+            "top_p": 1.0,
         },
     }, None

@@ -91,6 +91,7 @@ def cache_arrays(layout: list[KV], rows: int, length: int, rng: np.random.Genera
     """Per layer of ``layout`` (:func:`cache_layout`) a key and a value cache
     [rows, kv_heads, length, dim]: zeros, or standard normal values from ``rng`` (an
     example past for tracing must not be a constant the trace could fold)."""
+
     def make(shape, dtype):
         if rng is None:
             return mx.zeros(shape, dtype)
@@ -152,17 +153,27 @@ def export_decoder(
     decode_dynamic = {f"past_{k}": {2: past_length} for k in range(2 * n)}
     if dynamic:
         prefill_dynamic = {"input_ids": {0: "batch", 1: Dim("prompt", max=max_length)}}
-        decode_dynamic = {"input_ids": {0: "batch"}, **{f"past_{k}": {0: "batch", 2: past_length} for k in range(2 * n)}}
+        decode_dynamic = {
+            "input_ids": {0: "batch"},
+            **{f"past_{k}": {0: "batch", 2: past_length} for k in range(2 * n)},
+        }
     prefill_ir = exporter.with_options(
         input_names=["input_ids"], output_names=outputs, path=None, dynamic=prefill_dynamic
     ).to_ir(types.MethodType(prefill, model), ids)
     decode_ir = exporter.with_options(
-        input_names=["input_ids", "position"] + cache_names(n, "past_key_values"), output_names=outputs, path=None,
+        input_names=["input_ids", "position"] + cache_names(n, "past_key_values"),
+        output_names=outputs,
+        path=None,
         dynamic=decode_dynamic,
     ).to_ir(types.MethodType(decode, model), one, mx.array(filled, dtype=mx.int32), *past)
     guard_position(decode_ir, max_length)
-    meta = {"max_length": max_length, "prompt_length": prompt_length, "batch": batch, "layers": n,
-            "dynamic": bool(dynamic)}
+    meta = {
+        "max_length": max_length,
+        "prompt_length": prompt_length,
+        "batch": batch,
+        "layers": n,
+        "dynamic": bool(dynamic),
+    }
     for m in (prefill_ir, decode_ir):
         m.metadata_props[DECODER_METADATA_KEY] = json.dumps(meta, sort_keys=True)
     directory.mkdir(exist_ok=True)
@@ -178,8 +189,14 @@ def export_decoder(
             shutil.rmtree(directory, ignore_errors=True)
         raise
     return DecoderExport(
-        paths[f"{name}.prefill.onnx"], paths[f"{name}.decode.onnx"], directory / f"{name}.weights",
-        max_length, prompt_length, batch, n, bool(dynamic),
+        paths[f"{name}.prefill.onnx"],
+        paths[f"{name}.decode.onnx"],
+        directory / f"{name}.weights",
+        max_length,
+        prompt_length,
+        batch,
+        n,
+        bool(dynamic),
     )
 
 
@@ -190,8 +207,9 @@ def _check_destination(directory: Path, name: str, prompt_length: int, max_lengt
         raise ExportOptionError(f"prompt_length={prompt_length} must be in 1..max_length={max_length}")
     made = not directory.exists()
     for suffix in ("prefill", "decode"):  # a missing directory: its parent must take it
-        check_output_path((directory.parent if made else directory) / f"{name}.{suffix}.onnx", overwrite,
-                          f"{name}.weights")
+        check_output_path(
+            (directory.parent if made else directory) / f"{name}.{suffix}.onnx", overwrite, f"{name}.weights"
+        )
     return made
 
 
@@ -204,10 +222,18 @@ def guard_position(model: ir.Model, max_length: int) -> None:
     graph = model.graph
     position = next(v for v in graph.inputs if v.name == "position")
     uses = list(position.uses())
-    table = ir.Value(name="position_range", shape=ir.Shape([max_length]), type=ir.TensorType(ir.DataType.INT32),
-                     const_value=ir.Tensor(np.arange(max_length, dtype=np.int32), name="position_range"))
-    length = ir.Value(name="position_limit", shape=ir.Shape([]), type=ir.TensorType(ir.DataType.INT32),
-                      const_value=ir.Tensor(np.array(max_length, np.int32), name="position_limit"))
+    table = ir.Value(
+        name="position_range",
+        shape=ir.Shape([max_length]),
+        type=ir.TensorType(ir.DataType.INT32),
+        const_value=ir.Tensor(np.arange(max_length, dtype=np.int32), name="position_range"),
+    )
+    length = ir.Value(
+        name="position_limit",
+        shape=ir.Shape([]),
+        type=ir.TensorType(ir.DataType.INT32),
+        const_value=ir.Tensor(np.array(max_length, np.int32), name="position_limit"),
+    )
     graph.register_initializer(table)
     graph.register_initializer(length)
     below = ir.Node("", "Gather", [table, position], name="position/below_max_length")
@@ -243,8 +269,9 @@ def _share_transposed(models: list[ir.Model]) -> None:
             value.name = f"{name}/transposed"
             shared = ir.Value(name=name, shape=ir.Shape(base.shape), type=ir.TensorType(base.dtype), const_value=base)
             graph.register_initializer(shared)
-            node = ir.Node("", "Transpose", [shared], attributes=[ir.AttrInt64s("perm", [1, 0])],
-                           name=f"{name}/transpose")
+            node = ir.Node(
+                "", "Transpose", [shared], attributes=[ir.AttrInt64s("perm", [1, 0])], name=f"{name}/transpose"
+            )
             graph.insert_before(graph[0], node)
             ir.convenience.replace_all_uses_with(value, node.outputs[0])
             node.outputs[0].name = value.name
@@ -279,7 +306,12 @@ def save_sharing_weights(
                         data.write(raw)
                     offset, length = written[key]
                     value.const_value = ir.ExternalTensor(
-                        weights_name, offset, length, tensor.dtype, shape=tensor.shape, name=value.name,
+                        weights_name,
+                        offset,
+                        length,
+                        tensor.dtype,
+                        shape=tensor.shape,
+                        name=value.name,
                         base_dir=staging,
                     )
         paths = {}
@@ -295,71 +327,12 @@ def save_sharing_weights(
             for value in model.graph.initializers.values():
                 if isinstance(value.const_value, ir.ExternalTensor):
                     value.const_value = ir.ExternalTensor(
-                        weights_name, value.const_value.offset, value.const_value.length, value.const_value.dtype,
-                        shape=value.const_value.shape, name=value.name, base_dir=directory,
+                        weights_name,
+                        value.const_value.offset,
+                        value.const_value.length,
+                        value.const_value.dtype,
+                        shape=value.const_value.shape,
+                        name=value.name,
+                        base_dir=directory,
                     )
         return paths
-
-
-def generate(export: DecoderExport, prompt: np.ndarray, max_new_tokens: int, sessions=None) -> np.ndarray:
-    """Greedy decoding with onnxruntime: ``prompt`` [batch, prompt_length] int -> the
-    ``max_new_tokens`` generated token ids [batch, max_new_tokens]."""
-    prompt = np.asarray(prompt, dtype=np.int32)
-    if prompt.ndim != 2 or not export.dynamic and prompt.shape != (export.batch, export.prompt_length):
-        expected = "[batch, prompt length]" if export.dynamic else f"({export.batch}, {export.prompt_length})"
-        raise ExportOptionError(f"prompt shape {prompt.shape} differs from the exported {expected}")
-    prompt_length = prompt.shape[1]
-    vocabulary = _vocabulary(export)
-    if prompt.size and (prompt.min() < 0 or vocabulary is not None and prompt.max() >= vocabulary):
-        raise ExportOptionError(
-            f"prompt token ids must be in 0..{'vocabulary-1' if vocabulary is None else vocabulary - 1}; "
-            f"got {int(prompt.min())}..{int(prompt.max())}"
-        )
-    if not 0 < prompt_length or prompt_length + max_new_tokens - 1 > export.max_length:
-        raise ExportOptionError(
-            f"{max_new_tokens} new tokens after a prompt of {prompt_length} do not fit max_length={export.max_length}"
-        )
-    prefill, decode = sessions or export.sessions()
-    outs = prefill.run(None, {"input_ids": prompt})
-    logits, cache = outs[0], outs[1:]
-    tokens = []
-    position = prompt_length
-    for step in range(max_new_tokens):
-        token = logits[:, -1, :].argmax(axis=-1).astype(np.int32)
-        tokens.append(token)
-        if step == max_new_tokens - 1:
-            break
-        feeds = {"input_ids": token[:, None], "position": np.array(position, dtype=np.int32)}
-        feeds.update(dict(zip(cache_names(export.layers, "past_key_values"), cache)))
-        outs = decode.run(None, feeds)
-        logits, cache = outs[0], outs[1:]
-        position += 1
-    return np.stack(tokens, axis=1)
-
-
-def _vocabulary(export: DecoderExport) -> int | None:
-    """The size of the logits' last axis, from the decode graph's declared output."""
-    proto = onnx.load(str(export.decode), load_external_data=False)
-    dims = proto.graph.output[0].type.tensor_type.shape.dim
-    return dims[-1].dim_value if dims and dims[-1].HasField("dim_value") else None
-
-
-def mlx_generate(model: nn.Module, prompt: mx.array, max_new_tokens: int, cache=None) -> np.ndarray:
-    """Greedy decoding in MLX with the model's own cache (mlx-lm ``make_cache`` when it
-    has one), the reference for :func:`generate`."""
-    if cache is None:
-        if hasattr(model, "make_cache"):
-            cache = model.make_cache()
-        else:
-            from mlx_lm.models.cache import KVCache
-
-            cache = [KVCache() for _ in model.layers]
-    logits = model(prompt, cache=cache)
-    tokens = []
-    for step in range(max_new_tokens):
-        token = mx.argmax(logits[:, -1, :], axis=-1).astype(mx.int32)
-        tokens.append(token)
-        if step == max_new_tokens - 1:
-            break
-        logits = model(token[:, None], cache=cache)
-    return np.array(mx.stack(tokens, axis=1))

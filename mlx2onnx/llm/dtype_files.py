@@ -37,15 +37,18 @@ def check_dtypes(dtypes, bits: int | None) -> list[str]:
     wanted = list(dict.fromkeys(dtypes))
     unknown = [d for d in wanted if d not in DTYPES]
     if unknown:
-        raise ExportOptionError(f"dtype {unknown[0]!r} is not one of transformers.js's file dtypes mlx2onnx writes: "
-                                f"{', '.join(DTYPES)}")
+        raise ExportOptionError(
+            f"dtype {unknown[0]!r} is not one of transformers.js's file dtypes mlx2onnx writes: {', '.join(DTYPES)}"
+        )
     keeps = {None: set(DTYPES), 4: {"q4", "q4f16"}, 8: {"q8"}}.get(bits, set())
     other = [d for d in wanted if d not in keeps]
     if other:
         kept = f" (of the dtypes, {' and '.join(sorted(keeps))} keep them)" if keeps else ""
-        raise ExportOptionError(f"dtype {other[0]!r}: the folder's weights are quantized already ({bits} bits), so its "
-                                "own graph holds them as they are; dequantizing or quantizing them again would not "
-                                f"be this model's weights{kept}; export the float folder with that dtype")
+        raise ExportOptionError(
+            f"dtype {other[0]!r}: the folder's weights are quantized already ({bits} bits), so its "
+            "own graph holds them as they are; dequantizing or quantizing them again would not "
+            f"be this model's weights{kept}; export the float folder with that dtype"
+        )
     return wanted
 
 
@@ -57,8 +60,12 @@ def made_over(model: nn.Module, dtype: str) -> nn.Module:
     quantized = any(hasattr(m, "bits") for _, m in model.named_modules())
     if dtype.startswith("q") and not quantized:
         bits = 8 if dtype == "q8" else 4
-        nn.quantize(model, group_size=GROUP_SIZE, bits=bits,
-                    class_predicate=lambda _, m: hasattr(m, "to_quantized") and m.weight.shape[-1] % GROUP_SIZE == 0)
+        nn.quantize(
+            model,
+            group_size=GROUP_SIZE,
+            bits=bits,
+            class_predicate=lambda _, m: hasattr(m, "to_quantized") and m.weight.shape[-1] % GROUP_SIZE == 0,
+        )
     mx.eval(model.parameters())
     return model
 
@@ -66,12 +73,12 @@ def made_over(model: nn.Module, dtype: str) -> nn.Module:
 def mlx_reference(model: nn.Module, prompts: list[list[int]], new_tokens: int = NEW_TOKENS) -> list[tuple]:
     """Per prompt: ``(prompt, MLX's greedy tokens, MLX's logits along them)`` [tokens, vocab],
     computed once for every file measured against ``model``."""
-    from .decoder import mlx_generate
+    from .greedy import mlx_generate
 
     found = []
     for prompt in prompts:
         tokens = mlx_generate(model, mx.array([prompt]), new_tokens)[0].tolist()
-        logits = model(mx.array([prompt + tokens[:-1]]))[0, len(prompt) - 1:].astype(mx.float32)
+        logits = model(mx.array([prompt + tokens[:-1]]))[0, len(prompt) - 1 :].astype(mx.float32)
         found.append((prompt, tokens, np.array(logits)))
     return found
 
@@ -83,15 +90,16 @@ def teacher_forced(session, reference: list[tuple]) -> dict:
     equal = total = 0
     gap = 0.0
     for prompt, tokens, want in reference:
-        got = forward_logits(session, prompt + tokens[:-1])[len(prompt) - 1:]
+        got = forward_logits(session, prompt + tokens[:-1])[len(prompt) - 1 :]
         equal += int((got.argmax(-1) == np.array(tokens)).sum())
         total += len(tokens)
         gap = max(gap, float(np.abs(got.astype(np.float64) - want).max()))
     return {"token_agreement": round(equal / total, 4), "max_logit_gap": round(gap, 4), "tokens": total}
 
 
-def check_dtype_files(package: str | os.PathLike, folder: str | os.PathLike, prompts: list[list[int]],
-                      min_agreement: float) -> list[dict]:
+def check_dtype_files(
+    package: str | os.PathLike, folder: str | os.PathLike, prompts: list[list[int]], min_agreement: float
+) -> list[dict]:
     """Each extra dtype file of the package (config.json's ``dtype_files``) measured again
     against the folder's MLX model (:func:`~.dtype_files.teacher_forced`); a row passes when
     its token agreement is at least ``min_agreement``."""
@@ -105,8 +113,15 @@ def check_dtype_files(package: str | os.PathLike, folder: str | os.PathLike, pro
     rows = []
     for dtype, entry in recorded.items():
         found = teacher_forced(open_session(str(Path(package) / entry["file"]), "all"), reference)
-        rows.append({"dtype": dtype, "file": entry["file"], **found, "min_agreement": min_agreement,
-                     "passed": found["token_agreement"] >= min_agreement})
+        rows.append(
+            {
+                "dtype": dtype,
+                "file": entry["file"],
+                **found,
+                "min_agreement": min_agreement,
+                "passed": found["token_agreement"] >= min_agreement,
+            }
+        )
     return rows
 
 

@@ -17,7 +17,7 @@ from ..io.graph_files import graph_path
 from ..verify.session import open_session
 from .check import package_tokens
 from .decoder import DecoderExport
-from .decoder import generate as generate_with_graphs
+from .greedy import generate as generate_with_graphs
 
 
 def generate(export: DecoderExport | str | os.PathLike, prompt, max_new_tokens: int, sessions=None) -> np.ndarray:
@@ -30,8 +30,10 @@ def generate(export: DecoderExport | str | os.PathLike, prompt, max_new_tokens: 
     package = Path(export)
     model_file = graph_path(package, "onnx/model.onnx")
     if not model_file.is_file():
-        raise ExportOptionError(f"{str(package)!r} is neither a DecoderExport nor a package folder (it has no "
-                                f"onnx/{model_file.name}): pass what export_decoder returned or a package's folder")
+        raise ExportOptionError(
+            f"{str(package)!r} is neither a DecoderExport nor a package folder (it has no "
+            f"onnx/{model_file.name}): pass what export_decoder returned or a package's folder"
+        )
     prompts = [list(map(int, row)) for row in prompt]
     if not prompts or not all(prompts):
         raise ExportOptionError("give at least one prompt of at least one token")

@@ -72,13 +72,21 @@ class PackageCache(GrowingKVCache):
     takes the log of its position makes NaN there), and a masked key still meets the
     real queries' scores and weights (0 * NaN is NaN)."""
 
-    def __init__(self, keys: mx.array, values: mx.array, offset: mx.array, key_mask: mx.array,
-                 dims: tuple[int, int], mask_rank: int = 4, kept: int | None = None):
+    def __init__(
+        self,
+        keys: mx.array,
+        values: mx.array,
+        offset: mx.array,
+        key_mask: mx.array,
+        dims: tuple[int, int],
+        mask_rank: int = 4,
+        kept: int | None = None,
+    ):
         super().__init__(keys, values, offset)
         self.key_mask, self.dims, self.mask_rank, self.kept = key_mask, dims, mask_rank, kept
 
     def update_and_fetch(self, keys: mx.array, values: mx.array):
-        real = self.key_mask[:, -keys.shape[2]:][:, None, :, None]
+        real = self.key_mask[:, -keys.shape[2] :][:, None, :, None]
         width = self.keys.shape[3]
         stored = [_padded(mx.where(real, new, mx.zeros_like(new)), width) for new in (keys, values)]
         super().update_and_fetch(*stored)
@@ -87,8 +95,10 @@ class PackageCache(GrowingKVCache):
     def keys_and_values(self):
         width = self.keys.shape[3]
         kdim, vdim = self.dims
-        return (self.keys if kdim == width else self.keys[..., :kdim],
-                self.values if vdim == width else self.values[..., :vdim])
+        return (
+            self.keys if kdim == width else self.keys[..., :kdim],
+            self.values if vdim == width else self.values[..., :vdim],
+        )
 
     def make_mask(self, N: int, return_array: bool = False, window_size: int | None = None, **_: Any):
         """Bool [batch, 1, N, past + N]: query i (index past + i) sees key j <= its index
@@ -121,6 +131,7 @@ def _padded(x: mx.array, width: int) -> mx.array:
 
 def stored_layout(layout: list) -> list:
     """The package's layout: keys and values of each attention cache at one width."""
+
     def stored(entry):
         if isinstance(entry, Group):
             return Group(tuple(stored(m) for m in entry.members))
@@ -128,6 +139,7 @@ def stored_layout(layout: list) -> list:
             return entry
         width = max(entry.kdim, entry.vdim)
         return entry._replace(kdim=width, vdim=width)
+
     return [stored(e) for e in layout]
 
 
@@ -153,14 +165,15 @@ def decoder_function(model, layout: list, mask_rank: int = 4, state_masks: bool 
         members = []
         for (_, leaf), at in zip(leaves, starts):
             if is_kv(leaf):
-                members.append(PackageCache(past[at], past[at + 1], offset, key_mask, (leaf.kdim, leaf.vdim),
-                                            mask_rank, leaf.kept))
+                members.append(
+                    PackageCache(past[at], past[at + 1], offset, key_mask, (leaf.kdim, leaf.vdim), mask_rank, leaf.kept)
+                )
             else:
-                members.append(states(list(past[at:at + len(leaf.shapes)]), key_mask if state_masks else None))
+                members.append(states(list(past[at : at + len(leaf.shapes)]), key_mask if state_masks else None))
         caches, used = [], 0
         for entry in layout:
             count = len(entry.members) if isinstance(entry, Group) else 1
-            group = members[used:used + count]
+            group = members[used : used + count]
             caches.append(CacheList(*group) if isinstance(entry, Group) else group[0])
             used += count
         logits = self(input_ids, cache=caches)
@@ -170,10 +183,16 @@ def decoder_function(model, layout: list, mask_rank: int = 4, state_masks: bool 
     return types.MethodType(forward, model)
 
 
-def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwrite: bool = False,
-                   stage: Callable[[str], Any] = lambda text: contextlib.nullcontext(),
-                   exporter: Exporter | None = None, external_data: bool | None = None,
-                   dtypes: Sequence[str] = ()) -> Path:
+def export_package(
+    folder: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    overwrite: bool = False,
+    stage: Callable[[str], Any] = lambda text: contextlib.nullcontext(),
+    exporter: Exporter | None = None,
+    external_data: bool | None = None,
+    dtypes: Sequence[str] = (),
+) -> Path:
     """Export the mlx-lm model folder ``folder`` as a package folder ``out`` (see module).
     Everything is checked before anything is written; the package appears whole or not
     at all. ``stage(text)`` is entered around each step (the command line's progress).
@@ -195,10 +214,17 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
     mask_rank = attention_mask_rank(model, layout)
     slots = slot_names(layout)
     names = ["input_ids", "attention_mask", "position_ids"] + [past for past, _ in slots]
-    dynamic = {"input_ids": {0: "batch_size", 1: "sequence"}, "attention_mask": {0: "batch_size", 1: "total_sequence"},
-               "position_ids": {0: "batch_size", 1: "sequence"},
-               **{f"past_{k}": ({0: "batch_size", 2: Dim("past_sequence")} if past.startswith("past_key_values")
-                                else {0: "batch_size"}) for k, (past, _) in enumerate(slots)}}
+    dynamic = {
+        "input_ids": {0: "batch_size", 1: "sequence"},
+        "attention_mask": {0: "batch_size", 1: "total_sequence"},
+        "position_ids": {0: "batch_size", 1: "sequence"},
+        **{
+            f"past_{k}": (
+                {0: "batch_size", 2: Dim("past_sequence")} if past.startswith("past_key_values") else {0: "batch_size"}
+            )
+            for k, (past, _) in enumerate(slots)
+        },
+    }
     outputs = ["logits"] + [present for _, present in slots]
     exporter = exporter or Exporter(bfloat16=PACKAGE_BFLOAT16)
     exporter = exporter.with_options(input_names=names, output_names=outputs, path=None, dynamic=dynamic)
@@ -219,28 +245,39 @@ def export_package(folder: str | os.PathLike, out: str | os.PathLike, *, overwri
         with stage(f"tracing the decoder as {dtype} computes it, translating and measuring it"):
             made = dtype_files.made_over(load_model_folder(str(folder)).fun, dtype)
             variants[dtype] = traced_decoder(exporter, made, layout, attention_mask_rank(made, layout), arrays)[0]
-            measured[dtype] = {"file": dtype_file(GRAPH, dtype),
-                               **dtype_files.measured(variants[dtype], reference, made, prompts)}
+            measured[dtype] = {
+                "file": dtype_file(GRAPH, dtype),
+                **dtype_files.measured(variants[dtype], reference, made, prompts),
+            }
     with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
         for dtype, decoder in ((own, graph), *variants.items()):
             file = Path(dtype_file(GRAPH, dtype))
-            save_model(decoder, package / file, check=exporter.check, data_name=f"{file.name}_data",
-                       external_data=external_data)
+            save_model(
+                decoder,
+                package / file,
+                check=exporter.check,
+                data_name=f"{file.name}_data",
+                external_data=external_data,
+            )
         copy_present(folder, package, ("generation_config.json", *TOKENIZER_FILES))
         stored = stored_layout(layout)
         package_config, js_reason = transformers_js_config(config, stored, vocab)
         settings, genai_reason = genai_config(text_settings(config), stored, vocab, folder)
-        notes = {"transformers.js": js_reason and f"cannot run: {js_reason}",
-                 "onnxruntime-genai": genai_reason and f"cannot run: {genai_reason}",
-                 "left_padded_batches": padding and f"not served: {padding}"}
+        notes = {
+            "transformers.js": js_reason and f"cannot run: {js_reason}",
+            "onnxruntime-genai": genai_reason and f"cannot run: {genai_reason}",
+            "left_padded_batches": padding and f"not served: {padding}",
+        }
         for key, note in notes.items():
             if note:
                 package_config.setdefault("mlx2onnx", {})[key] = note
         if measured:
             package_config.setdefault("mlx2onnx", {})["dtype_files"] = measured
-        write_json_files(package, {"config.json": package_config,
-                                   **({"genai_config.json": settings} if settings is not None else {})},
-                         {GRAPH: own})
+        write_json_files(
+            package,
+            {"config.json": package_config, **({"genai_config.json": settings} if settings is not None else {})},
+            {GRAPH: own},
+        )
     return out
 
 
@@ -249,15 +286,18 @@ def example_inputs(layout: list, batch: int, sequence: int = 3, past: int = 4) -
     ``past`` cached tokens and a random past and states (a constant could be folded into
     the trace)."""
     rng = np.random.default_rng(0)
-    arrays = [mx.array(rng.integers(0, 2, (batch, sequence)).astype(np.int64)),
-              mx.ones((batch, past + sequence), dtype=mx.int64),
-              mx.array(np.tile(np.arange(past, past + sequence), (batch, 1)).astype(np.int64))]
+    arrays = [
+        mx.array(rng.integers(0, 2, (batch, sequence)).astype(np.int64)),
+        mx.ones((batch, past + sequence), dtype=mx.int64),
+        mx.array(np.tile(np.arange(past, past + sequence), (batch, 1)).astype(np.int64)),
+    ]
     return arrays + carried_arrays(layout, batch, past, rng)
 
 
 def carried_arrays(layout: list, batch: int, past: int, rng: np.random.Generator | None) -> list:
     """The keys, values ([batch, heads, past, width]) and states of ``layout``: standard
     normal values from ``rng``, or zeros (what the runtimes feed before the first token)."""
+
     def make(shape, dtype):
         if rng is None:
             return mx.zeros(shape, dtype)
@@ -303,7 +343,8 @@ def refuse_unlike_fresh_states(forward: Callable, model, layout: list, model_typ
             f"model_type {model_type!r}: its recurrent layers start without a state otherwise than from zero states "
             f"(a branch on an empty cache: recurrent_gemma's RG-LRU does not scale its first input), which the "
             f"package's zero initial states cannot say: logits {float(error.max()):.3g} off at position "
-            f"{int(error.argmax())} of a 3-token prompt")
+            f"{int(error.argmax())} of a 3-token prompt"
+        )
 
 
 def padding_reason(forward: Callable, layout: list, masked: bool = True) -> str | None:
@@ -317,10 +358,15 @@ def padding_reason(forward: Callable, layout: list, masked: bool = True) -> str 
     batched, alone = (np.array(a.astype(mx.float32)) for a in (batched, alone))
     if np.abs(batched - alone).max() <= 1e-4 * max(1.0, float(np.abs(alone).max())):
         return None
-    why = ("their scan does not mask it" if masked else
-           "the mask their scan reads could not be exported with its loop, so the package runs it unmasked")
-    return (f"its recurrent layers read the padding of a left-padded row ({why}), so a prompt padded beside a "
-            "longer one gets other logits than alone: give a batch prompts of one length, or one prompt at a time")
+    why = (
+        "their scan does not mask it"
+        if masked
+        else "the mask their scan reads could not be exported with its loop, so the package runs it unmasked"
+    )
+    return (
+        f"its recurrent layers read the padding of a left-padded row ({why}), so a prompt padded beside a "
+        "longer one gets other logits than alone: give a batch prompts of one length, or one prompt at a time"
+    )
 
 
 def attention_mask_rank(model, layout: list) -> int:
@@ -338,8 +384,10 @@ def attention_mask_rank(model, layout: list) -> int:
                 raise UnsupportedModelError(
                     "the model reads its cache's offset as one Python number (np.arange(cache.offset, ...) in its "
                     "code), but each row of a package batch has its own offset (left padding): the package "
-                    "export cannot serve this model") from exc
+                    "export cannot serve this model"
+                ) from exc
             failures.append(f"rank {rank}: {exc}")
     raise UnsupportedModelError(
         "no attention mask of the package fits every layer of this model (it adds one mask to scores of "
-        f"different ranks, so a mask with a batch axis cannot line up with all of them): {'; '.join(failures)}")
+        f"different ranks, so a mask with a batch axis cannot line up with all of them): {'; '.join(failures)}"
+    )

@@ -32,6 +32,7 @@ KV_CACHES = ("KVCache", "RotatingKVCache")
 @dataclass(frozen=True)
 class States:
     """An ``ArraysCache``: its arrays' shapes after the batch axis, and their dtypes."""
+
     shapes: tuple[tuple[int, ...], ...]
     dtypes: tuple[Any, ...]
 
@@ -39,6 +40,7 @@ class States:
 @dataclass(frozen=True)
 class Group:
     """A ``CacheList``: its members' layouts, in order."""
+
     members: tuple
 
 
@@ -54,10 +56,10 @@ def has_states(layout: list) -> bool:
 # why a cache type cannot be carried, where it is known
 WHY_NOT = {
     "ChunkedKVCache": " (llama4 builds its chunked mask from the cache's start and offset as Python numbers, "
-                      "mx.arange(start, end), one for the whole batch, where each row of a package has its own "
-                      "positions, and trims the cache in Python)",
+    "mx.arange(start, end), one for the whole batch, where each row of a package has its own "
+    "positions, and trims the cache in Python)",
     "LayerCache": " (deepseek_v41's own cache of a sliding window and compressed key groups, which closes a group "
-                  "when a Python count of tokens reaches its size)",
+    "when a Python count of tokens reaches its size)",
 }
 
 
@@ -75,7 +77,8 @@ def _probe(cache, where: str, model_type: str):
     raise UnsupportedModelError(
         f"model_type {model_type!r} uses an mlx-lm {kind} ({where}), which the package export does not support{why}: "
         f"it exports attention KV caches ({', '.join(KV_CACHES)}), recurrent states (ArraysCache) and CacheLists of "
-        "them")
+        "them"
+    )
 
 
 def _layout_of(probe, where: str):
@@ -99,6 +102,7 @@ def package_layout(model, model_type: str) -> list:
     is lazy: nothing is computed), and where it has states on three
     (a state whose size follows the tokens seen, like longcat_flash_ngram's window of
     token ids, is no fixed-size state); a cache the package cannot carry is refused by name."""
+
     def probed(tokens: int) -> list:
         caches = model.make_cache() if hasattr(model, "make_cache") else [None] * len(model.layers)
         probes = [ShapeProbe() if c is None else _probe(c, f"layer {i}", model_type) for i, c in enumerate(caches)]
@@ -113,7 +117,8 @@ def package_layout(model, model_type: str) -> list:
             raise UnsupportedModelError(
                 f"model_type {model_type!r}: layer {one[0]}'s ArraysCache holds arrays whose size follows the tokens "
                 f"seen ({list(one[1].shapes)} after one token, {list(three[1].shapes)} after three); the package "
-                "carries states of a fixed size")
+                "carries states of a fixed size"
+            )
     return layout
 
 
@@ -121,7 +126,7 @@ def flat(layout: list) -> list[tuple[int, Any]]:
     """(cache index, leaf entry) for each KV or States leaf, in graph order."""
     out = []
     for i, entry in enumerate(layout):
-        for leaf in (entry.members if isinstance(entry, Group) else (entry,)):
+        for leaf in entry.members if isinstance(entry, Group) else (entry,):
             out.append((i, leaf))
     return out
 
@@ -129,8 +134,11 @@ def flat(layout: list) -> list[tuple[int, Any]]:
 # names of an ArraysCache's arrays by count, as transformers.js names them for its hybrid
 # model types (lfm2: one convolution state; granitemoehybrid, nemotron_h, falcon_h1: a
 # convolution and an SSM state; olmo_hybrid: three convolutions and a recurrent state)
-STATE_NAMES = {1: ("conv.{i}",), 2: ("conv.{i}", "ssm.{i}"),
-               4: ("conv.{i}.key", "conv.{i}.value", "conv.{i}.query", "recurrent.{i}")}
+STATE_NAMES = {
+    1: ("conv.{i}",),
+    2: ("conv.{i}", "ssm.{i}"),
+    4: ("conv.{i}.key", "conv.{i}.value", "conv.{i}.query", "recurrent.{i}"),
+}
 
 
 def slot_names(layout: list) -> list[tuple[str, str]]:

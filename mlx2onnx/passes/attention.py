@@ -201,9 +201,13 @@ class _Chain:
         q_len, k_len = _dims(self.q)[2], _dims(self.k)[2]
         if isinstance(self.mask, np.ndarray):
             square = self.mask.shape[-2:]
-            if (isinstance(q_len, int) and q_len == k_len and square == (q_len, k_len)
-                    and self.mask.size == q_len * k_len and np.array_equal(self.mask.reshape(square),
-                                                                           np.tri(q_len, dtype=bool))):
+            if (
+                isinstance(q_len, int)
+                and q_len == k_len
+                and square == (q_len, k_len)
+                and self.mask.size == q_len * k_len
+                and np.array_equal(self.mask.reshape(square), np.tri(q_len, dtype=bool))
+            ):
                 causal = 1
             else:
                 bias = initializer(graph, np.where(self.mask, 0.0, BOOL_MASK_BIAS).astype(np.float32), "attention_bias")
@@ -214,8 +218,13 @@ class _Chain:
             graph.insert_before(self.qk, to_bias)
             bias = to_bias.outputs[0]
         inputs = [self.q, self.k, self.v] + ([bias] if bias is not None else [])
-        node = ir.Node("", "Attention", inputs, name=f"{self.qk.name}/fused_Attention",
-                       attributes=[ir.AttrFloat32("scale", 1.0), ir.AttrInt64("is_causal", causal)])
+        node = ir.Node(
+            "",
+            "Attention",
+            inputs,
+            name=f"{self.qk.name}/fused_Attention",
+            attributes=[ir.AttrFloat32("scale", 1.0), ir.AttrInt64("is_causal", causal)],
+        )
         node.metadata_props.update(self.qk.metadata_props)
         graph.insert_before(self.out.producer(), node)
         result = node.outputs[0]

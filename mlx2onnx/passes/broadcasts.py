@@ -13,7 +13,6 @@ BROADCASTING = frozenset(
 )
 
 
-
 def drop_redundant_broadcasts(model: ir.Model) -> int:
     """Bypass ``Expand`` nodes whose every consumer broadcasts to the same result anyway."""
     graph = model.graph

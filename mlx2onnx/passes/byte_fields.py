@@ -126,8 +126,9 @@ def _rank(value: ir.Value) -> int | None:
     return None if target is None else int(target.size)
 
 
-def _replay(graph: ir.Graph, node: ir.Node, data: ir.Value, words_rank: int,
-            before: ir.Node) -> tuple[ir.Value | None, int | None]:
+def _replay(
+    graph: ir.Graph, node: ir.Node, data: ir.Value, words_rank: int, before: ir.Node
+) -> tuple[ir.Value | None, int | None]:
     """``node`` (a shape op on words of rank ``words_rank``) applied to their bytes: the
     bytes' value and rank (one more than the words')."""
     op, inputs, attributes = node.op_type, [data], []
@@ -179,8 +180,11 @@ def _field(graph: ir.Graph, view: ir.Value, start: np.ndarray, width: np.ndarray
         keep = np.clip(width - up, 0, 8)  # a byte holds at most 8 of the field's bits
         if not np.any((keep > 0) & (down < 8)):
             continue
-        share = add("Cast", [add("Gather", [view, initializer(graph, np.asarray(j, np.int64), "byte_index")], axis=-1)],
-                    to=int(ir.DataType.INT32))
+        share = add(
+            "Cast",
+            [add("Gather", [view, initializer(graph, np.asarray(j, np.int64), "byte_index")], axis=-1)],
+            to=int(ir.DataType.INT32),
+        )
         if np.any(down):
             share = add("Div", [share, const(1 << np.minimum(down, 8))])
         share = add("Mod", [share, const(1 << keep)])

@@ -37,37 +37,66 @@ class _MultiOutputNotice(logging.Filter):
 logging.getLogger(optimizer.constant_folding.__name__).addFilter(_MultiOutputNotice())
 
 TRUSTED_RULES = (
-    "two_reshapes_matmul_reshape_rule", "one_reshape_matmul_reshape_rule", "cast_constant_of_shape_rule",
-    "cast_constant_of_shape_without_value_rule", "collapse_slice_rule", "collapse_slice2_rule",
-    "materialize_reshape_shape_rule", "min_min_rule", "max_max_rule", "min_max_rule", "max_min_rule",
-    "successive_clip_relu_rule", "successive_relu_clip_rule", "successive_relu_rule", "successive_clip_rule",
-    "cast_cast_rule", "no_op_cast_rule", "no_op_expand_rule", "flatten_to_reshape_rule", "reshape_reshape_rule",
-    "no_op_transpose_rule", "transpose_transpose_rule", "unsqueeze_unsqueeze_rule", "squeeze_reshape_1d_rule",
-    "no_op_dynamic_scatter_nd_rule", "no_op_static_scatter_nd_rule", "normalize_pad_format_conv_rule",
-    "normalize_pad_format_conv_integer_rule", "fuse_pad_into_conv_rule", "fuse_pad_into_conv_integer_rule",
-    "fuse_batchnorm_into_conv_rule", "fuse_batchnorm_into_conv_transpose_rule", "fuse_batchnorm_into_gemm_rule",
+    "two_reshapes_matmul_reshape_rule",
+    "one_reshape_matmul_reshape_rule",
+    "cast_constant_of_shape_rule",
+    "cast_constant_of_shape_without_value_rule",
+    "collapse_slice_rule",
+    "collapse_slice2_rule",
+    "materialize_reshape_shape_rule",
+    "min_min_rule",
+    "max_max_rule",
+    "min_max_rule",
+    "max_min_rule",
+    "successive_clip_relu_rule",
+    "successive_relu_clip_rule",
+    "successive_relu_rule",
+    "successive_clip_rule",
+    "cast_cast_rule",
+    "no_op_cast_rule",
+    "no_op_expand_rule",
+    "flatten_to_reshape_rule",
+    "reshape_reshape_rule",
+    "no_op_transpose_rule",
+    "transpose_transpose_rule",
+    "unsqueeze_unsqueeze_rule",
+    "squeeze_reshape_1d_rule",
+    "no_op_dynamic_scatter_nd_rule",
+    "no_op_static_scatter_nd_rule",
+    "normalize_pad_format_conv_rule",
+    "normalize_pad_format_conv_integer_rule",
+    "fuse_pad_into_conv_rule",
+    "fuse_pad_into_conv_integer_rule",
+    "fuse_batchnorm_into_conv_rule",
+    "fuse_batchnorm_into_conv_transpose_rule",
+    "fuse_batchnorm_into_gemm_rule",
 )
 
 # trusted only in our exact form (.exact_rules says what onnxscript's misses)
-REPLACED_RULES = ("two_reshapes_matmul_reshape_rule", "one_reshape_matmul_reshape_rule", "min_max_rule",
-                  "max_min_rule", "cast_cast_rule")
+REPLACED_RULES = (
+    "two_reshapes_matmul_reshape_rule",
+    "one_reshape_matmul_reshape_rule",
+    "min_max_rule",
+    "max_min_rule",
+    "cast_cast_rule",
+)
 
 EXCLUDED_RULES = {
     "add_0_rule": "matches its constant within a tolerance (x + 1e-12 became x: a LayerNorm with eps 1e-12 "
-                  "gave NaN for a constant row) and takes x + 0.0 for x (-0.0 + 0.0 is +0.0); "
-                  "remove_exact_no_ops does the exact part",
+    "gave NaN for a constant row) and takes x + 0.0 for x (-0.0 + 0.0 is +0.0); "
+    "remove_exact_no_ops does the exact part",
     "sub_0_rule": "matches its constant within a tolerance; remove_exact_no_ops does the exact part",
     "mul_by_1_rule": "matches its constant within a tolerance; remove_exact_no_ops does the exact part",
     "div_by_1_rule": "matches its constant within a tolerance; remove_exact_no_ops does the exact part",
     "dropout_zero_rule": "MLX has no Dropout primitive: never matches",
     "dropout_inference_rule": "MLX has no Dropout primitive: never matches",
     "remove_optional_bias_from_conv_rule": "not audited: dropping an all-zero bias turns a +0.0 (-0.0 + 0) "
-                                           "into -0.0 where a convolution sums to -0.0; kept out until shown exact",
+    "into -0.0 where a convolution sums to -0.0; kept out until shown exact",
     "remove_optional_bias_from_conv_transpose_rule": "as remove_optional_bias_from_conv_rule",
     "remove_optional_bias_from_qlinear_conv_rule": "as remove_optional_bias_from_conv_rule",
     "remove_optional_bias_from_gemm_rule": "as remove_optional_bias_from_conv_rule",
     "slice_split_rule": "scans the whole graph for every Slice (34 of 43 s on a 4900-node model); "
-                        "split_slice_halves does the same rewrite through each value's uses",
+    "split_slice_halves does the same rewrite through each value's uses",
 }
 
 
@@ -89,9 +118,13 @@ class _Counting(ir.passes.InPlacePass):
 
 
 def _fold(model: ir.Model) -> int:
-    result = optimizer.fold_constants(model, onnx_shape_inference=False, should_fold=_should_fold,
-                                      input_size_limit=optimizer.constant_folding.DEFAULT_CONSTANT_FOLD_INPUT_SIZE_LIMIT,
-                                      output_size_limit=optimizer.constant_folding.DEFAULT_CONSTANT_FOLD_OUTPUT_SIZE_LIMIT)
+    result = optimizer.fold_constants(
+        model,
+        onnx_shape_inference=False,
+        should_fold=_should_fold,
+        input_size_limit=optimizer.constant_folding.DEFAULT_CONSTANT_FOLD_INPUT_SIZE_LIMIT,
+        output_size_limit=optimizer.constant_folding.DEFAULT_CONSTANT_FOLD_OUTPUT_SIZE_LIMIT,
+    )
     return int(result.modified)
 
 
@@ -171,7 +204,6 @@ def remove_exact_no_ops(model: ir.Model) -> int:
     return changed
 
 
-
 def split_slice_halves(model: ir.Model) -> int:
     """``Slice(x, [0], [n/2], [-1])`` and ``Slice(x, [n/2], [n], [-1])`` (steps 1) of one x (the two
     halves of a rotary embedding) -> ``Split(x, [n/2, n/2], axis=-1)``: what onnxscript's
@@ -198,8 +230,9 @@ def split_slice_halves(model: ir.Model) -> int:
             if node.outputs[0].is_graph_output() or other.outputs[0].is_graph_output():
                 break
             sizes = initializer(graph, np.array([n // 2, n // 2], np.int64), f"{node.name}_halves")
-            split = ir.Node("", "Split", [x, sizes], attributes=[ir.AttrInt64("axis", -1)], num_outputs=2,
-                            name=f"{node.name}/split")
+            split = ir.Node(
+                "", "Split", [x, sizes], attributes=[ir.AttrInt64("axis", -1)], num_outputs=2, name=f"{node.name}/split"
+            )
             source = x.producer()  # right after x is made: before both Slices, whatever their order
             if source is not None and source.graph is graph:
                 graph.insert_after(source, split)
@@ -212,7 +245,6 @@ def split_slice_halves(model: ir.Model) -> int:
             changed += 1
             break
     return changed
-
 
 
 def register_dangling_constants(model: ir.Model) -> None:
@@ -249,8 +281,12 @@ def split_sizes_as_input(model: ir.Model) -> None:
         size = shape[axis]
         chunk = -(-size // count)
         sizes = [min(chunk, max(size - chunk * k, 0)) for k in range(count)]
-        split = ir.Value(name=f"{node.name}_sizes", shape=ir.Shape([count]), type=ir.TensorType(ir.DataType.INT64),
-                         const_value=ir.tensor(np.array(sizes, np.int64)))
+        split = ir.Value(
+            name=f"{node.name}_sizes",
+            shape=ir.Shape([count]),
+            type=ir.TensorType(ir.DataType.INT64),
+            const_value=ir.tensor(np.array(sizes, np.int64)),
+        )
         node.graph.register_initializer(split)
         node.resize_inputs(2)
         node.replace_input_with(1, split)

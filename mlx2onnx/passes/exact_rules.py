@@ -85,8 +85,9 @@ class MinMaxToClip(RewriteRuleClassBase):
         lo, hi = self._bounds(x, first, second)
         # named after x as onnxscript names them; constants.register_dangling_constants
         # renames a second Clip's bounds of the same x
-        return op.Clip(x, op.initializer(ir.tensor(lo), name=f"{x.name}_min"),
-                       op.initializer(ir.tensor(hi), name=f"{x.name}_max"))
+        return op.Clip(
+            x, op.initializer(ir.tensor(lo), name=f"{x.name}_min"), op.initializer(ir.tensor(hi), name=f"{x.name}_max")
+        )
 
 
 def _reshape_dims(value: ir.Value, target: ir.Value | None) -> tuple[list[int], list[int]] | None:

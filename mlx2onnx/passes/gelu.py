@@ -116,8 +116,9 @@ def fuse_gelu(model: ir.Model) -> int:
         if x.dtype != ir.DataType.FLOAT:
             continue
         anchor = out.producer()
-        gelu = ir.Node("", "Gelu", [x], attributes=[ir.AttrString("approximate", approximate)],
-                       name=f"{node.name}/fused_Gelu")
+        gelu = ir.Node(
+            "", "Gelu", [x], attributes=[ir.AttrString("approximate", approximate)], name=f"{node.name}/fused_Gelu"
+        )
         gelu.metadata_props.update(node.metadata_props)
         graph.insert_before(anchor, gelu)
         result = gelu.outputs[0]
@@ -136,4 +137,3 @@ def fuse_gelu(model: ir.Model) -> int:
     if fused:
         prune(model)  # the chains the fused ops replaced
     return fused
-

@@ -10,8 +10,13 @@ import onnx_ir as ir
 # Ops whose value is computed from constants by :func:`const_eval` (small tables, BatchNorm
 # scales, AsStrided index grids built at runtime from one constant per axis).
 _EVAL = {
-    "Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide,
-    "Sqrt": np.sqrt, "Neg": np.negative, "Reciprocal": np.reciprocal,
+    "Add": np.add,
+    "Sub": np.subtract,
+    "Mul": np.multiply,
+    "Div": np.divide,
+    "Sqrt": np.sqrt,
+    "Neg": np.negative,
+    "Reciprocal": np.reciprocal,
 }
 
 
@@ -80,7 +85,6 @@ def broadcast_named(shapes: Iterable[tuple[int | str, ...] | None]) -> tuple[int
     return tuple(out)
 
 
-
 def scalar(value: ir.Value | None) -> float | None:
     array = const_eval(value, depth=0)
     if array is None or array.size != 1:
@@ -91,7 +95,6 @@ def scalar(value: ir.Value | None) -> float | None:
 def other_input(node: ir.Node, value: ir.Value) -> ir.Value | None:
     a, b = node.inputs
     return b if a is value else a if b is value else None
-
 
 
 def static_shape(value: ir.Value | None) -> tuple[int, ...] | None:
@@ -137,8 +140,12 @@ def initializer(graph: ir.Graph, array: np.ndarray, base: str) -> ir.Value:
     """A new initializer holding ``array``, under a name no other value of the graph has."""
     name = fresh_name(graph, base)
     array = np.asarray(array, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
-    value = ir.Value(name=name, shape=ir.Shape(array.shape), type=ir.TensorType(ir.DataType.from_numpy(array.dtype)),
-                     const_value=ir.Tensor(array, name=name))
+    value = ir.Value(
+        name=name,
+        shape=ir.Shape(array.shape),
+        type=ir.TensorType(ir.DataType.from_numpy(array.dtype)),
+        const_value=ir.Tensor(array, name=name),
+    )
     graph.register_initializer(value)
     return value
 

@@ -42,8 +42,12 @@ class _Sink(SinkPlan):
         plans = [self.plan(node) for node in consumers]
         if any(p is None for p in plans) or not self._pays(consumers):
             return self._run_region()
-        touched = [t for node in consumers for v in node.inputs
-                   if (t := producer(v, "Transpose")) is not None and t is not self.node]
+        touched = [
+            t
+            for node in consumers
+            for v in node.inputs
+            if (t := producer(v, "Transpose")) is not None and t is not self.node
+        ]
         for make in plans:
             make()
         remove_dead(self.graph, [self.node, *consumers, *touched, *transposes_after(consumers)])
@@ -111,15 +115,18 @@ class _Sink(SinkPlan):
         out = node.outputs[0]
         added, gone = self._reshapes(node), set()
         leaving = [use.node for use in out.uses() if id(use.node) not in inside]
-        if out.is_graph_output() or not all(self._cancels(n) and not n.outputs[0].is_graph_output()
-                                            for n in leaving):
+        if out.is_graph_output() or not all(self._cancels(n) and not n.outputs[0].is_graph_output() for n in leaving):
             added += 1
         else:
             gone.update(id(n) for n in leaving)
         for v in node.inputs:
             t = producer(v, "Transpose")
-            if (t is not None and t is not self.node and transpose_perm(t, None) == self.perm
-                    and all(id(use.node) in inside for use in v.uses())):
+            if (
+                t is not None
+                and t is not self.node
+                and transpose_perm(t, None) == self.perm
+                and all(id(use.node) in inside for use in v.uses())
+            ):
                 gone.add(id(t))
         return added, gone
 

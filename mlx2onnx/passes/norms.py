@@ -32,6 +32,7 @@ from .graph import const_eval, other_input, producer, replace_value, scalar
 
 _NORMED = (ir.DataType.FLOAT, ir.DataType.FLOAT16)  # the dtypes the fused norms run in
 
+
 def _rank(value: ir.Value | None) -> int | None:
     if value is None or value.shape is None:
         return None
@@ -106,7 +107,12 @@ def _live_muls(graph: ir.Graph):
     normalisation chain ends (a fusion may remove nodes while the caller iterates)."""
     for node in list(graph):
         out = node.outputs[0]
-        if node.op_type == "Mul" and node.domain == "" and node.graph is not None and (out.uses() or out.is_graph_output()):
+        if (
+            node.op_type == "Mul"
+            and node.domain == ""
+            and node.graph is not None
+            and (out.uses() or out.is_graph_output())
+        ):
             yield node
 
 
@@ -127,8 +133,12 @@ def _then(y: ir.Value, op_type: str, n: int) -> tuple[ir.Value | None, ir.Value]
 
 def _ones(graph: ir.Graph, n: int, like: ir.Value, name: str) -> ir.Value:
     dtype = like.dtype.numpy()
-    value = ir.Value(name=name, shape=ir.Shape([n]), type=ir.TensorType(like.dtype),
-                     const_value=ir.Tensor(np.ones(n, dtype=dtype), name=name))
+    value = ir.Value(
+        name=name,
+        shape=ir.Shape([n]),
+        type=ir.TensorType(like.dtype),
+        const_value=ir.Tensor(np.ones(n, dtype=dtype), name=name),
+    )
     graph.register_initializer(value)
     return value
 
@@ -149,8 +159,13 @@ def _fuse_norm(graph: ir.Graph, node: ir.Node, op_type: str, x: ir.Value, n: int
     scale = w if w is not None else _ones(graph, n, x, f"{y.name}/ones")
     anchor = out.producer() or node
     inputs = [x, scale] + ([b] if b is not None else [])
-    fused = ir.Node("", op_type, inputs, attributes=[ir.AttrFloat32("epsilon", eps), ir.AttrInt64("axis", -1)],
-                    name=f"{node.name}/fused_{op_type}")
+    fused = ir.Node(
+        "",
+        op_type,
+        inputs,
+        attributes=[ir.AttrFloat32("epsilon", eps), ir.AttrInt64("axis", -1)],
+        name=f"{node.name}/fused_{op_type}",
+    )
     fused.metadata_props.update(node.metadata_props)
     _replace(graph, out, fused, anchor)
 

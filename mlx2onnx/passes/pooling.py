@@ -106,8 +106,11 @@ def _nan_guarded(result: ir.Value, windows: ir.Value, axes: list[int]) -> ir.Val
 
 
 def _pool_attrs(w: Windows, kind: str) -> list[ir.Attr]:
-    attrs = [ir.AttrInt64s("kernel_shape", w.kernel), ir.AttrInt64s("strides", w.strides),
-             ir.AttrInt64s("pads", w.pads_lo + w.pads_hi)]
+    attrs = [
+        ir.AttrInt64s("kernel_shape", w.kernel),
+        ir.AttrInt64s("strides", w.strides),
+        ir.AttrInt64s("pads", w.pads_lo + w.pads_hi),
+    ]
     if kind == "MaxPool" and any(k != 1 for k in w.dilations):
         attrs.append(ir.AttrInt64s("dilations", w.dilations))
     if kind == "AveragePool":
@@ -198,7 +201,10 @@ def _averaged(summed: ir.Value | None, w: Windows, sizes: Sizes | None) -> ir.Va
         found = sizes.value_of(other)
         value = found.reshape(-1)[0].constant if found is not None and found.size == 1 else None
         factor = None if value is None else np.asarray(float(value))
-    if factor is None or factor.size != 1 or not math.isclose(
-            float(factor.reshape(())), 1.0 / math.prod(w.kernel), rel_tol=1e-6):
+    if (
+        factor is None
+        or factor.size != 1
+        or not math.isclose(float(factor.reshape(())), 1.0 / math.prod(w.kernel), rel_tol=1e-6)
+    ):
         return None
     return mul.outputs[0]

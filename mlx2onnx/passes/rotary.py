@@ -123,7 +123,9 @@ class _Builder:
 
     def node(self, op_type: str, inputs, **attributes) -> ir.Value:
         attrs = [ir.AttrInt64(k, v) for k, v in attributes.items()]
-        node = ir.Node("", op_type, inputs, attributes=attrs, name=f"{self.anchor.name}/rope_{op_type}_{len(self.graph)}")
+        node = ir.Node(
+            "", op_type, inputs, attributes=attrs, name=f"{self.anchor.name}/rope_{op_type}_{len(self.graph)}"
+        )
         self.graph.insert_before(self.anchor, node)
         return node.outputs[0]
 
@@ -190,8 +192,9 @@ def fuse_rotary_embedding(model: ir.Model) -> int:
         if len(kinds) != 1 or None in kinds:
             continue
         (kind,) = kinds
-        if kind == "one_row" and not (isinstance(_dims(x)[2], int) and all(
-                const_eval(t, depth=0) is not None for t in (cos, sin))):
+        if kind == "one_row" and not (
+            isinstance(_dims(x)[2], int) and all(const_eval(t, depth=0) is not None for t in (cos, sin))
+        ):
             continue  # a row broadcast at run time would need a cache row per position
         b.anchor = node
         inputs = [x, b.cache(cos, kind, d // 2), b.cache(sin, kind, d // 2)]

@@ -100,4 +100,3 @@ def fold_static_shape_reads(model: ir.Model) -> int:
         changed += 1
     remove_dead(graph, [n for n in graph if n.op_type in ("Shape", "Gather")])
     return changed
-

@@ -87,8 +87,14 @@ def _transpose_after(graph: ir.Graph, node: ir.Node, perm: list[int], shape: ir.
 def transposes_after(nodes: list[ir.Node]) -> list[ir.Node]:
     """The Transposes reading the nodes' outputs (one added after a node that a later
     move then reads around is left unread)."""
-    return [use.node for node in nodes if node.graph is not None for v in node.outputs for use in v.uses()
-            if use.node.op_type == "Transpose"]
+    return [
+        use.node
+        for node in nodes
+        if node.graph is not None
+        for v in node.outputs
+        for use in v.uses()
+        if use.node.op_type == "Transpose"
+    ]
 
 
 class SinkPlan:
@@ -184,15 +190,18 @@ class SinkPlan:
                 else:
                     node.replace_input_with(0, self.x)
                     node.attributes["perm"] = ir.AttrInt64s("perm", composed)
+
             return compose
         if op in UNARY:
-            if not self._source(node.inputs[0]) or any(v is not None and (self._source(v) or rank(v) != 0)
-                                                       for v in node.inputs[1:]):
+            if not self._source(node.inputs[0]) or any(
+                v is not None and (self._source(v) or rank(v) != 0) for v in node.inputs[1:]
+            ):
                 return None  # extra inputs (Clip's bounds) must be scalars
 
             def unary():
                 node.replace_input_with(0, self.x)
                 _transpose_after(self.graph, node, perm, relaid_shape(out.shape, perm))
+
             return unary
         if op in BROADCASTING or op == "Concat":
             planned = self._inputs(node)
@@ -208,6 +217,7 @@ class SinkPlan:
                 if op == "Concat":
                     node.attributes["axis"] = ir.AttrInt64("axis", perm[axis])
                 _transpose_after(self.graph, node, perm, relaid_shape(out.shape, perm))
+
             return broadcasting
         if op == "Reshape":
             return self._plan_reshape(node)
@@ -234,6 +244,7 @@ class SinkPlan:
                 node.replace_input_with(0, self.x)
                 _set_axes(self.graph, node, new_axes, as_input)
                 _transpose_after(self.graph, node, after, shape)
+
             return reduce
         return None
 
@@ -272,6 +283,7 @@ class SinkPlan:
             node.replace_input_with(0, self.x)
             node.replace_input_with(1, initializer(self.graph, np.asarray(shape, np.int64), "shape"))
             _transpose_after(self.graph, node, after, ir.Shape(shape))
+
         return reshape
 
     def _plan_shape(self, node: ir.Node, r: int, perm: list[int]):
@@ -288,12 +300,17 @@ class SinkPlan:
                 out = node.outputs[0]
                 uses = list(out.uses())
                 node.replace_input_with(0, self.x)
-                gather = ir.Node("", "Gather", [out, initializer(self.graph, np.asarray(perm, np.int64), "perm")],
-                                 attributes=[ir.AttrInt64("axis", 0)])
+                gather = ir.Node(
+                    "",
+                    "Gather",
+                    [out, initializer(self.graph, np.asarray(perm, np.int64), "perm")],
+                    attributes=[ir.AttrInt64("axis", 0)],
+                )
                 self.graph.insert_after(node, gather)
                 gather.outputs[0].shape, gather.outputs[0].type = out.shape, out.type
                 for use in uses:
                     use.node.replace_input_with(use.idx, gather.outputs[0])
+
             return whole
         if end is None:
             return None
@@ -306,4 +323,5 @@ class SinkPlan:
             node.replace_input_with(0, self.x)
             node.attributes["start"] = ir.AttrInt64("start", perm[start])
             node.attributes["end"] = ir.AttrInt64("end", perm[start] + 1)
+
         return one

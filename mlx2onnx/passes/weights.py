@@ -74,8 +74,9 @@ def gemm_with_transposed_weights(model: ir.Model) -> int:
             b.type = ir.TensorType(work)
             b.shape = weight.shape
         if node.op_type == "MatMul":
-            gemm = ir.Node("", "Gemm", [node.inputs[0], b], attributes=[ir.AttrInt64("transB", 1)],
-                           name=f"{node.name}/gemm")
+            gemm = ir.Node(
+                "", "Gemm", [node.inputs[0], b], attributes=[ir.AttrInt64("transB", 1)], name=f"{node.name}/gemm"
+            )
             graph.insert_before(node, gemm)
             out, new = node.outputs[0], gemm.outputs[0]
             new.shape, new.type = out.shape, out.type

@@ -50,6 +50,7 @@ class _Grid:
             if all(getattr(v, "denominator", 1) == 1 for v in values.flat):  # integers: int64 sums
                 return values.astype(np.int64)
             return values
+
         return _Grid({m: coefficient(m) for m in monomials}, array.shape)
 
     def __add__(self, other: "_Grid") -> "_Grid":
@@ -116,8 +117,8 @@ def _strided_windows(value: ir.Value) -> Windows | None:
     d = (len(shape) - 2) // 2
     if src is None or len(src) != d + 2 or src[0] != shape[0] or src[-1] != shape[-1]:
         return None
-    natural = [math.prod(src[k + 1:]) for k in range(len(src))]
-    out, kernel = shape[1:1 + d], shape[1 + d:1 + 2 * d]
+    natural = [math.prod(src[k + 1 :]) for k in range(len(src))]
+    out, kernel = shape[1 : 1 + d], shape[1 + d : 1 + 2 * d]
 
     def step(axis, size, unit):  # the index step along ``axis`` in units of ``unit``
         if size == 1:
@@ -271,8 +272,8 @@ def _dynamic_strided_windows(sizes: Sizes, value: ir.Value) -> Windows | None:
     if any(dense.shape[a] != 1 for a in ranged):
         return None
     dims = [ranged[a][0] if a in ranged else Poly.of(dense.shape[a]) for a in range(r)]
-    natural = [math.prod(src[k + 1:], start=Poly.of(1)) for k in range(d + 2)]
-    units = [natural[0], *natural[1:1 + d], *natural[1:1 + d], natural[-1]]
+    natural = [math.prod(src[k + 1 :], start=Poly.of(1)) for k in range(d + 2)]
+    units = [natural[0], *natural[1 : 1 + d], *natural[1 : 1 + d], natural[-1]]
     factors, expected = [], _Grid({}, (1,) * r)
     for a in range(r):
         if a in ranged:
@@ -294,7 +295,7 @@ def _dynamic_strided_windows(sizes: Sizes, value: ir.Value) -> Windows | None:
     if not dense.same(expected):
         return None
     kernel = [dims[1 + d + i].constant for i in range(d)]
-    strides, dilations = factors[1:1 + d], factors[1 + d:1 + 2 * d]
+    strides, dilations = factors[1 : 1 + d], factors[1 + d : 1 + 2 * d]
     if any(k is None or k.denominator != 1 or k < 1 for k in kernel):
         return None
     kernel = [int(k) for k in kernel]
@@ -333,8 +334,11 @@ def _dynamic_blocked_windows(sizes: Sizes, value: ir.Value) -> Windows | None:
     if any(k is None or k.denominator != 1 for k in kernel):
         return None
     kernel = [int(k) for k in kernel]
-    if blocked[0] != src[0] or blocked[-1] != src[-1] or any(
-            blocked[1 + 2 * i] * kernel[i] != src[1 + i] for i in range(d)):
+    if (
+        blocked[0] != src[0]
+        or blocked[-1] != src[-1]
+        or any(blocked[1 + 2 * i] * kernel[i] != src[1 + i] for i in range(d))
+    ):
         return None
     return _blocked(padded, d, kernel, nodes)
 

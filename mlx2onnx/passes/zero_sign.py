@@ -10,8 +10,9 @@ from ..translate.markers import ZERO_SIGN_REPAIR
 from .graph import const_eval, remove_dead
 
 # ops whose result is the same for -0.0 and +0.0 in any input
-SIGN_BLIND = frozenset("Softmax LogSoftmax Exp Cos Cosh Abs Sigmoid Equal Less Greater LessOrEqual "
-                       "GreaterOrEqual IsNaN IsInf".split())
+SIGN_BLIND = frozenset(
+    "Softmax LogSoftmax Exp Cos Cosh Abs Sigmoid Equal Less Greater LessOrEqual GreaterOrEqual IsNaN IsInf".split()
+)
 _FLOAT_TYPES = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE})
 
 
@@ -128,8 +129,13 @@ def _same_values(x: ir.Value, y: ir.Value) -> bool:
     if x is y:
         return True
     cx, cy = const_eval(x, limit=1 << 16, depth=0), const_eval(y, limit=1 << 16, depth=0)
-    return cx is not None and cy is not None and cx.size == cy.size == 1 and np.array_equal(
-        np.signbit(cx.reshape(())), np.signbit(cy.reshape(()))) and float(cx.reshape(())) == float(cy.reshape(()))
+    return (
+        cx is not None
+        and cy is not None
+        and cx.size == cy.size == 1
+        and np.array_equal(np.signbit(cx.reshape(())), np.signbit(cy.reshape(())))
+        and float(cx.reshape(())) == float(cy.reshape(()))
+    )
 
 
 def _unbroadcast(value: ir.Value) -> ir.Value:

@@ -57,33 +57,86 @@ def _check_text(package: Path, folder: Path, **options) -> dict:
 
 
 # -- the folder kinds: each MLX package's folders, as that package writes them -----------------------
-register(FolderKind(
-    "mlx-embeddings", "feature-extraction", embeddings.export_embeddings, embeddings.check_embeddings,
-    recognises=lambda folder, config: config is not None and _model_type(config).replace("_", "-") in embeddings.ENCODERS,
-    tokenizer_for="transformers.js"))
-register(FolderKind(
-    "mlx-image", "image-classification", images.export_classifier, images.check_classifier,
-    recognises=lambda folder, config: config is None and (any(folder.glob("*.safetensors")) or any(folder.glob("*.npz")))))
-register(FolderKind(
-    "mlx-whisper", "automatic-speech-recognition", whisper.export_whisper, whisper.check_whisper,
-    recognises=lambda folder, config: config is not None and whisper.is_whisper_config(config)
-    and not whisper.is_mlx_audio_whisper(folder, config)))
-register(FolderKind(
-    "mlx-audio whisper", "automatic-speech-recognition", whisper_audio.export_mlx_audio_whisper,
-    whisper_audio.check_mlx_audio_whisper,
-    recognises=lambda folder, config: config is not None and whisper.is_mlx_audio_whisper(folder, config)))
-register(FolderKind(
-    "mlx-audio moonshine", "automatic-speech-recognition", moonshine.export_moonshine, moonshine.check_moonshine,
-    recognises=lambda folder, config: _model_type(config) == "moonshine"))
-register(FolderKind(
-    "mlx-vlm", "image-text-to-text", vision_language.export_vision_language, vision_language.check_vision_language,
-    # a VLM folder without its vision tower's weights, as mlx-lm writes a VLM's text model, is mlx-lm's
-    recognises=lambda folder, config: _model_type(config) in vision_language.VLM_TYPES
-    and "vision_config" in config and _has_vision_weights(folder),
-    tokenizer_for="transformers.js and onnxruntime-genai"))
-register(FolderKind("mlx-lm", "text-generation", _export_text, _check_text,
-                    recognises=lambda folder, config: True, tokenizer_for="onnxruntime-genai and transformers.js"),
-         fallback=True)
+register(
+    FolderKind(
+        "mlx-embeddings",
+        "feature-extraction",
+        embeddings.export_embeddings,
+        embeddings.check_embeddings,
+        recognises=lambda folder, config: (
+            config is not None and _model_type(config).replace("_", "-") in embeddings.ENCODERS
+        ),
+        tokenizer_for="transformers.js",
+    )
+)
+register(
+    FolderKind(
+        "mlx-image",
+        "image-classification",
+        images.export_classifier,
+        images.check_classifier,
+        recognises=lambda folder, config: (
+            config is None and (any(folder.glob("*.safetensors")) or any(folder.glob("*.npz")))
+        ),
+    )
+)
+register(
+    FolderKind(
+        "mlx-whisper",
+        "automatic-speech-recognition",
+        whisper.export_whisper,
+        whisper.check_whisper,
+        recognises=lambda folder, config: (
+            config is not None
+            and whisper.is_whisper_config(config)
+            and not whisper.is_mlx_audio_whisper(folder, config)
+        ),
+    )
+)
+register(
+    FolderKind(
+        "mlx-audio whisper",
+        "automatic-speech-recognition",
+        whisper_audio.export_mlx_audio_whisper,
+        whisper_audio.check_mlx_audio_whisper,
+        recognises=lambda folder, config: config is not None and whisper.is_mlx_audio_whisper(folder, config),
+    )
+)
+register(
+    FolderKind(
+        "mlx-audio moonshine",
+        "automatic-speech-recognition",
+        moonshine.export_moonshine,
+        moonshine.check_moonshine,
+        recognises=lambda folder, config: _model_type(config) == "moonshine",
+    )
+)
+register(
+    FolderKind(
+        "mlx-vlm",
+        "image-text-to-text",
+        vision_language.export_vision_language,
+        vision_language.check_vision_language,
+        # a VLM folder without its vision tower's weights, as mlx-lm writes a VLM's text model, is mlx-lm's
+        recognises=lambda folder, config: (
+            _model_type(config) in vision_language.VLM_TYPES
+            and "vision_config" in config
+            and _has_vision_weights(folder)
+        ),
+        tokenizer_for="transformers.js and onnxruntime-genai",
+    )
+)
+register(
+    FolderKind(
+        "mlx-lm",
+        "text-generation",
+        _export_text,
+        _check_text,
+        recognises=lambda folder, config: True,
+        tokenizer_for="onnxruntime-genai and transformers.js",
+    ),
+    fallback=True,
+)
 
 
 def folder_kind(folder: str | os.PathLike) -> str:
@@ -96,9 +149,16 @@ def folder_task(folder: str | os.PathLike) -> str:
     return recognise(Path(folder)).task
 
 
-def export_folder(folder: str | os.PathLike, out: str | os.PathLike, *, overwrite: bool = False,
-                  stage: Callable[[str], Any] = lambda text: contextlib.nullcontext(), exporter=None,
-                  revision: str | None = None, dtypes=()) -> Path:
+def export_folder(
+    folder: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    overwrite: bool = False,
+    stage: Callable[[str], Any] = lambda text: contextlib.nullcontext(),
+    exporter=None,
+    revision: str | None = None,
+    dtypes=(),
+) -> Path:
     """Export the model folder ``folder`` (or the hub model ``ORG/NAME`` at ``revision``,
     from huggingface_hub's cache) as the package of its kind's task (:mod:`.kinds`) to the
     folder ``out``, written whole or not at all; ``dtypes``: a text-generation package's
@@ -120,8 +180,10 @@ def export_folder(folder: str | os.PathLike, out: str | os.PathLike, *, overwrit
     if kind.task == "text-generation":
         return kind.export(folder, out, exporter, stage, overwrite=overwrite, dtypes=dtypes)
     if dtypes:
-        raise ExportOptionError(f"{folder} is a {kind.task} folder: its package holds the folder's own graphs "
-                                "alone; other dtype files are written for text-generation packages")
+        raise ExportOptionError(
+            f"{folder} is a {kind.task} folder: its package holds the folder's own graphs "
+            "alone; other dtype files are written for text-generation packages"
+        )
     return kind.export(folder, out, exporter or Exporter(), stage)
 
 
@@ -140,15 +202,25 @@ def check_folder_package(package: str | os.PathLike, folder: str | os.PathLike, 
 
     package, folder = Path(package), Path(folder)
     if not (package / "onnx").is_dir():
-        raise UsageError(f"{package} is not a package: it has no onnx/ folder (write one with "
-                         "`mlx2onnx export MODEL_FOLDER -o PACKAGE/`)")
+        raise UsageError(
+            f"{package} is not a package: it has no onnx/ folder (write one with "
+            "`mlx2onnx export MODEL_FOLDER -o PACKAGE/`)"
+        )
     kind = recognise(folder)
     task = package_task(package)
     if task != kind.task:
-        raise UsageError(f"{package} is a {task} package but {folder} is a {kind.task} folder: give the folder it "
-                         "was exported from")
+        raise UsageError(
+            f"{package} is a {task} package but {folder} is a {kind.task} folder: give the folder it was exported from"
+        )
     return kind.check(package, folder, **options)
 
 
-__all__ = ["FolderKind", "check_folder_package", "export_folder", "folder_kind", "folder_task", "kind_named",
-           "package_task"]
+__all__ = [
+    "FolderKind",
+    "check_folder_package",
+    "export_folder",
+    "folder_kind",
+    "folder_task",
+    "kind_named",
+    "package_task",
+]

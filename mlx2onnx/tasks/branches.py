@@ -14,8 +14,9 @@ def _value(name: str, like: ir.Value) -> ir.Value:
     return ir.Value(name=name, type=like.type, shape=like.shape)
 
 
-def cached_or_computed(main: ir.Model, first: ir.Model, past: dict[str, str], flag: str = "use_cache_branch",
-                       prefix: str = "first/") -> ir.Model:
+def cached_or_computed(
+    main: ir.Model, first: ir.Model, past: dict[str, str], flag: str = "use_cache_branch", prefix: str = "first/"
+) -> ir.Model:
     """``main`` (changed in place and returned) with its inputs that ``first`` outputs
     (same names) taken from an If on the bool input ``flag``: when true, the graph inputs
     ``past[name]`` passed through; else ``first`` computed from its inputs, which become
@@ -43,12 +44,18 @@ def cached_or_computed(main: ir.Model, first: ir.Model, past: dict[str, str], fl
     sub.outputs.clear()
     else_graph = ir.Graph([], outputs, nodes=nodes, name="computed")
     passed = {name: _value(past[name], inputs[name]) for name in computed}
-    then_nodes = [ir.Node("", "Identity", [passed[name]], outputs=[_value(f"cached/{name}", inputs[name])])
-                  for name in computed]
+    then_nodes = [
+        ir.Node("", "Identity", [passed[name]], outputs=[_value(f"cached/{name}", inputs[name])]) for name in computed
+    ]
     then_graph = ir.Graph([], [n.outputs[0] for n in then_nodes], nodes=then_nodes, name="cached")
     flag_value = ir.Value(name=flag, type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([1]))
-    branch = ir.Node("", "If", [flag_value], [ir.AttrGraph("then_branch", then_graph),
-                                               ir.AttrGraph("else_branch", else_graph)], num_outputs=len(computed))
+    branch = ir.Node(
+        "",
+        "If",
+        [flag_value],
+        [ir.AttrGraph("then_branch", then_graph), ir.AttrGraph("else_branch", else_graph)],
+        num_outputs=len(computed),
+    )
     present = []
     for out, name in zip(branch.outputs, computed):
         cached = inputs[name]  # the step's input, now the If's output
@@ -57,8 +64,14 @@ def cached_or_computed(main: ir.Model, first: ir.Model, past: dict[str, str], fl
         cached.replace_all_uses_with(out)
         graph.inputs.remove(cached)
         graph.inputs.append(passed[name])
-        present.append(ir.Node("", "Identity", [out], outputs=[
-            _value(past[name].replace("past_key_values", "present", 1), passed[name])]))
+        present.append(
+            ir.Node(
+                "",
+                "Identity",
+                [out],
+                outputs=[_value(past[name].replace("past_key_values", "present", 1), passed[name])],
+            )
+        )
     graph.inputs.append(flag_value)
     graph.insert_before(graph.node(0), branch)
     graph.extend(present)

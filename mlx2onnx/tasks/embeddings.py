@@ -60,8 +60,9 @@ def _modernbert_embeds(model, input_ids, attention_mask):
 ENCODERS = {
     "bert": Encoder(TOKEN_TYPES, _bert_states, _bert_embeds, lambda config: "mean"),
     "xlm-roberta": Encoder(TOKEN_TYPES, _bert_states, _bert_embeds, lambda config: "mean"),
-    "modernbert": Encoder(TOKEN_TYPES[:2], _modernbert_states, _modernbert_embeds,
-                          lambda config: config.get("classifier_pooling", "mean")),
+    "modernbert": Encoder(
+        TOKEN_TYPES[:2], _modernbert_states, _modernbert_embeds, lambda config: config.get("classifier_pooling", "mean")
+    ),
 }
 
 
@@ -71,11 +72,13 @@ def encoder_of(config: dict) -> Encoder:
         raise UnsupportedModelError(
             f"model_type {config.get('model_type')!r}: the feature-extraction export handles the mlx-embeddings "
             f"encoders {', '.join(sorted(ENCODERS))} (their embedding is the mean or first token of the encoder's "
-            "states, which transformers.js pools itself)")
+            "states, which transformers.js pools itself)"
+        )
     if config.get("architectures") not in (None, ["ModernBertModel"]) and model_type == "modernbert":
         raise UnsupportedVariantError(
             f"architectures {config['architectures']}: mlx-embeddings gives this ModernBERT folder no pooled "
-            "embedding (only ModernBertModel's text_embeds are pooled), so there is nothing to match")
+            "embedding (only ModernBertModel's text_embeds are pooled), so there is nothing to match"
+        )
     return ENCODERS[model_type]
 
 
@@ -83,8 +86,14 @@ def load_embeddings_folder(folder: Path):
     """(model, tokenizer, config) as mlx-embeddings loads the folder."""
     config = json.loads((folder / "config.json").read_text())
     encoder_of(config)
-    model, tokenizer = load_with(folder, "mlx-embeddings", "mlx_embeddings.utils", "load", lambda load: load(str(folder)),
-                                 usage=(ValueError, FileNotFoundError))
+    model, tokenizer = load_with(
+        folder,
+        "mlx-embeddings",
+        "mlx_embeddings.utils",
+        "load",
+        lambda load: load(str(folder)),
+        usage=(ValueError, FileNotFoundError),
+    )
     return model, getattr(tokenizer, "_tokenizer", tokenizer), config
 
 
@@ -118,21 +127,33 @@ def export_embeddings(folder: Path, out: Path, exporter, stage) -> Path:
         model, _, config = load_embeddings_folder(folder)
         encoder = encoder_of(config)
     dynamic = {name: {0: "batch_size", 1: "sequence_length"} for name in encoder.inputs}
-    exporter = exporter.with_options(input_names=list(encoder.inputs), output_names=["last_hidden_state"], path=None,
-                                     dynamic=dynamic)
+    exporter = exporter.with_options(
+        input_names=list(encoder.inputs), output_names=["last_hidden_state"], path=None, dynamic=dynamic
+    )
     with stage("tracing the encoder at several sizes and translating it"):
         # partial keeps the parameter names, which the dynamic axes are given by
         graph = exporter.to_ir(functools.partial(encoder.token_states, model), *example_inputs(config, encoder.inputs))
     with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
         dtypes = save_graphs(package, {"onnx/model.onnx": graph}, exporter.check)
         copy_present(folder, package, TOKENIZER_FILES)
-        write_json_files(package, {"config.json": dict(config, mlx2onnx={
-            "task": "feature-extraction", "pooling": encoder.pooling(config), "normalize": True})}, dtypes)
+        write_json_files(
+            package,
+            {
+                "config.json": dict(
+                    config,
+                    mlx2onnx={"task": "feature-extraction", "pooling": encoder.pooling(config), "normalize": True},
+                )
+            },
+            dtypes,
+        )
     return out
 
 
-CHECK_TEXTS = ("The quick brown fox jumps over the lazy dog.", "MLX to ONNX",
-               "Embeddings of sentences of different lengths, padded in one batch.")
+CHECK_TEXTS = (
+    "The quick brown fox jumps over the lazy dog.",
+    "MLX to ONNX",
+    "Embeddings of sentences of different lengths, padded in one batch.",
+)
 
 
 def check_embeddings(package: Path, folder: Path, texts=CHECK_TEXTS, atol=None, rtol=None) -> dict:
@@ -147,8 +168,10 @@ def check_embeddings(package: Path, folder: Path, texts=CHECK_TEXTS, atol=None, 
     encoder = encoder_of(config)
     plain = plain_session(graph_path(package, "onnx/model.onnx"), atol, rtol)
     batch = tokenizer(list(texts), padding=True, return_tensors="np")
-    feeds = {name: np.asarray(batch[name] if name in batch else np.zeros_like(batch["input_ids"]), np.int64)
-             for name in encoder.inputs}
+    feeds = {
+        name: np.asarray(batch[name] if name in batch else np.zeros_like(batch["input_ids"]), np.int64)
+        for name in encoder.inputs
+    }
     pooling = json.loads((package / "config.json").read_text()).get("mlx2onnx", {}).get("pooling", "mean")
     got = pooled(plain.session.run(["last_hidden_state"], feeds)[0], feeds["attention_mask"], pooling)
     inputs = [mx.array(feeds[n]) for n in encoder.inputs]
@@ -160,11 +183,17 @@ def check_embeddings(package: Path, folder: Path, texts=CHECK_TEXTS, atol=None, 
     rows = []
     for k, (text, row_got, row_want) in enumerate(zip(texts, got, want)):
         error, bound = plain.compare(row_got, row_want, held)
-        row = {"input": repr(text), "detail": "pooled, normalised embedding", "max_abs_error": error,
-               "tolerance": bound, "passed": error <= bound}
+        row = {
+            "input": repr(text),
+            "detail": "pooled, normalised embedding",
+            "max_abs_error": error,
+            "tolerance": bound,
+            "passed": error <= bound,
+        }
         if half:
             compared = plain.half_compare(row_got, row_want, float32_want[k], held)
             row.update(compared, passed=compared.pop("close"))
         rows.append(row)
-    return plain.result("feature-extraction", package, folder, rows, pooling=pooling,
-                        **({"half_precision": half} if half else {}))
+    return plain.result(
+        "feature-extraction", package, folder, rows, pooling=pooling, **({"half_precision": half} if half else {})
+    )

@@ -24,9 +24,17 @@ from ..errors import MissingPackageError, NotAModelFolderError, UsageError, User
 
 # mlxim model name prefix -> transformers.js model type (its image-classification class
 # only runs the session: any type of the family's layout serves)
-FAMILIES = {"resnet": "resnet", "wide_resnet": "resnet", "vit": "vit", "swin_tiny": "swin", "swin_small": "swin",
-            "swin_base": "swin", "efficientnet": "efficientnet", "mobilenet_v2": "mobilenet_v2",
-            "mobilenet_v3": "mobilenet_v3"}
+FAMILIES = {
+    "resnet": "resnet",
+    "wide_resnet": "resnet",
+    "vit": "vit",
+    "swin_tiny": "swin",
+    "swin_small": "swin",
+    "swin_base": "swin",
+    "efficientnet": "efficientnet",
+    "mobilenet_v2": "mobilenet_v2",
+    "mobilenet_v3": "mobilenet_v3",
+}
 RESAMPLE = {"nearest": 0, "bilinear": 2, "bicubic": 3}  # PIL's codes, which transformers.js reads
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
@@ -43,12 +51,15 @@ def identify(folder: Path) -> tuple[str, int]:
     try:
         from mlxim.model._registry import MODEL_ENTRYPOINT
     except ImportError as exc:
-        raise MissingPackageError(f"{folder} holds weights without a config.json, as mlx-image publishes them "
-                                  f"({exc})", "mlx-image") from None
+        raise MissingPackageError(
+            f"{folder} holds weights without a config.json, as mlx-image publishes them ({exc})", "mlx-image"
+        ) from None
     path = weights_file(folder)
     if path is None:
-        raise NotAModelFolderError(f"{folder} has no config.json and not one weights file (*.safetensors or *.npz): an "
-                         "mlx-image folder holds one, an mlx-lm or mlx-embeddings folder a config.json")
+        raise NotAModelFolderError(
+            f"{folder} has no config.json and not one weights file (*.safetensors or *.npz): an "
+            "mlx-image folder holds one, an mlx-lm or mlx-embeddings folder a config.json"
+        )
     weights = {k: tuple(v.shape) for k, v in mx.load(str(path)).items()}
     matches = []
     for name, build in MODEL_ENTRYPOINT.items():
@@ -62,16 +73,24 @@ def identify(folder: Path) -> tuple[str, int]:
             matches.append((name, classes))
     if not matches:
         quantized = any(k.endswith(".scales") for k in weights)  # mlx-image builds and loads no quantized layer
-        raise NotAModelFolderError(f"{folder} has no config.json, which an mlx-lm or mlx-embeddings model folder holds, and "
-                         f"the weights in {path.name} match no mlx-image model (their parameter names and shapes are "
-                         "those of none of mlxim.model.list_models())"
-                         + ("; they hold quantized layers (.scales), which mlx-image neither writes nor loads: export "
-                            "the float weights" if quantized else ""))
+        raise NotAModelFolderError(
+            f"{folder} has no config.json, which an mlx-lm or mlx-embeddings model folder holds, and "
+            f"the weights in {path.name} match no mlx-image model (their parameter names and shapes are "
+            "those of none of mlxim.model.list_models())"
+            + (
+                "; they hold quantized layers (.scales), which mlx-image neither writes nor loads: export "
+                "the float weights"
+                if quantized
+                else ""
+            )
+        )
     named = [m for m in matches if f"{m[0]}-mlxim" in str(folder.resolve())]
     if len(matches) > 1 and len(named) != 1 and len({_transform(m) for m, _ in matches}) > 1:
-        raise UsageError(f"the weights in {path} fit the mlx-image models {', '.join(m for m, _ in matches)}, which "
-                         "preprocess images differently: name the folder <model>-mlxim, as mlx-vision's repositories "
-                         "are named")
+        raise UsageError(
+            f"the weights in {path} fit the mlx-image models {', '.join(m for m, _ in matches)}, which "
+            "preprocess images differently: name the folder <model>-mlxim, as mlx-vision's repositories "
+            "are named"
+        )
     return (named or matches)[0]
 
 
@@ -106,20 +125,33 @@ def preprocessor_config(name: str) -> dict:
     normalises with ImageNet's mean and std whatever its config says)."""
     img_size, crop_pct, interpolation = _transform(name)
     scaled = math.floor(img_size / crop_pct)
-    return {"image_processor_type": "BitImageProcessor", "do_resize": True, "size": {"height": scaled, "width": scaled},
-            "resample": RESAMPLE.get(interpolation, 2), "do_center_crop": True,
-            "crop_size": {"height": img_size, "width": img_size}, "do_rescale": True, "rescale_factor": 1 / 255,
-            "do_normalize": True, "image_mean": list(IMAGENET_MEAN), "image_std": list(IMAGENET_STD),
-            "do_convert_rgb": True}
+    return {
+        "image_processor_type": "BitImageProcessor",
+        "do_resize": True,
+        "size": {"height": scaled, "width": scaled},
+        "resample": RESAMPLE.get(interpolation, 2),
+        "do_center_crop": True,
+        "crop_size": {"height": img_size, "width": img_size},
+        "do_rescale": True,
+        "rescale_factor": 1 / 255,
+        "do_normalize": True,
+        "image_mean": list(IMAGENET_MEAN),
+        "image_std": list(IMAGENET_STD),
+        "do_convert_rgb": True,
+    }
 
 
 def model_config(name: str, classes: int) -> tuple[dict, str | None]:
     """config.json, and why transformers.js cannot run the package (None when it can)."""
     family = next((t for prefix, t in FAMILIES.items() if name.startswith(prefix)), None)
     labels = {str(i): f"LABEL_{i}" for i in range(classes)}
-    config = {"model_type": family or name.split("_")[0], "num_labels": classes, "id2label": labels,
-              "label2id": {v: int(k) for k, v in labels.items()},
-              "mlx2onnx": {"task": "image-classification", "mlx_image_model": name}}
+    config = {
+        "model_type": family or name.split("_")[0],
+        "num_labels": classes,
+        "id2label": labels,
+        "label2id": {v: int(k) for k, v in labels.items()},
+        "mlx2onnx": {"task": "image-classification", "mlx_image_model": name},
+    }
     reason = None if family else (f"transformers.js has no image-classification model type for mlx-image's {name}")
     if reason:
         config["mlx2onnx"]["transformers.js"] = f"cannot run: {reason}"
@@ -134,15 +166,19 @@ def export_classifier(folder: Path, out: Path, exporter, stage) -> Path:
     with stage(f"loading {folder} with mlx-image"):
         model, name, classes = load_image_folder(folder)
     size = _transform(name)[0]
-    exporter = exporter.with_options(input_names=["pixel_values"], output_names=["logits"], path=None,
-                                     dynamic={"pixel_values": {0: "batch_size"}})
+    exporter = exporter.with_options(
+        input_names=["pixel_values"], output_names=["logits"], path=None, dynamic={"pixel_values": {0: "batch_size"}}
+    )
     example = mx.array(np.random.default_rng(0).standard_normal((2, 3, size, size)).astype(np.float32))
     with stage(f"tracing {name} and translating it"):
         graph = exporter.to_ir(classify(model), example)
     with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
         dtypes = save_graphs(package, {"onnx/model.onnx": graph}, exporter.check)
-        write_json_files(package, {"config.json": model_config(name, classes)[0],
-                                   "preprocessor_config.json": preprocessor_config(name)}, dtypes)
+        write_json_files(
+            package,
+            {"config.json": model_config(name, classes)[0], "preprocessor_config.json": preprocessor_config(name)},
+            dtypes,
+        )
     return out
 
 
@@ -161,7 +197,13 @@ def check_classifier(package: Path, folder: Path, seed: int = 0, atol=None, rtol
     rows = []
     for row, (row_got, row_want) in enumerate(zip(got, want)):
         error, bound = plain.compare(row_got, row_want, held)
-        rows.append({"input": f"random pixel_values {row}", "max_abs_error": error, "tolerance": bound,
-                     "detail": f"top-1 {int(row_got.argmax())} (MLX {int(row_want.argmax())}), logits",
-                     "passed": error <= bound and int(row_got.argmax()) == int(row_want.argmax())})
+        rows.append(
+            {
+                "input": f"random pixel_values {row}",
+                "max_abs_error": error,
+                "tolerance": bound,
+                "detail": f"top-1 {int(row_got.argmax())} (MLX {int(row_want.argmax())}), logits",
+                "passed": error <= bound and int(row_got.argmax()) == int(row_want.argmax()),
+            }
+        )
     return plain.result("image-classification", package, folder, rows, model=name)

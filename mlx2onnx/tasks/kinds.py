@@ -77,8 +77,10 @@ def recognise(folder: str | Path) -> FolderKind:
     loader then says what is wrong with a folder it cannot load)."""
     found = recognising(Path(folder))
     if len(found) > 1:
-        raise RuntimeError(f"{folder} is recognised by the folder kinds {', '.join(k.name for k in found)}: "
-                           "a registry holds one kind for a folder")
+        raise RuntimeError(
+            f"{folder} is recognised by the folder kinds {', '.join(k.name for k in found)}: "
+            "a registry holds one kind for a folder"
+        )
     return found[0] if found else _FALLBACK[0]
 
 

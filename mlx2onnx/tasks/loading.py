@@ -10,8 +10,14 @@ from typing import Any, Callable
 from ..errors import MissingPackageError, UsageError, UserFunctionError
 
 
-def load_with(folder: Path, package: str, module: str, name: str, call: Callable[[Callable], Any],
-              usage: tuple[type[Exception], ...] = ()) -> Any:
+def load_with(
+    folder: Path,
+    package: str,
+    module: str,
+    name: str,
+    call: Callable[[Callable], Any],
+    usage: tuple[type[Exception], ...] = (),
+) -> Any:
     """``call(module.name)``: the pip package ``package``'s loader applied to ``folder``.
     Its absence is a MissingPackageError naming the install; an error of ``usage`` (the loader's
     own complaint about the folder) a UsageError; any other a UserFunctionError."""

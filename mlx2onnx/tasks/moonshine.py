@@ -31,7 +31,8 @@ def load_moonshine_folder(folder: Path):
         raise UnsupportedVariantError(
             f"decoder_num_key_value_heads {config.decoder_num_key_value_heads} != decoder_num_attention_heads "
             f"{config.decoder_num_attention_heads}: mlx-audio's Moonshine attention caches its keys after repeating "
-            "them over the query heads, so its own cache does not serve grouped heads")
+            "them over the query heads, so its own cache does not serve grouped heads"
+        )
     return model
 
 
@@ -49,12 +50,17 @@ def moonshine_parts(model) -> Seq2Seq:
         return x.reshape(x.shape[0], x.shape[1], heads, width).transpose(0, 2, 1, 3)
 
     def cross(states):
-        return tuple(split(proj(states)) for layer in decoder.layers
-                     for proj in (layer.encoder_attn.k_proj, layer.encoder_attn.v_proj))
+        return tuple(
+            split(proj(states))
+            for layer in decoder.layers
+            for proj in (layer.encoder_attn.k_proj, layer.encoder_attn.v_proj)
+        )
 
     def step(input_ids, *past):
-        cache = [{"self_attn": past[4 * i:4 * i + 2], "cross_attn": past[4 * i + 2:4 * i + 4]}
-                 for i in range(len(decoder.layers))]
+        cache = [
+            {"self_attn": past[4 * i : 4 * i + 2], "cross_attn": past[4 * i + 2 : 4 * i + 4]}
+            for i in range(len(decoder.layers))
+        ]
         # the layers take the encoder's states only to project them, which a cache replaces
         unused = mx.zeros((input_ids.shape[0], 1, config.hidden_size))
         hidden, cache = decoder(input_ids, unused, cache=cache)
@@ -63,9 +69,19 @@ def moonshine_parts(model) -> Seq2Seq:
     rng = np.random.default_rng(0)
     samples = mx.array(rng.standard_normal((2, SAMPLE_RATE)) * 0.1, dtype=mx.float32)
     states = encode(samples)
-    return Seq2Seq(encode, cross, step, samples, {0: "batch_size", 1: Dim("audio_samples", min=1024)},
-                   mx.array(rng.standard_normal(states.shape), dtype=mx.float32),
-                   config.decoder_num_hidden_layers, heads, width, config.vocab_size, None)
+    return Seq2Seq(
+        encode,
+        cross,
+        step,
+        samples,
+        {0: "batch_size", 1: Dim("audio_samples", min=1024)},
+        mx.array(rng.standard_normal(states.shape), dtype=mx.float32),
+        config.decoder_num_hidden_layers,
+        heads,
+        width,
+        config.vocab_size,
+        None,
+    )
 
 
 def package_configs(model, folder: Path) -> dict[str, dict]:
@@ -73,17 +89,35 @@ def package_configs(model, folder: Path) -> dict[str, dict]:
     generation and preprocessor configs transformers.js reads."""
     config = dataclasses.asdict(model.config)
     source = json.loads((folder / "config.json").read_text())
-    settings = {**config, **source, "model_type": "moonshine", "is_encoder_decoder": True,
-                "architectures": ["MoonshineForConditionalGeneration"],
-                "mlx2onnx": {"task": "automatic-speech-recognition", "onnxruntime-genai":
-                             "cannot run: onnxruntime-genai has no Moonshine model type (its speech types: whisper, "
-                             "nemotron_speech)"}}
-    generation = {"decoder_start_token_id": config["decoder_start_token_id"], "bos_token_id": config["bos_token_id"],
-                  "eos_token_id": config["eos_token_id"], "pad_token_id": config["eos_token_id"],
-                  "max_length": config["max_position_embeddings"]}
-    processor = {"feature_extractor_type": "Wav2Vec2FeatureExtractor", "processor_class": "MoonshineProcessor",
-                 "feature_size": 1, "sampling_rate": SAMPLE_RATE, "padding_value": 0.0, "padding_side": "right",
-                 "do_normalize": False, "return_attention_mask": False}
+    settings = {
+        **config,
+        **source,
+        "model_type": "moonshine",
+        "is_encoder_decoder": True,
+        "architectures": ["MoonshineForConditionalGeneration"],
+        "mlx2onnx": {
+            "task": "automatic-speech-recognition",
+            "onnxruntime-genai": "cannot run: onnxruntime-genai has no Moonshine model type (its speech types: whisper, "
+            "nemotron_speech)",
+        },
+    }
+    generation = {
+        "decoder_start_token_id": config["decoder_start_token_id"],
+        "bos_token_id": config["bos_token_id"],
+        "eos_token_id": config["eos_token_id"],
+        "pad_token_id": config["eos_token_id"],
+        "max_length": config["max_position_embeddings"],
+    }
+    processor = {
+        "feature_extractor_type": "Wav2Vec2FeatureExtractor",
+        "processor_class": "MoonshineProcessor",
+        "feature_size": 1,
+        "sampling_rate": SAMPLE_RATE,
+        "padding_value": 0.0,
+        "padding_side": "right",
+        "do_normalize": False,
+        "return_attention_mask": False,
+    }
     return {"config.json": settings, "generation_config.json": generation, "preprocessor_config.json": processor}
 
 

@@ -62,14 +62,23 @@ class Names:
 
 
 def transformers_js_names(features: str) -> Names:
-    return Names(features, "last_hidden_state",
-                 ("past_key_values.{i}.decoder.key", "past_key_values.{i}.decoder.value"),
-                 ("present.{i}.decoder.key", "present.{i}.decoder.value"), ("cross.{i}.key", "cross.{i}.value"),
-                 ("past_key_values.{i}.encoder.key", "past_key_values.{i}.encoder.value"))
+    return Names(
+        features,
+        "last_hidden_state",
+        ("past_key_values.{i}.decoder.key", "past_key_values.{i}.decoder.value"),
+        ("present.{i}.decoder.key", "present.{i}.decoder.value"),
+        ("cross.{i}.key", "cross.{i}.value"),
+        ("past_key_values.{i}.encoder.key", "past_key_values.{i}.encoder.value"),
+    )
 
 
-GENAI = Names("audio_features", "hidden_states", ("past_key_self_{i}", "past_value_self_{i}"),
-              ("present_key_self_{i}", "present_value_self_{i}"), ("past_key_cross_{i}", "past_value_cross_{i}"))
+GENAI = Names(
+    "audio_features",
+    "hidden_states",
+    ("past_key_self_{i}", "past_value_self_{i}"),
+    ("present_key_self_{i}", "present_value_self_{i}"),
+    ("past_key_cross_{i}", "past_value_cross_{i}"),
+)
 GENAI_CROSS_OUTPUTS = ("present_key_cross_{i}", "present_value_cross_{i}")
 
 
@@ -77,30 +86,43 @@ def _flat(names: tuple[str, str], layers: int) -> list[str]:
     return [n.format(i=i) for i in range(layers) for n in names]
 
 
-def encoder_graph(parts: Seq2Seq, exporter, names: Names, cross_outputs: tuple[str, str] | None = None,
-                  features: mx.array | None = None):
+def encoder_graph(
+    parts: Seq2Seq,
+    exporter,
+    names: Names,
+    cross_outputs: tuple[str, str] | None = None,
+    features: mx.array | None = None,
+):
     """features (``parts.features`` or, where the runtime feeds another dtype,
     ``features``) -> the encoder's states (and, with ``cross_outputs``, each layer's
     cross-attention keys and values)."""
+
     def encode_and_cross(features):
         states = parts.encode(features)
         return (states, *parts.cross(states))
 
     outputs = [names.states] + (_flat(cross_outputs, parts.layers) if cross_outputs else [])
-    return exporter.with_options(input_names=[names.features], output_names=outputs, path=None,
-                                 dynamic={"features": parts.feature_axes}).to_ir(
+    return exporter.with_options(
+        input_names=[names.features], output_names=outputs, path=None, dynamic={"features": parts.feature_axes}
+    ).to_ir(
         encode_and_cross if cross_outputs else (lambda features: parts.encode(features)),
-        parts.features if features is None else features)
+        parts.features if features is None else features,
+    )
 
 
 def cross_graph(parts: Seq2Seq, exporter, names: Names):
     """encoder states -> each layer's cross-attention keys and values, named ``names.cross``."""
+
     def cross(encoder_hidden_states):
         return parts.cross(encoder_hidden_states)
 
     axes = {0: "batch_size", 1: "encoder_sequence_length"}
-    return exporter.with_options(input_names=["encoder_hidden_states"], output_names=_flat(names.cross, parts.layers),
-                                 path=None, dynamic={"encoder_hidden_states": axes}).to_ir(cross, parts.states)
+    return exporter.with_options(
+        input_names=["encoder_hidden_states"],
+        output_names=_flat(names.cross, parts.layers),
+        path=None,
+        dynamic={"encoder_hidden_states": axes},
+    ).to_ir(cross, parts.states)
 
 
 def step_graph(parts: Seq2Seq, exporter, names: Names):
@@ -121,8 +143,9 @@ def step_graph(parts: Seq2Seq, exporter, names: Names):
     def step(input_ids, *past):
         return parts.step(input_ids, *past)
 
-    return exporter.with_options(input_names=["input_ids", *inputs], output_names=["logits", *outputs], path=None,
-                                 dynamic=dynamic).to_ir(step, *arrays)
+    return exporter.with_options(
+        input_names=["input_ids", *inputs], output_names=["logits", *outputs], path=None, dynamic=dynamic
+    ).to_ir(step, *arrays)
 
 
 def transformers_js_graphs(parts: Seq2Seq, exporter, features: str) -> dict:
@@ -140,12 +163,23 @@ def genai_graphs(parts: Seq2Seq, exporter) -> dict:
     gives the features in the encoder input's dtype and holds the states in that dtype:
     the features come in the caches' dtype."""
     features = parts.features.astype(parts.dtype)
-    return {"encoder.onnx": encoder_graph(parts, exporter, GENAI, GENAI_CROSS_OUTPUTS, features),
-            "decoder.onnx": step_graph(parts, exporter, GENAI)}
+    return {
+        "encoder.onnx": encoder_graph(parts, exporter, GENAI, GENAI_CROSS_OUTPUTS, features),
+        "decoder.onnx": step_graph(parts, exporter, GENAI),
+    }
 
 
-def package_greedy(package: Path, features: np.ndarray, prompt: list[int], new_tokens: int, eos: int,
-                   suppress: list[int] = (), suppress_first: list[int] = (), atol=None, rtol=None):
+def package_greedy(
+    package: Path,
+    features: np.ndarray,
+    prompt: list[int],
+    new_tokens: int,
+    eos: int,
+    suppress: list[int] = (),
+    suppress_first: list[int] = (),
+    atol=None,
+    rtol=None,
+):
     """:func:`greedy` through the package's transformers.js graphs in plain onnxruntime
     sessions: (tokens, first logits, the decoder's PlainSession, which compares them)."""
     from ..io.graph_files import graph_path
@@ -153,24 +187,40 @@ def package_greedy(package: Path, features: np.ndarray, prompt: list[int], new_t
 
     encoder = plain_session(graph_path(package, "onnx/encoder_model.onnx"), atol, rtol)
     decoder = plain_session(graph_path(package, "onnx/decoder_model_merged.onnx"), atol, rtol)
-    tokens, first = greedy(encoder.session, decoder.session, features, prompt, new_tokens, eos, suppress, suppress_first)
+    tokens, first = greedy(
+        encoder.session, decoder.session, features, prompt, new_tokens, eos, suppress, suppress_first
+    )
     return tokens, first, decoder
 
 
-def greedy(encoder, decoder, features: np.ndarray, prompt: list[int], new_tokens: int, eos: int,
-           suppress: list[int] = (), suppress_first: list[int] = ()):
+def greedy(
+    encoder,
+    decoder,
+    features: np.ndarray,
+    prompt: list[int],
+    new_tokens: int,
+    eos: int,
+    suppress: list[int] = (),
+    suppress_first: list[int] = (),
+):
     """Greedy tokens of a package's transformers.js graphs (onnxruntime sessions) for one
     input ``features`` (batch 1), after ``prompt``, stopping after ``eos``; ``suppress``
     tokens never chosen, ``suppress_first`` not as the first: (tokens, first logits)."""
     feature_name = encoder.get_inputs()[0].name
     states = encoder.run(["last_hidden_state"], {feature_name: features[None]})[0]
     carried = [v for v in decoder.get_inputs() if v.name.startswith("past_key_values")]
-    past = {v.name: np.zeros([1, v.shape[1], 0, v.shape[3]], np.float16 if v.type == "tensor(float16)" else np.float32)
-            for v in carried}
+    past = {
+        v.name: np.zeros([1, v.shape[1], 0, v.shape[3]], np.float16 if v.type == "tensor(float16)" else np.float32)
+        for v in carried
+    }
     ids, tokens, first = prompt, [], None
     for step in range(new_tokens):
-        feeds = {"input_ids": np.array([ids], np.int64), "encoder_hidden_states": states,
-                 "use_cache_branch": np.array([step > 0]), **past}
+        feeds = {
+            "input_ids": np.array([ids], np.int64),
+            "encoder_hidden_states": states,
+            "use_cache_branch": np.array([step > 0]),
+            **past,
+        }
         outputs = dict(zip([o.name for o in decoder.get_outputs()], decoder.run(None, feeds)))
         logits = outputs["logits"][0, -1].astype(np.float64)
         first = logits.copy() if first is None else first

@@ -28,15 +28,22 @@ from .loading import load_with
 from .vlm_architecture import Architecture
 
 # mlx-vlm model_type -> the module under mlx2onnx.tasks whose ARCHITECTURE exports it
-VLM_MODULES = {"gemma3": "vlm_gemma3", "idefics3": "vlm_idefics3", "smolvlm": "vlm_idefics3", "qwen2_vl": "vlm_qwen2_vl",
-               "qwen2_5_vl": "vlm_qwen2_5_vl"}
+VLM_MODULES = {
+    "gemma3": "vlm_gemma3",
+    "idefics3": "vlm_idefics3",
+    "smolvlm": "vlm_idefics3",
+    "qwen2_vl": "vlm_qwen2_vl",
+    "qwen2_5_vl": "vlm_qwen2_5_vl",
+}
 VLM_TYPES = tuple(VLM_MODULES)
 
 
 def architecture(model_type: str) -> Architecture:
     if model_type not in VLM_MODULES:
-        raise UnsupportedModelError(f"model_type {model_type!r}: the image-text-to-text export handles mlx-vlm's "
-                                    f"{', '.join(sorted(VLM_MODULES))}")
+        raise UnsupportedModelError(
+            f"model_type {model_type!r}: the image-text-to-text export handles mlx-vlm's "
+            f"{', '.join(sorted(VLM_MODULES))}"
+        )
     return importlib.import_module(f"{__package__}.{VLM_MODULES[model_type]}").ARCHITECTURE
 
 
@@ -71,8 +78,11 @@ class _Language:
     def __call__(self, x, cache=None):
         if self.positioned is not None:  # the probes' token ids at text positions; the traced call's positions
             embeds = self.language.model.embed_tokens(x) if x.ndim == 2 else x
-            positions = self.positions if self.positions is not None else \
-                mx.broadcast_to(mx.arange(x.shape[1])[None, None], (3, *x.shape[:2]))
+            positions = (
+                self.positions
+                if self.positions is not None
+                else mx.broadcast_to(mx.arange(x.shape[1])[None, None], (3, *x.shape[:2]))
+            )
             return self.positioned(embeds, cache, positions)
         if x.ndim == 2:  # token ids
             return self.language(x, cache=cache).logits
@@ -93,23 +103,31 @@ def decoder_graph(model, exporter, arch: Architecture):
     language = _Language(model, None if arch.positioned is None else arch.positioned(model))
     layout = package_layout(language, model.config.model_type)
     if has_states(layout):
-        raise UnsupportedModelError(f"model_type {model.config.model_type!r}: its language model has recurrent "
-                                    "states, which the vision-language package does not carry (attention caches only)")
+        raise UnsupportedModelError(
+            f"model_type {model.config.model_type!r}: its language model has recurrent "
+            "states, which the vision-language package does not carry (attention caches only)"
+        )
     mask_rank = attention_mask_rank(language, layout)
     width = model.config.text_config.hidden_size
     rng = np.random.default_rng(0)
     positions = np.tile(np.arange(4, 7), (2, 1)).astype(np.int64)
     rows = 1 if arch.positioned is None else 3  # mRoPE: [3, batch, sequence]
-    arrays = [mx.array(rng.standard_normal((2, 3, width)), dtype=embedding_dtype(model, arch)),
-              mx.ones((2, 7), dtype=mx.int64),
-              mx.array(positions if rows == 1 else np.stack([positions] * rows))] + carried_arrays(layout, 2, 4, rng)
+    arrays = [
+        mx.array(rng.standard_normal((2, 3, width)), dtype=embedding_dtype(model, arch)),
+        mx.ones((2, 7), dtype=mx.int64),
+        mx.array(positions if rows == 1 else np.stack([positions] * rows)),
+    ] + carried_arrays(layout, 2, 4, rng)
     slots = slot_names(layout)
     names = ["inputs_embeds", "attention_mask", "position_ids"] + [past for past, _ in slots]
-    dynamic = {"input_ids": {0: "batch_size", 1: "sequence"}, "attention_mask": {0: "batch_size", 1: "total_sequence"},
-               "position_ids": {0: "batch_size", 1: "sequence"} if rows == 1 else {1: "batch_size", 2: "sequence"},
-               **{f"past_{k}": {0: "batch_size", 2: Dim("past_sequence")} for k in range(len(slots))}}
-    exporter = exporter.with_options(input_names=names, output_names=["logits"] + [p for _, p in slots], path=None,
-                                     dynamic=dynamic)
+    dynamic = {
+        "input_ids": {0: "batch_size", 1: "sequence"},
+        "attention_mask": {0: "batch_size", 1: "total_sequence"},
+        "position_ids": {0: "batch_size", 1: "sequence"} if rows == 1 else {1: "batch_size", 2: "sequence"},
+        **{f"past_{k}": {0: "batch_size", 2: Dim("past_sequence")} for k in range(len(slots))},
+    }
+    exporter = exporter.with_options(
+        input_names=names, output_names=["logits"] + [p for _, p in slots], path=None, dynamic=dynamic
+    )
     if arch.positioned is None:
         graph, _, _ = traced_decoder(exporter, language, layout, mask_rank, arrays)
         return graph, layout
@@ -118,6 +136,7 @@ def decoder_graph(model, exporter, arch: Architecture):
     def forward(input_ids, attention_mask, position_ids, *past):  # input_ids: the embeddings, as in inner
         language.positions = position_ids  # read by the language model; the caches' offsets from the first row
         return inner(input_ids, attention_mask, position_ids[0], *past)
+
     return exporter.to_ir(forward, *arrays), layout
 
 
@@ -129,14 +148,22 @@ def export_graphs(model, exporter, arch: Architecture):
         vision = arch.vision_graph(model, exporter, dtype)
     else:
         pixels = {k: mx.array(v) for k, v in arch.vision_inputs(model, 2, rng).items()}
-        vision = exporter.with_options(input_names=list(pixels), output_names=["image_features"], path=None,
-                                       dynamic=arch.vision_axes).to_ir(arch.vision(model, dtype), *pixels.values())
+        vision = exporter.with_options(
+            input_names=list(pixels), output_names=["image_features"], path=None, dynamic=arch.vision_axes
+        ).to_ir(arch.vision(model, dtype), *pixels.values())
     ids = mx.array(rng.integers(0, model.config.text_config.vocab_size, (2, 5)).astype(np.int64))
-    embed = exporter.with_options(input_names=["input_ids"], output_names=["inputs_embeds"], path=None,
-                                  dynamic={"input_ids": {0: "batch_size", 1: "sequence"}}).to_ir(arch.text(model), ids)
+    embed = exporter.with_options(
+        input_names=["input_ids"],
+        output_names=["inputs_embeds"],
+        path=None,
+        dynamic={"input_ids": {0: "batch_size", 1: "sequence"}},
+    ).to_ir(arch.text(model), ids)
     decoder, layout = decoder_graph(model, exporter, arch)
-    return {"onnx/vision_encoder.onnx": vision, "onnx/embed_tokens.onnx": embed,
-            "onnx/decoder_model_merged.onnx": decoder}, layout
+    return {
+        "onnx/vision_encoder.onnx": vision,
+        "onnx/embed_tokens.onnx": embed,
+        "onnx/decoder_model_merged.onnx": decoder,
+    }, layout
 
 
 def export_vision_language(folder: Path, out: Path, exporter, stage) -> Path:
@@ -150,19 +177,26 @@ def export_vision_language(folder: Path, out: Path, exporter, stage) -> Path:
         model = load_vlm_folder(folder)
     with stage("tracing the vision encoder, the token embedding and the decoder, and translating them"):
         graphs, layout = export_graphs(model, exporter, arch)
-        genai_graphs, genai, genai_reason = ({}, {}, f"onnxruntime-genai has no {config['model_type']} type") \
-            if arch.genai is None else arch.genai(model, folder, layout, exporter, graphs)
+        genai_graphs, genai, genai_reason = (
+            ({}, {}, f"onnxruntime-genai has no {config['model_type']} type")
+            if arch.genai is None
+            else arch.genai(model, folder, layout, exporter, graphs)
+        )
     with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
         dtypes = save_graphs(package, {**graphs, **genai_graphs}, exporter.check)
         notes = {"task": "image-text-to-text"}
         if genai_reason:
             notes["onnxruntime-genai"] = f"cannot run: {genai_reason}"
         if arch.processor == "Gemma3" and not (folder / "chat_template.jinja").is_file():
-            notes["transformers.js"] = ("cannot run: the folder has no chat_template.jinja, which transformers.js's "
-                                        "Gemma3 processor loads")
+            notes["transformers.js"] = (
+                "cannot run: the folder has no chat_template.jinja, which transformers.js's Gemma3 processor loads"
+            )
         written = config if arch.package_config is None else arch.package_config(config)
-        write_json_files(package, {"config.json": dict(written, mlx2onnx=notes), **arch.processor_configs(model, folder),
-                                   **genai}, dtypes)
+        write_json_files(
+            package,
+            {"config.json": dict(written, mlx2onnx=notes), **arch.processor_configs(model, folder), **genai},
+            dtypes,
+        )
         copy_present(folder, package, ("generation_config.json", *TOKENIZER_FILES))
     return out
 
@@ -182,8 +216,14 @@ def mlx_vlm_tokens(model, input_ids: mx.array, pixels: dict, new_tokens: int) ->
     return tokens, first
 
 
-def package_vlm_tokens(package: Path, input_ids: np.ndarray, pixels: dict, new_tokens: int, image_token: int,
-                       rope: tuple[np.ndarray, np.ndarray] | None = None):
+def package_vlm_tokens(
+    package: Path,
+    input_ids: np.ndarray,
+    pixels: dict,
+    new_tokens: int,
+    image_token: int,
+    rope: tuple[np.ndarray, np.ndarray] | None = None,
+):
     """Greedy tokens of the package's three graphs in plain onnxruntime sessions, merged
     as transformers.js merges them: (tokens, first logits, the decoder's PlainSession).
     ``rope``: an mRoPE model's prompt positions [3, 1, sequence] and delta [1, 1]
@@ -191,8 +231,10 @@ def package_vlm_tokens(package: Path, input_ids: np.ndarray, pixels: dict, new_t
     from ..io.graph_files import graph_path
     from ..verify.plain import plain_session
 
-    vision, embed, decoder = (plain_session(graph_path(package, f"onnx/{name}.onnx"))
-                              for name in ("vision_encoder", "embed_tokens", "decoder_model_merged"))
+    vision, embed, decoder = (
+        plain_session(graph_path(package, f"onnx/{name}.onnx"))
+        for name in ("vision_encoder", "embed_tokens", "decoder_model_merged")
+    )
     features = vision.session.run(["image_features"], pixels)[0]
     embeds = embed.session.run(["inputs_embeds"], {"input_ids": input_ids})[0]
     embeds[input_ids == image_token] = features.reshape(-1, features.shape[-1])
@@ -204,8 +246,12 @@ def package_vlm_tokens(package: Path, input_ids: np.ndarray, pixels: dict, new_t
         positions = np.arange(total - n, total, dtype=np.int64)[None]
         if rope is not None:
             positions = rope[0] if step == 0 else np.stack([positions + rope[1]] * 3)
-        feeds = {"inputs_embeds": embeds, "attention_mask": np.ones((1, total), np.int64),
-                 "position_ids": positions, **past}
+        feeds = {
+            "inputs_embeds": embeds,
+            "attention_mask": np.ones((1, total), np.int64),
+            "position_ids": positions,
+            **past,
+        }
         outputs = decoder.session.run(None, feeds)
         first = outputs[0][0, -1] if first is None else first
         tokens.append(int(outputs[0][0, -1].argmax()))

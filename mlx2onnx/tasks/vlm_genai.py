@@ -26,6 +26,7 @@ def merged_embeddings(embed_tokens, image_token: int):
         order = mx.cumsum(is_image.astype(mx.int32)) * is_image.astype(mx.int32)  # 1-based, 0 for text
         picked = mx.take(rows, order, axis=0).reshape(*input_ids.shape, width).astype(text.dtype)
         return mx.where((input_ids == image_token)[..., None], picked, text)
+
     return embedding
 
 
@@ -39,11 +40,12 @@ def embedding_graph(exporter, embed_tokens, image_token: int, vocab: int, featur
     prompt = np.concatenate([ids[:, :2], np.full((1, tokens), image_token), ids[:, 2:]], axis=1)
     dtype = embed_tokens(mx.zeros((1, 1), mx.int64)).dtype
     features = mx.array(rng.standard_normal(features_shape), dtype=dtype)
-    return exporter.with_options(input_names=["input_ids", "image_features"], output_names=["inputs_embeds"],
-                                 path=None, dynamic={"input_ids": {0: "batch_size", 1: "sequence"},
-                                                     "image_features": feature_axes}
-                                 ).to_ir(merged_embeddings(embed_tokens, image_token),
-                                         mx.array(prompt.astype(np.int64)), features)
+    return exporter.with_options(
+        input_names=["input_ids", "image_features"],
+        output_names=["inputs_embeds"],
+        path=None,
+        dynamic={"input_ids": {0: "batch_size", 1: "sequence"}, "image_features": feature_axes},
+    ).to_ir(merged_embeddings(embed_tokens, image_token), mx.array(prompt.astype(np.int64)), features)
 
 
 def genai_settings(model, folder: Path, layout: list, genai_type: str, vision: dict) -> tuple[dict | None, str | None]:
@@ -56,24 +58,40 @@ def genai_settings(model, folder: Path, layout: list, genai_type: str, vision: d
     from ..llm.package import stored_layout
 
     config = json.loads((folder / "config.json").read_text())
-    settings, reason = genai_config(text_settings(config), stored_layout(layout), model.config.text_config.vocab_size,
-                                    folder)
+    settings, reason = genai_config(
+        text_settings(config), stored_layout(layout), model.config.text_config.vocab_size, folder
+    )
     if settings is None:
         return None, reason
     decoder = settings["model"]["decoder"]
     decoder["filename"] = "onnx/decoder_model_merged.onnx"
-    decoder["inputs"] = {"inputs_embeds": "inputs_embeds", **{k: v for k, v in decoder["inputs"].items()
-                                                              if k != "input_ids"}}
-    settings["model"].update(type=genai_type, embedding={
-        "filename": "onnx/embedding.onnx", "inputs": {"input_ids": "input_ids", "image_features": "image_features"},
-        "outputs": {"inputs_embeds": "inputs_embeds"}}, vision={
-        "filename": "onnx/vision_encoder.onnx", "config_filename": "genai_processor_config.json",
-        "outputs": {"image_features": "image_features"}, **vision})
+    decoder["inputs"] = {
+        "inputs_embeds": "inputs_embeds",
+        **{k: v for k, v in decoder["inputs"].items() if k != "input_ids"},
+    }
+    settings["model"].update(
+        type=genai_type,
+        embedding={
+            "filename": "onnx/embedding.onnx",
+            "inputs": {"input_ids": "input_ids", "image_features": "image_features"},
+            "outputs": {"inputs_embeds": "inputs_embeds"},
+        },
+        vision={
+            "filename": "onnx/vision_encoder.onnx",
+            "config_filename": "genai_processor_config.json",
+            "outputs": {"image_features": "image_features"},
+            **vision,
+        },
+    )
     return settings, None
 
 
 def processor_file(name: str, steps: list) -> dict:
     """genai_processor_config.json: onnxruntime-extensions' operations ``(name, type,
     attrs)`` in order."""
-    return {"processor": {"name": name, "transforms": [
-        {"operation": {"name": step, "type": kind, "attrs": attrs}} for step, kind, attrs in steps]}}
+    return {
+        "processor": {
+            "name": name,
+            "transforms": [{"operation": {"name": step, "type": kind, "attrs": attrs}} for step, kind, attrs in steps],
+        }
+    }

@@ -33,19 +33,23 @@ def vision_function(model, dtype):
     -> image features [batch * images * tokens, width], as mlx-vlm's get_input_embeddings
     computes them for whole images (see the module; ``dtype`` is not used: mlx-vlm gives
     its tower the pixels as they come)."""
+
     def encode(pixel_values, pixel_attention_mask):
         b, n, c, h, w = pixel_values.shape
         pixels = pixel_values.reshape(b * n, c, h, w)
         hidden, *_ = model.vision_model(pixels.transpose(0, 2, 3, 1), output_hidden_states=True)
         features = model.connector(hidden.astype(pixels.dtype))
         return features.reshape(-1, features.shape[-1])
+
     return encode
 
 
 def vision_inputs(model, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     size = model.config.vision_config.image_size
-    return {"pixel_values": rng.uniform(-1, 1, (batch, 1, 3, size, size)).astype(np.float32),
-            "pixel_attention_mask": np.ones((batch, 1, size, size), bool)}
+    return {
+        "pixel_values": rng.uniform(-1, 1, (batch, 1, 3, size, size)).astype(np.float32),
+        "pixel_attention_mask": np.ones((batch, 1, size, size), bool),
+    }
 
 
 def text_function(model):
@@ -53,18 +57,20 @@ def text_function(model):
 
     def embed_tokens(input_ids):
         return embed(input_ids)
+
     return embed_tokens
 
 
 def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> tuple[mx.array, dict]:
-    return model.get_input_embeddings(input_ids, mx.array(inputs["pixel_values"]),
-                                      pixel_attention_mask=mx.array(inputs["pixel_attention_mask"])).inputs_embeds, {}
+    return model.get_input_embeddings(
+        input_ids, mx.array(inputs["pixel_values"]), pixel_attention_mask=mx.array(inputs["pixel_attention_mask"])
+    ).inputs_embeds, {}
 
 
 def image_tokens(model) -> int:
     """The image tokens one image takes in a prompt."""
     vision = model.config.vision_config
-    return (vision.image_size // vision.patch_size) ** 2 // model.config.scale_factor ** 2
+    return (vision.image_size // vision.patch_size) ** 2 // model.config.scale_factor**2
 
 
 def splitting(model, folder: Path | None) -> dict:
@@ -86,16 +92,35 @@ def processor_configs(model, folder: Path | None = None) -> dict[str, dict]:
     global image resized to it), or the global image alone (:func:`splitting`), scaled to
     [-1, 1] (SigLIP's mean and std 0.5), and the image token count of each."""
     size = model.config.vision_config.image_size
-    image = {"image_processor_type": "Idefics3ImageProcessor", "processor_class": "Idefics3Processor",
-             "do_resize": True, "max_image_size": {"longest_edge": size}, "do_rescale": True,
-             "rescale_factor": 1 / 255, "do_normalize": True, "image_mean": [0.5] * 3, "image_std": [0.5] * 3,
-             "do_pad": True, "do_convert_rgb": True, **splitting(model, folder)}
-    return {"preprocessor_config.json": image,
-            "processor_config.json": {"processor_class": "Idefics3Processor", "image_seq_len": image_tokens(model)}}
+    image = {
+        "image_processor_type": "Idefics3ImageProcessor",
+        "processor_class": "Idefics3Processor",
+        "do_resize": True,
+        "max_image_size": {"longest_edge": size},
+        "do_rescale": True,
+        "rescale_factor": 1 / 255,
+        "do_normalize": True,
+        "image_mean": [0.5] * 3,
+        "image_std": [0.5] * 3,
+        "do_pad": True,
+        "do_convert_rgb": True,
+        **splitting(model, folder),
+    }
+    return {
+        "preprocessor_config.json": image,
+        "processor_config.json": {"processor_class": "Idefics3Processor", "image_seq_len": image_tokens(model)},
+    }
 
 
-ARCHITECTURE = Architecture("Idefics3", embeddings, vision_function, vision_inputs,
-                            {"pixel_values": {0: "batch_size", 1: "num_images"},
-                             "pixel_attention_mask": {0: "batch_size", 1: "num_images"}},
-                            text_function, mlx_embeddings, processor_configs, None,
-                            lambda model: [model.config.image_token_index] * image_tokens(model))
+ARCHITECTURE = Architecture(
+    "Idefics3",
+    embeddings,
+    vision_function,
+    vision_inputs,
+    {"pixel_values": {0: "batch_size", 1: "num_images"}, "pixel_attention_mask": {0: "batch_size", 1: "num_images"}},
+    text_function,
+    mlx_embeddings,
+    processor_configs,
+    None,
+    lambda model: [model.config.image_token_index] * image_tokens(model),
+)

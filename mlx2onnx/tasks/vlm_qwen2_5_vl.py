@@ -23,5 +23,4 @@ def package_config(config: dict) -> dict:
     return dict(config, text_config=dict(text, model_type="qwen2_5_vl_text"))
 
 
-ARCHITECTURE = qwen_architecture("Qwen2_5_VLProcessor", "image_grid_thw", check_grid=16,
-                                 package_config=package_config)
+ARCHITECTURE = qwen_architecture("Qwen2_5_VLProcessor", "image_grid_thw", check_grid=16, package_config=package_config)

@@ -80,6 +80,7 @@ def encode_function(model, dtype):
             hidden = hidden + attend(block.attn, block.norm1(hidden), freqs, mask)
             hidden = hidden + block.mlp(block.norm2(hidden))
         return tower.merger(hidden)
+
     return encode
 
 
@@ -95,7 +96,9 @@ def patch_places(grid_thw: mx.array, count: int, m: int):
     frame_size = grid_thw[:, 1] * grid_thw[:, 2]
     sizes = grid_thw[:, 0] * frame_size
     starts = mx.cumsum(sizes) - sizes
-    image = (index[:, None] >= starts[None, :]).astype(mx.int32).sum(axis=1) - 1  # the last image starting at or before it
+    image = (index[:, None] >= starts[None, :]).astype(mx.int32).sum(
+        axis=1
+    ) - 1  # the last image starting at or before it
     local = index - starts[image]
     frame, local = local // frame_size[image], local % frame_size[image]
     window, inner = local // (m * m), local % (m * m)
@@ -121,14 +124,16 @@ def vision_graph(model, exporter, dtype, grid_name: str = "grid_thw") -> ir.Mode
     grid = np.array([[1, 4, 4], [1, 2, 6]], np.int64)  # two images, 28 patches
     pixels = np.random.default_rng(1).uniform(-1, 1, (int((grid[:, 1] * grid[:, 2]).sum()), width)).astype(np.float32)
     return exporter.with_options(
-        input_names=["pixel_values", grid_name], output_names=["image_features"], path=None,
+        input_names=["pixel_values", grid_name],
+        output_names=["image_features"],
+        path=None,
         dynamic={"pixel_values": {0: Dim("num_patches", multiple_of=m * m)}, "grid_thw": {0: "num_images"}},
     ).to_ir(encode_function(model, dtype), mx.array(pixels), mx.array(grid))
 
 
 def _patch_width(model) -> int:
     vision = model.config.vision_config
-    return vision.in_channels * vision.temporal_patch_size * vision.patch_size ** 2
+    return vision.in_channels * vision.temporal_patch_size * vision.patch_size**2
 
 
 def patches(pixels: np.ndarray, vision, grid_name: str = "grid_thw") -> dict[str, np.ndarray]:
@@ -142,8 +147,10 @@ def patches(pixels: np.ndarray, vision, grid_name: str = "grid_thw") -> dict[str
     h, w = height // p, width // p
     frames = np.broadcast_to(pixels[None], (t, c, height, width))
     cut = frames.reshape(1, t, c, h // m, m, p, w // m, m, p).transpose(0, 3, 6, 4, 7, 2, 1, 5, 8)
-    return {"pixel_values": np.ascontiguousarray(cut.reshape(h * w, c * t * p * p)).astype(np.float32),
-            grid_name: np.array([[1, h, w]], np.int64)}
+    return {
+        "pixel_values": np.ascontiguousarray(cut.reshape(h * w, c * t * p * p)).astype(np.float32),
+        grid_name: np.array([[1, h, w]], np.int64),
+    }
 
 
 def normalised(image: np.ndarray) -> np.ndarray:
@@ -156,6 +163,7 @@ def text_function(model):
 
     def embed_tokens(input_ids):
         return embed(input_ids)
+
     return embed_tokens
 
 
@@ -167,7 +175,10 @@ def positioned(model):
 
     def forward(inputs_embeds, cache, position_ids):
         out = language.model(None, inputs_embeds=inputs_embeds, cache=cache, position_ids=position_ids)
-        return language.model.embed_tokens.as_linear(out) if language.args.tie_word_embeddings else language.lm_head(out)
+        return (
+            language.model.embed_tokens.as_linear(out) if language.args.tie_word_embeddings else language.lm_head(out)
+        )
+
     return forward
 
 
@@ -177,17 +188,29 @@ def processor_configs(model, processor: str) -> dict[str, dict]:
     max_pixels, rescaled and normalised with CLIP's mean and std, cut into patches."""
     vision = model.config.vision_config
     factor = vision.patch_size * vision.spatial_merge_size
-    image = {"image_processor_type": "Qwen2VLImageProcessor", "processor_class": processor,
-             "do_resize": True, "resample": 3, "do_rescale": True, "rescale_factor": 1 / 255,
-             "do_normalize": True, "image_mean": MEAN, "image_std": STD, "do_convert_rgb": True,
-             "min_pixels": MIN_PIXELS * factor * factor, "max_pixels": MAX_PIXELS * factor * factor,
-             "patch_size": vision.patch_size, "temporal_patch_size": vision.temporal_patch_size,
-             "merge_size": vision.spatial_merge_size}
+    image = {
+        "image_processor_type": "Qwen2VLImageProcessor",
+        "processor_class": processor,
+        "do_resize": True,
+        "resample": 3,
+        "do_rescale": True,
+        "rescale_factor": 1 / 255,
+        "do_normalize": True,
+        "image_mean": MEAN,
+        "image_std": STD,
+        "do_convert_rgb": True,
+        "min_pixels": MIN_PIXELS * factor * factor,
+        "max_pixels": MAX_PIXELS * factor * factor,
+        "patch_size": vision.patch_size,
+        "temporal_patch_size": vision.temporal_patch_size,
+        "merge_size": vision.spatial_merge_size,
+    }
     return {"preprocessor_config.json": image, "processor_config.json": {"processor_class": processor}}
 
 
-def genai_files(model, folder, layout: list, exporter, package_graphs: dict,
-                grid_name: str) -> tuple[dict, dict[str, dict], str | None]:
+def genai_files(
+    model, folder, layout: list, exporter, package_graphs: dict, grid_name: str
+) -> tuple[dict, dict[str, dict], str | None]:
     """(graphs, files, None): onnxruntime-genai's qwen2_5_vl type over the package's vision
     encoder (its grid input ``grid_name``) and decoder (mRoPE positions [3, batch,
     sequence], which genai computes from the prompt and the grid as transformers.js does),
@@ -201,36 +224,78 @@ def genai_files(model, folder, layout: list, exporter, package_graphs: dict,
 
     vision, config = model.config.vision_config, model.config
     vision_encoder = package_graphs["onnx/vision_encoder.onnx"]
-    graphs = {} if grid_name == GENAI_GRID else {"onnx/genai_vision.onnx": _renamed_input(vision_encoder, grid_name,
-                                                                                          GENAI_GRID)}
-    settings, reason = genai_settings(model, folder, layout, "qwen2_5_vl", {
-        "filename": next(iter(graphs), "onnx/vision_encoder.onnx"),
-        "inputs": {"pixel_values": "pixel_values", "image_grid_thw": GENAI_GRID},
-        "spatial_merge_size": vision.spatial_merge_size, "patch_size": vision.patch_size,
-        "window_size": getattr(vision, "window_size", vision.patch_size * vision.spatial_merge_size),
-        "tokens_per_second": float(getattr(vision, "tokens_per_second", 2))})
+    graphs = (
+        {}
+        if grid_name == GENAI_GRID
+        else {"onnx/genai_vision.onnx": _renamed_input(vision_encoder, grid_name, GENAI_GRID)}
+    )
+    settings, reason = genai_settings(
+        model,
+        folder,
+        layout,
+        "qwen2_5_vl",
+        {
+            "filename": next(iter(graphs), "onnx/vision_encoder.onnx"),
+            "inputs": {"pixel_values": "pixel_values", "image_grid_thw": GENAI_GRID},
+            "spatial_merge_size": vision.spatial_merge_size,
+            "patch_size": vision.patch_size,
+            "window_size": getattr(vision, "window_size", vision.patch_size * vision.spatial_merge_size),
+            "tokens_per_second": float(getattr(vision, "tokens_per_second", 2)),
+        },
+    )
     if settings is None:
         return {}, {}, reason
-    settings["model"].update(image_token_id=config.image_token_id, video_token_id=config.video_token_id,
-                             vision_start_token_id=config.vision_start_token_id)
+    settings["model"].update(
+        image_token_id=config.image_token_id,
+        video_token_id=config.video_token_id,
+        vision_start_token_id=config.vision_start_token_id,
+    )
     factor = vision.patch_size * vision.spatial_merge_size
     # genai's Qwen processor needs the ConvertRGB (measured: without it its patches are those of the image in
     # BGR order), unlike its gemma3 one
-    processor = processor_file("qwen2_5_image_processor", [
-        ("decode_image", "DecodeImage", {"color_space": "RGB"}),
-        ("convert_to_rgb", "ConvertRGB", {}),
-        ("resize", "Resize", {"smart_resize": 1, "min_pixels": MIN_PIXELS * factor * factor,
-                              "max_pixels": MAX_PIXELS * factor * factor, "patch_size": vision.patch_size,
-                              "merge_size": vision.spatial_merge_size}),
-        ("rescale", "Rescale", {"rescale_factor": 1 / 255}),
-        ("normalize", "Normalize", {"mean": MEAN, "std": STD, "qwen2_5_vl": 1}),
-        ("patch_image", "PatchImage", {"patch_size": vision.patch_size, "temporal_patch_size":
-                                       vision.temporal_patch_size, "merge_size": vision.spatial_merge_size})])
+    processor = processor_file(
+        "qwen2_5_image_processor",
+        [
+            ("decode_image", "DecodeImage", {"color_space": "RGB"}),
+            ("convert_to_rgb", "ConvertRGB", {}),
+            (
+                "resize",
+                "Resize",
+                {
+                    "smart_resize": 1,
+                    "min_pixels": MIN_PIXELS * factor * factor,
+                    "max_pixels": MAX_PIXELS * factor * factor,
+                    "patch_size": vision.patch_size,
+                    "merge_size": vision.spatial_merge_size,
+                },
+            ),
+            ("rescale", "Rescale", {"rescale_factor": 1 / 255}),
+            ("normalize", "Normalize", {"mean": MEAN, "std": STD, "qwen2_5_vl": 1}),
+            (
+                "patch_image",
+                "PatchImage",
+                {
+                    "patch_size": vision.patch_size,
+                    "temporal_patch_size": vision.temporal_patch_size,
+                    "merge_size": vision.spatial_merge_size,
+                },
+            ),
+        ],
+    )
     text = config.text_config
-    embedding = embedding_graph(exporter, text_function(model), config.image_token_id, text.vocab_size,
-                                (16, text.hidden_size), {0: "num_image_tokens"})
-    return ({**graphs, "onnx/embedding.onnx": embedding},
-            {"genai_config.json": settings, "genai_processor_config.json": processor}, None)
+    embedding = embedding_graph(
+        exporter,
+        text_function(model),
+        config.image_token_id,
+        text.vocab_size,
+        (16, text.hidden_size),
+        {0: "num_image_tokens"},
+    )
+    return (
+        {**graphs, "onnx/embedding.onnx": embedding},
+        {"genai_config.json": settings, "genai_processor_config.json": processor},
+        None,
+    )
 
 
 def _renamed_input(model: ir.Model, old: str, new: str) -> ir.Model:
@@ -252,13 +317,16 @@ def qwen_architecture(processor: str, grid_name: str, check_grid: int, package_c
 
     def vision_inputs(model, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         size = check_grid * model.config.vision_config.patch_size
-        return patches(rng.uniform(-1.5, 1.5, (3, size, size)).astype(np.float32), model.config.vision_config, grid_name)
+        return patches(
+            rng.uniform(-1.5, 1.5, (3, size, size)).astype(np.float32), model.config.vision_config, grid_name
+        )
 
     def mlx_embeddings(model, input_ids: mx.array, inputs: dict):
         """mlx-vlm's merged embeddings and the prompt's mRoPE positions and deltas, as its
         generation passes them to the language model's first step."""
-        out = model.get_input_embeddings(input_ids, mx.array(inputs["pixel_values"]),
-                                         image_grid_thw=mx.array(inputs[grid_name]))
+        out = model.get_input_embeddings(
+            input_ids, mx.array(inputs["pixel_values"]), image_grid_thw=mx.array(inputs[grid_name])
+        )
         return out.inputs_embeds, {"position_ids": out.position_ids, "rope_deltas": out.rope_deltas}
 
     def rope_index(model, input_ids: np.ndarray, inputs: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -270,15 +338,24 @@ def qwen_architecture(processor: str, grid_name: str, check_grid: int, package_c
     def image_prompt(model) -> list[int]:
         """One image of the check's size in a prompt: the vision start token, then its image tokens."""
         config = model.config
-        return [config.vision_start_token_id] + [config.image_token_id] * (check_grid ** 2 // _merge(model) ** 2)
+        return [config.vision_start_token_id] + [config.image_token_id] * (check_grid**2 // _merge(model) ** 2)
 
-    return Architecture(processor.removesuffix("Processor"), embeddings, None, vision_inputs, {}, text_function,
-                        mlx_embeddings, lambda model, folder: processor_configs(model, processor),
-                        lambda model, folder, layout, exporter, graphs: genai_files(model, folder, layout, exporter,
-                                                                                    graphs, grid_name),
-                        image_prompt,
-                        vision_graph=lambda model, exporter, dtype: vision_graph(model, exporter, dtype, grid_name),
-                        rope_index=rope_index, positioned=positioned, package_config=package_config)
+    return Architecture(
+        processor.removesuffix("Processor"),
+        embeddings,
+        None,
+        vision_inputs,
+        {},
+        text_function,
+        mlx_embeddings,
+        lambda model, folder: processor_configs(model, processor),
+        lambda model, folder, layout, exporter, graphs: genai_files(model, folder, layout, exporter, graphs, grid_name),
+        image_prompt,
+        vision_graph=lambda model, exporter, dtype: vision_graph(model, exporter, dtype, grid_name),
+        rope_index=rope_index,
+        positioned=positioned,
+        package_config=package_config,
+    )
 
 
 ARCHITECTURE = qwen_architecture("Qwen2VLProcessor", "grid_thw", check_grid=8)

@@ -102,28 +102,40 @@ def whisper_parts(model, dtype=None) -> Seq2Seq:
         return model.encoder(computed(features.transpose(0, 2, 1), dtype))
 
     def cross(states):
-        return tuple(_heads(proj(states), heads) for block in decoder.blocks
-                     for proj in (block.cross_attn.key, block.cross_attn.value))
+        return tuple(
+            _heads(proj(states), heads)
+            for block in decoder.blocks
+            for proj in (block.cross_attn.key, block.cross_attn.value)
+        )
 
     def step(input_ids, *past):
         n, before = input_ids.shape[1], past[0].shape[2]
-        x = decoder.token_embedding(input_ids) + decoder.positional_embedding[before:before + n]
+        x = decoder.token_embedding(input_ids) + decoder.positional_embedding[before : before + n]
         query, key = mx.arange(before, before + n)[:, None], mx.arange(before + n)[None]
         mask_dtype = decoder._mask.dtype
         mask = mx.where(key > query, mx.array(-1e9, mask_dtype), mx.array(0, mask_dtype))
         present = []
         for i, block in enumerate(decoder.blocks):
-            own, crossed = (tuple(_merged(c) for c in past[4 * i + j:4 * i + j + 2]) for j in (0, 2))
+            own, crossed = (tuple(_merged(c) for c in past[4 * i + j : 4 * i + j + 2]) for j in (0, 2))
             x, (kv, _), _ = block(x, crossed[0], mask=_WholeMask(mask), kv_cache=(own, crossed))
             present += [_heads(kv[0], heads), _heads(kv[1], heads)]
         return (decoder.token_embedding.as_linear(decoder.ln(x)), *present)
 
     rng = np.random.default_rng(0)
-    return Seq2Seq(encode, cross, step,
-                   mx.array(rng.standard_normal((2, dims.n_mels, 2 * dims.n_audio_ctx)), dtype=mx.float32),
-                   {0: "batch_size"},
-                   mx.array(rng.standard_normal((2, dims.n_audio_ctx, dims.n_audio_state)), dtype=cache),
-                   dims.n_text_layer, heads, dims.n_text_state // heads, dims.n_vocab, dims.n_text_ctx, cache)
+    return Seq2Seq(
+        encode,
+        cross,
+        step,
+        mx.array(rng.standard_normal((2, dims.n_mels, 2 * dims.n_audio_ctx)), dtype=mx.float32),
+        {0: "batch_size"},
+        mx.array(rng.standard_normal((2, dims.n_audio_ctx, dims.n_audio_state)), dtype=cache),
+        dims.n_text_layer,
+        heads,
+        dims.n_text_state // heads,
+        dims.n_vocab,
+        dims.n_text_ctx,
+        cache,
+    )
 
 
 def export_whisper(folder: Path, out: Path, exporter, stage) -> Path:
@@ -145,12 +157,19 @@ def export_from(source: WhisperSource, folder: Path, out: Path, exporter, stage)
     mels = model.dims.n_mels
     with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
         dtypes = save_graphs(package, graphs, exporter.check)
-        write_json_files(package, {
-            "config.json": dict(files.model_config(model.dims, tokenizer), mlx2onnx={"task": "automatic-speech-recognition"}),
-            "generation_config.json": files.generation_config(model, tokenizer, source.languages(tokenizer)),
-            "preprocessor_config.json": files.preprocessor_config(mels, source.mel_filters(mels)),
-            "genai_config.json": files.genai_config(model, tokenizer),
-            "audio_processor_config.json": files.audio_processor_config(mels)}, dtypes)
+        write_json_files(
+            package,
+            {
+                "config.json": dict(
+                    files.model_config(model.dims, tokenizer), mlx2onnx={"task": "automatic-speech-recognition"}
+                ),
+                "generation_config.json": files.generation_config(model, tokenizer, source.languages(tokenizer)),
+                "preprocessor_config.json": files.preprocessor_config(mels, source.mel_filters(mels)),
+                "genai_config.json": files.genai_config(model, tokenizer),
+                "audio_processor_config.json": files.audio_processor_config(mels),
+            },
+            dtypes,
+        )
         source.write_tokenizer(tokenizer, package)
     return out
 
@@ -192,14 +211,30 @@ def check_from(source: WhisperSource, package: Path, folder: Path, seed: int = 0
     want = source.transcription(model, features)
     settings = json.loads((package / "generation_config.json").read_text())
     prompt = list(whisper_prompt(source.tokenizer(model)))
-    got, logits, decoder = package_greedy(package, np.array(features).T, prompt, model.dims.n_text_ctx // 2,
-                                          settings["eos_token_id"], settings["suppress_tokens"],
-                                          settings["begin_suppress_tokens"], atol, rtol)
+    got, logits, decoder = package_greedy(
+        package,
+        np.array(features).T,
+        prompt,
+        model.dims.n_text_ctx // 2,
+        settings["eos_token_id"],
+        settings["suppress_tokens"],
+        settings["begin_suppress_tokens"],
+        atol,
+        rtol,
+    )
     states = model.encoder(computed(features[None], source.compute(model)))
     want_logits = model.decoder(mx.array([prompt]), states)[0][0, -1]
     row = decoder.tokens_row("2 s of tones and noise", got, want, logits, want_logits, settings["eos_token_id"])
     return decoder.result("automatic-speech-recognition", package, folder, [row])
 
 
-MLX_WHISPER = WhisperSource("mlx-whisper", load_whisper_folder, files.whisper_tokenizer, files.mlx_whisper_languages,
-                            mlx_features, mlx_transcription, files.mlx_whisper_filters, files.write_tokenizer)
+MLX_WHISPER = WhisperSource(
+    "mlx-whisper",
+    load_whisper_folder,
+    files.whisper_tokenizer,
+    files.mlx_whisper_languages,
+    mlx_features,
+    mlx_transcription,
+    files.mlx_whisper_filters,
+    files.write_tokenizer,
+)

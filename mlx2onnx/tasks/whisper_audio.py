@@ -33,9 +33,11 @@ def load_mlx_audio_whisper(folder: Path):
     tokens = processor and processor.tokenizer
     # transformers makes an empty tokenizer where the folder has none: it knows no Whisper token
     if not tokens or tokens.convert_tokens_to_ids("<|startoftranscript|>") in (None, tokens.unk_token_id):
-        raise UsageError(f"{folder} is an mlx-audio Whisper folder without the files transformers' WhisperProcessor "
-                         f"loads, which mlx-audio decodes with: add {PROCESSOR_FILES} (WhisperProcessor."
-                         "save_pretrained writes them)")
+        raise UsageError(
+            f"{folder} is an mlx-audio Whisper folder without the files transformers' WhisperProcessor "
+            f"loads, which mlx-audio decodes with: add {PROCESSOR_FILES} (WhisperProcessor."
+            "save_pretrained writes them)"
+        )
     return model
 
 
@@ -45,8 +47,10 @@ def _tokenizer(model):
 
 
 def _languages(tokenizer) -> dict:
-    ids = {f"<|{code}|>": tokenizer.hf_tokenizer.convert_tokens_to_ids(f"<|{code}|>")
-           for code in tokenizer.all_language_codes}
+    ids = {
+        f"<|{code}|>": tokenizer.hf_tokenizer.convert_tokens_to_ids(f"<|{code}|>")
+        for code in tokenizer.all_language_codes
+    }
     return {token: i for token, i in ids.items() if i != tokenizer.hf_tokenizer.unk_token_id}
 
 
@@ -80,8 +84,17 @@ def _write_tokenizer(tokenizer, package: Path) -> None:
     tokenizer.hf_tokenizer.save_pretrained(str(package))
 
 
-MLX_AUDIO = WhisperSource("mlx-audio", load_mlx_audio_whisper, _tokenizer, _languages, mlx_audio_features,
-                          mlx_audio_transcription, _mel_filters, _write_tokenizer, lambda model: model.dtype)
+MLX_AUDIO = WhisperSource(
+    "mlx-audio",
+    load_mlx_audio_whisper,
+    _tokenizer,
+    _languages,
+    mlx_audio_features,
+    mlx_audio_transcription,
+    _mel_filters,
+    _write_tokenizer,
+    lambda model: model.dtype,
+)
 
 
 def export_mlx_audio_whisper(folder: Path, out: Path, exporter, stage) -> Path:

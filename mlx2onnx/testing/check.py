@@ -141,9 +141,18 @@ def _localize(model, fun, args, kwargs, verifier: Verifier) -> str:
     from ..verify.localize import localize
 
     try:
-        return str(localize(model, fun, args, kwargs, seed=verifier.seed, random_inputs=verifier.random_inputs,
-                            tolerances=verifier.tolerances,
-                            session_config=verifier.options() if verifier.runtime == "onnxruntime" else None))
+        return str(
+            localize(
+                model,
+                fun,
+                args,
+                kwargs,
+                seed=verifier.seed,
+                random_inputs=verifier.random_inputs,
+                tolerances=verifier.tolerances,
+                session_config=verifier.options() if verifier.runtime == "onnxruntime" else None,
+            )
+        )
     except Exception:  # localizing is a diagnosis on top of a failure: never hide the failure
         return "localizing failed:\n" + traceback.format_exc(limit=3)
 

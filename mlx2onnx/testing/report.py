@@ -29,21 +29,41 @@ def _bin_labels() -> list[str]:
 
 
 def write_json(rows: Sequence, summary: dict, path: Path, suite: str) -> None:
-    data = {"suite": suite, "summary": summary, "results": [r.to_dict() for r in rows],
-            "histogram_bins": list(HISTOGRAM_EDGES[:-1])}
+    data = {
+        "suite": suite,
+        "summary": summary,
+        "results": [r.to_dict() for r in rows],
+        "histogram_bins": list(HISTOGRAM_EDGES[:-1]),
+    }
     path.write_text(json.dumps(data, indent=2, default=str) + "\n")
 
 
 def write_junit(rows: Sequence, summary: dict, path: Path, suite: str) -> None:
     total = sum(r.seconds for r in rows)
-    suites = ET.Element("testsuites", name="mlx2onnx check-suite", tests=str(len(rows)),
-                        failures=str(summary["failed"]), errors="0", time=f"{total:.3f}")
-    node = ET.SubElement(suites, "testsuite", name=suite, tests=str(len(rows)), failures=str(summary["failed"]),
-                         errors="0", skipped="0", time=f"{total:.3f}", timestamp=time.strftime("%Y-%m-%dT%H:%M:%S"),
-                         hostname=platform.node())
+    suites = ET.Element(
+        "testsuites",
+        name="mlx2onnx check-suite",
+        tests=str(len(rows)),
+        failures=str(summary["failed"]),
+        errors="0",
+        time=f"{total:.3f}",
+    )
+    node = ET.SubElement(
+        suites,
+        "testsuite",
+        name=suite,
+        tests=str(len(rows)),
+        failures=str(summary["failed"]),
+        errors="0",
+        skipped="0",
+        time=f"{total:.3f}",
+        timestamp=time.strftime("%Y-%m-%dT%H:%M:%S"),
+        hostname=platform.node(),
+    )
     for row in rows:
-        case = ET.SubElement(node, "testcase", classname=f"{suite}.{row.runtime}", name=row.name,
-                             time=f"{row.seconds:.3f}")
+        case = ET.SubElement(
+            node, "testcase", classname=f"{suite}.{row.runtime}", name=row.name, time=f"{row.seconds:.3f}"
+        )
         text = _row_text(row)
         if not row.passed:
             failure = ET.SubElement(case, "failure", message=row.reason.splitlines()[0] if row.reason else "failed")
@@ -97,8 +117,10 @@ def _histogram_html(output) -> str:
         return f'<img alt="error histogram of {html.escape(output.name)}" src="data:image/png;base64,{png}">'
     cells = "".join(f"<th>{html.escape(label)}</th>" for label in _bin_labels())
     counts = "".join(f"<td>{c}</td>" for c in output.error_histogram)
-    return (f"<table class=hist><caption>{html.escape(output.name)}: error / tolerance (install "
-            f"mlx2onnx[report] for plots)</caption><tr>{cells}</tr><tr>{counts}</tr></table>")
+    return (
+        f"<table class=hist><caption>{html.escape(output.name)}: error / tolerance (install "
+        f"mlx2onnx[report] for plots)</caption><tr>{cells}</tr><tr>{counts}</tr></table>"
+    )
 
 
 PAGE = """<!doctype html>
@@ -133,5 +155,12 @@ def write_html(rows: Sequence, summary: dict, path: Path, suite: str) -> None:
             f"<td>{plots}</td></tr>"
         )
     failing = f"; failing: {html.escape(', '.join(summary['failing']))}" if summary["failing"] else ""
-    path.write_text(PAGE.format(title=html.escape(f"mlx2onnx check-suite: {suite}"), passed=summary["passed"],
-                                checks=summary["checks"], failing=failing, rows="\n".join(body)))
+    path.write_text(
+        PAGE.format(
+            title=html.escape(f"mlx2onnx check-suite: {suite}"),
+            passed=summary["passed"],
+            checks=summary["checks"],
+            failing=failing,
+            rows="\n".join(body),
+        )
+    )

@@ -36,8 +36,17 @@ from typing import Any
 from ..errors import Mlx2OnnxError, UsageError, UserFunctionError
 
 TARGET_KEYS = {
-    "name": str, "target": str, "inputs": list, "dynamic": list, "sizes": list, "runtimes": list,
-    "atol": (int, float), "rtol": (int, float), "opset": int, "seed": int, "model_seed": int,
+    "name": str,
+    "target": str,
+    "inputs": list,
+    "dynamic": list,
+    "sizes": list,
+    "runtimes": list,
+    "atol": (int, float),
+    "rtol": (int, float),
+    "opset": int,
+    "seed": int,
+    "model_seed": int,
     "runtime_options": dict,
 }
 DEFAULT_KEYS = set(TARGET_KEYS) - {"name", "target"}
@@ -64,8 +73,15 @@ class Row:
     outputs: list = field(default_factory=list)  # OutputReport objects, for the histograms
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "target": self.target, "runtime": self.runtime, "passed": self.passed,
-                "reason": self.reason, "seconds": round(self.seconds, 3), "report": self.report}
+        return {
+            "name": self.name,
+            "target": self.target,
+            "runtime": self.runtime,
+            "passed": self.passed,
+            "reason": self.reason,
+            "seconds": round(self.seconds, 3),
+            "report": self.report,
+        }
 
 
 def _toml(path: Path) -> dict:
@@ -107,7 +123,7 @@ def load_suite(path: str | os.PathLike) -> list[SuiteTarget]:
     targets = data.pop("targets", None)
     _check_keys(data, DEFAULT_KEYS, f"{path} (top level)")
     if not isinstance(targets, list) or not targets or not all(isinstance(t, dict) for t in targets):
-        raise UsageError(f"{path}: no [[targets]] tables; each target needs at least target = \"MODULE:CALLABLE\"")
+        raise UsageError(f'{path}: no [[targets]] tables; each target needs at least target = "MODULE:CALLABLE"')
     result, names = [], set()
     for k, table in enumerate(targets, 1):
         where = f"{path}, target {k}"
@@ -125,13 +141,20 @@ def load_suite(path: str | os.PathLike) -> list[SuiteTarget]:
         parse_sizes(options.get("sizes", []))
         unknown = [r for r in options.get("runtimes", ["onnxruntime"]) if r not in RUNTIMES]
         if unknown:
-            raise UsageError(f"{where}: runtimes {unknown} are not available; this version checks in {', '.join(RUNTIMES)}")
+            raise UsageError(
+                f"{where}: runtimes {unknown} are not available; this version checks in {', '.join(RUNTIMES)}"
+            )
         for runtime, table in options.get("runtime_options", {}).items():
-            if runtime not in RUNTIMES or not isinstance(table, dict) or not all(
-                    isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in table.values()):
-                raise UsageError(f"{where}: runtime_options.{runtime} must be a table of option = value for one of "
-                                 f"{', '.join(RUNTIMES)}, e.g. runtime_options = {{ openvino = {{ "
-                                 "INFERENCE_PRECISION_HINT = \"f32\" }} }}")
+            if (
+                runtime not in RUNTIMES
+                or not isinstance(table, dict)
+                or not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in table.values())
+            ):
+                raise UsageError(
+                    f"{where}: runtime_options.{runtime} must be a table of option = value for one of "
+                    f"{', '.join(RUNTIMES)}, e.g. runtime_options = {{ openvino = {{ "
+                    'INFERENCE_PRECISION_HINT = "f32" }} }}'
+                )
         result.append(SuiteTarget(name, table["target"], options))
     return result
 
@@ -166,9 +189,18 @@ def run_target(item: SuiteTarget) -> list[Row]:
         out = []
         for runtime in runtimes:
             report = result.reports.get(runtime) if result is not None else None
-            out.append(Row(item.name, item.target, runtime, passed, reason, time.monotonic() - start,
-                           report.to_dict() if report is not None else None,
-                           list(report.outputs) if report is not None else []))
+            out.append(
+                Row(
+                    item.name,
+                    item.target,
+                    runtime,
+                    passed,
+                    reason,
+                    time.monotonic() - start,
+                    report.to_dict() if report is not None else None,
+                    list(report.outputs) if report is not None else [],
+                )
+            )
         return out
 
     try:
@@ -179,11 +211,15 @@ def run_target(item: SuiteTarget) -> list[Row]:
         elif loaded.args is not None:
             args, kwargs = loaded.args, loaded.kwargs
         else:
-            return rows(False, f"{item.target} gives a function without example inputs: add inputs = [\"x=4x32:float32\"]")
+            return rows(
+                False, f'{item.target} gives a function without example inputs: add inputs = ["x=4x32:float32"]'
+            )
         tolerances = uniform_tolerances(opts.get("atol"), opts.get("rtol"))
         check = Check(
             exporter=Exporter(opset=opts.get("opset"), dynamic=parse_dynamic_specs(opts.get("dynamic", []))),
-            verifier=Verifier(seed=opts.get("seed", 0), tolerances=tolerances, sizes=parse_sizes(opts.get("sizes", []))),
+            verifier=Verifier(
+                seed=opts.get("seed", 0), tolerances=tolerances, sizes=parse_sizes(opts.get("sizes", []))
+            ),
             runtimes=runtimes,
             runtime_options=opts.get("runtime_options", {}),
         )
@@ -215,5 +251,9 @@ def run_suite(path: str | os.PathLike, progress=None) -> list[Row]:
 
 def summary(rows: list[Row]) -> dict[str, Any]:
     failed = [r for r in rows if not r.passed]
-    return {"checks": len(rows), "passed": len(rows) - len(failed), "failed": len(failed),
-            "failing": [f"{r.name} [{r.runtime}]" for r in failed]}
+    return {
+        "checks": len(rows),
+        "passed": len(rows) - len(failed),
+        "failed": len(failed),
+        "failing": [f"{r.name} [{r.runtime}]" for r in failed],
+    }

@@ -17,9 +17,7 @@ from ..capture.symbolic import NeedsStatic, is_dynamic, onnx_dim
 from . import kernels
 from .opset import FEATURES, has
 
-_BOOL_OUT = frozenset(
-    "Equal Less Greater LessOrEqual GreaterOrEqual And Or Xor Not IsNaN IsInf".split()
-)
+_BOOL_OUT = frozenset("Equal Less Greater LessOrEqual GreaterOrEqual And Or Xor Not IsNaN IsInf".split())
 _INT64_OUT = frozenset("Shape Size ArgMax ArgMin NonZero".split())
 _SAME_AS_INPUTS = frozenset(
     "Add Sub Mul Div Pow Mod Max Min Neg Abs Sqrt Exp Log Reciprocal Floor Ceil Round Sign "
@@ -151,8 +149,12 @@ class OpsetHelpers:
             return self.op.Reshape(x, self.ints(list(shape)), allowzero=1)
         target = []
         for axis, d in enumerate(shape):
-            same = axis < len(known) and isinstance(known[axis], ir.SymbolicDim) and is_dynamic(d) \
+            same = (
+                axis < len(known)
+                and isinstance(known[axis], ir.SymbolicDim)
+                and is_dynamic(d)
                 and known[axis].value == onnx_dim(d)
+            )
             target.append(0 if same else d)
         rest = [axis for axis, d in enumerate(target) if is_dynamic(d)]
         if len(rest) == 1:  # ONNX infers one dim (-1) when the graph cannot compute it
@@ -193,9 +195,16 @@ class OpsetHelpers:
             return x
         return self.op.Cast(x, to=target)
 
-    def run(self, op_type: str, inputs: Sequence[ir.Value | None], dtype: mx.Dtype,
-            out_dtype: mx.Dtype | None = None, constraint: str | None = "T", fixed: Sequence[int] = (),
-            **attributes) -> ir.Value:
+    def run(
+        self,
+        op_type: str,
+        inputs: Sequence[ir.Value | None],
+        dtype: mx.Dtype,
+        out_dtype: mx.Dtype | None = None,
+        constraint: str | None = "T",
+        fixed: Sequence[int] = (),
+        **attributes,
+    ) -> ir.Value:
         """Emit ``op_type`` on data inputs of MLX dtype ``dtype``, computing in the nearest
         type onnxruntime has a kernel for (see :mod:`mlx2onnx.translate.kernels`), and return the
         result in ``out_dtype`` (default ``dtype``). Inputs at the positions in ``fixed``,
@@ -219,8 +228,9 @@ class OpsetHelpers:
     def work_dtype(self, op_type: str, dtype: mx.Dtype, constraint: str | None = "T") -> mx.Dtype:
         return kernels.compute_dtype(op_type, self.carried(dtype), self.opset, constraint, self.portable)
 
-    def reduce_via(self, op_type: str, x: ir.Value, axes: Sequence[int], dtype: mx.Dtype,
-                   keepdims: bool = True) -> ir.Value:
+    def reduce_via(
+        self, op_type: str, x: ir.Value, axes: Sequence[int], dtype: mx.Dtype, keepdims: bool = True
+    ) -> ir.Value:
         """:meth:`reduce` computed in a dtype onnxruntime has a kernel for, result in ``dtype``."""
         work = self.work_dtype(op_type, dtype)
         return self.cast(self.reduce(op_type, self.cast(x, work), axes, keepdims), dtype)

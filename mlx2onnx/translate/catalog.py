@@ -23,8 +23,20 @@ class Observed:
 
 
 _DTYPE_ORDER = [
-    "float32", "float16", "bfloat16", "float64", "int8", "int16", "int32", "int64",
-    "uint8", "uint16", "uint32", "uint64", "bool", "complex64",
+    "float32",
+    "float16",
+    "bfloat16",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "bool",
+    "complex64",
 ]
 
 

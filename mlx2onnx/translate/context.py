@@ -238,9 +238,7 @@ class Context(DimBuilder, OpsetHelpers):
     def emit(self, op_type: str, inputs: Sequence, attributes: dict, num_outputs: int, domain: str):
         for i, item in enumerate(inputs):
             if item is not None and not isinstance(item, ir.Value):
-                raise TypeError(
-                    f"{op_type} input {i} is a {type(item).__name__}; wrap constants with ctx.const()"
-                )
+                raise TypeError(f"{op_type} input {i} is a {type(item).__name__}; wrap constants with ctx.const()")
         attributes = {k: v for k, v in attributes.items() if v is not None}
         self._counter += 1
         prefix = self._prefix()

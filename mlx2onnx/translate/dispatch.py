@@ -117,7 +117,8 @@ def fixed_by(rec, exc: NeedsStatic) -> DynamicShapeError:
         return DynamicShapeError(
             f"primitive {rec.name} (record {rec.index}, arguments {list(rec.arguments)!r}) runs in the body of a "
             f"loop the exporter recovered from the unrolled trace, and {exc.what} where it moves with the "
-            f"iteration ({exc.sym!r}); keep that dimension static")
+            f"iteration ({exc.sym!r}); keep that dimension static"
+        )
     plan = exc.sym.plan
     sizes = ", ".join(f"{s}={v[0]}" for s, v in plan.sizes.items())
     symbol = (plan.symbols_of(exc.sym.values) or list(plan.sizes))[0]

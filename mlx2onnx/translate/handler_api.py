@@ -113,10 +113,10 @@ def reference_markdown() -> str:
         "| `primitive` | `capture.trace.Primitive`: one MLX primitive as the callback reported it "
         "(`name`, `arguments`, `inputs`, `outputs`; `rec.args` names the arguments, "
         "[records.md](records.md)) | `handler(ctx, rec)`, registered by primitive name with "
-        "`@registry.handles(\"Name\")`, or `registry.refuses(name, reason, advice)` |",
+        '`@registry.handles("Name")`, or `registry.refuses(name, reason, advice)` |',
         "| `loop` | `capture.trace.LoopRecord`: a Python loop over a dynamic size, recovered from the "
         "unrolled traces (`trips`, `body` a trace of one step, `carried`, `inputs`, `outputs`) | "
-        "`handler(ctx, rec, translate)`, registered by kind with `@registry.handles_kind(\"loop\")`; "
+        '`handler(ctx, rec, translate)`, registered by kind with `@registry.handles_kind("loop")`; '
         "`translate(records)` translates the body |",
         "",
         "A handler returns one ONNX value per output of the record. It reads the record and the",

@@ -59,7 +59,10 @@ def _table() -> dict[tuple[str, str], dict[int, frozenset]]:
             continue
         domain = "" if k.domain == "ai.onnx" else k.domain
         entry = table.setdefault((domain, k.op_name), [])
-        types = {n: frozenset(_ONNX_TYPE_NAMES[t] for t in ts if t in _ONNX_TYPE_NAMES) for n, ts in k.type_constraints.items()}
+        types = {
+            n: frozenset(_ONNX_TYPE_NAMES[t] for t in ts if t in _ONNX_TYPE_NAMES)
+            for n, ts in k.type_constraints.items()
+        }
         entry.append((tuple(k.version_range), types))
     return table
 
@@ -118,8 +121,9 @@ def serves(op_type: str, opset: int, domain: str = "") -> bool:
     return any(_kernel_serves(lo, hi, since) if since is not None else lo <= opset <= hi for (lo, hi), _ in entries)
 
 
-def has_kernel(op_type: str, dtype: mx.Dtype, opset: int, constraint: str | None = "T", domain: str = "",
-               portable: bool = False) -> bool:
+def has_kernel(
+    op_type: str, dtype: mx.Dtype, opset: int, constraint: str | None = "T", domain: str = "", portable: bool = False
+) -> bool:
     """Whether onnxruntime's CPU provider runs ``op_type`` in ``dtype`` at ``opset`` (and,
     when ``portable``, the pair is not one of :data:`NOT_PORTABLE`)."""
     if portable and (op_type, dtype) in NOT_PORTABLE:
@@ -139,8 +143,9 @@ _ORDERED = frozenset(
 )
 
 
-def compute_dtype(op_type: str, dtype: mx.Dtype, opset: int, constraint: str | None = "T",
-                  portable: bool = False) -> mx.Dtype:
+def compute_dtype(
+    op_type: str, dtype: mx.Dtype, opset: int, constraint: str | None = "T", portable: bool = False
+) -> mx.Dtype:
     """The dtype to run ``op_type`` in for values carried as ``dtype`` (``dtype`` when
     onnxruntime has a kernel for it and, when ``portable``, every portable runtime does)."""
     if has_kernel(op_type, dtype, opset, constraint, portable=portable):

@@ -37,11 +37,14 @@ def translate_loop(ctx, rec: LoopRecord, translate_records) -> list[ir.Value]:
     with ctx.subgraph() as skipped:
         none = [ctx.op.Identity(v) for v in first] + [
             ctx.op.ConstantOfShape(shape, value=ir.tensor(np.zeros([1], ctx.numpy_type(spec.dtype))))
-            for shape, spec in zip(empty, rec.outputs[carried:])]
+            for shape, spec in zip(empty, rec.outputs[carried:])
+        ]
         none = [_produced(ctx, v, spec, skipped) for v, spec in zip(none, rec.outputs)]
     runs = ctx.op.Greater(count, ctx.const(np.asarray(0, np.int64)))
-    branches = {"then_branch": ir.Graph([], ran, nodes=running, name=ctx.fresh("loop_runs")),
-                "else_branch": ir.Graph([], none, nodes=skipped, name=ctx.fresh("loop_skipped"))}
+    branches = {
+        "then_branch": ir.Graph([], ran, nodes=running, name=ctx.fresh("loop_runs")),
+        "else_branch": ir.Graph([], none, nodes=skipped, name=ctx.fresh("loop_skipped")),
+    }
     return _outputs(ctx.emit("If", [runs], branches, len(rec.outputs), ""))
 
 

@@ -71,8 +71,11 @@ LAYOUT_TAG = "mlx.layout"
 def layout_perm(node) -> list[int] | None:
     """The perm of ``LAYOUT_TAG`` on an onnx_ir or protobuf node (None: MLX's layout)."""
     props = node.metadata_props
-    text = props.get(LAYOUT_TAG) if isinstance(props, dict) else next(
-        (p.value for p in props if p.key == LAYOUT_TAG), None)
+    text = (
+        props.get(LAYOUT_TAG)
+        if isinstance(props, dict)
+        else next((p.value for p in props if p.key == LAYOUT_TAG), None)
+    )
     return None if text is None else [int(a) for a in text.split(",")]
 
 

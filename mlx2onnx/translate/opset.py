@@ -26,19 +26,19 @@ TARGETS = ("portable", "onnxruntime")
 # first exists at (ctx.has(feature); below it the export spells the same arithmetic
 # another way, or refuses).
 FEATURES = {
-    "bitwise ops": 18,        # BitwiseAnd / Or / Xor / Not
-    "scatter max/min": 18,    # ScatterND and ScatterElements reduction="max" / "min"
-    "axes as input": 18,      # Reduce* (ReduceSum from 13) and Split take axes / sizes as an input
+    "bitwise ops": 18,  # BitwiseAnd / Or / Xor / Not
+    "scatter max/min": 18,  # ScatterND and ScatterElements reduction="max" / "min"
+    "axes as input": 18,  # Reduce* (ReduceSum from 13) and Split take axes / sizes as an input
     "DFT axis as input": 20,  # DFT's axis an input, and its real input of any rank
     "blocked DequantizeLinear": 21,  # block_size and 4-bit types
     "LayerNormalization": 17,
     "Gelu": 20,
-    "Attention": 23,          # the fused Attention op
+    "Attention": 23,  # the fused Attention op
     "RMSNormalization": 23,
     "RotaryEmbedding": 23,
     "CumProd": 26,
     "BitCast": 26,
-    "signed BitShift": 28,    # BitShift of signed types (arithmetic right shift)
+    "signed BitShift": 28,  # BitShift of signed types (arithmetic right shift)
 }
 
 

@@ -31,13 +31,48 @@ NARROW = (mx.bfloat16, mx.float16)
 
 # primitives whose outputs hold only values of their inputs (or constants MLX filled):
 # nothing to round
-KEEPS_VALUES = frozenset({
-    "Abs", "AsStrided", "AsType", "Broadcast", "BroadcastAxes", "Ceil", "Concatenate", "Contiguous", "Copy",
-    "Depends", "DynamicSlice", "DynamicSliceUpdate", "ExpandDims", "Flatten", "Floor", "Gather",
-    "GatherAxis", "Load", "MaskedScatter", "Maximum", "Minimum", "Negative", "Pad", "Partition", "Reshape",
-    "Round", "Select", "Sign", "Slice", "SliceUpdate", "Sort", "Split", "Squeeze", "StopGradient", "Transpose",
-    "Unflatten", "View", "Arange",
-})
+KEEPS_VALUES = frozenset(
+    {
+        "Abs",
+        "AsStrided",
+        "AsType",
+        "Broadcast",
+        "BroadcastAxes",
+        "Ceil",
+        "Concatenate",
+        "Contiguous",
+        "Copy",
+        "Depends",
+        "DynamicSlice",
+        "DynamicSliceUpdate",
+        "ExpandDims",
+        "Flatten",
+        "Floor",
+        "Gather",
+        "GatherAxis",
+        "Load",
+        "MaskedScatter",
+        "Maximum",
+        "Minimum",
+        "Negative",
+        "Pad",
+        "Partition",
+        "Reshape",
+        "Round",
+        "Select",
+        "Sign",
+        "Slice",
+        "SliceUpdate",
+        "Sort",
+        "Split",
+        "Squeeze",
+        "StopGradient",
+        "Transpose",
+        "Unflatten",
+        "View",
+        "Arange",
+    }
+)
 
 
 def needs_rounding(ctx, dtype: mx.Dtype) -> bool:

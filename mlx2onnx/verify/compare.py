@@ -40,8 +40,10 @@ def uniform_tolerances(atol: float | None = None, rtol: float | None = None) -> 
     others keep their defaults); None when neither is given."""
     if atol is None and rtol is None:
         return None
-    return {dtype: (float(a if atol is None else atol), float(r if rtol is None else rtol))
-            for dtype, (a, r) in DEFAULT_TOLERANCES.items()}
+    return {
+        dtype: (float(a if atol is None else atol), float(r if rtol is None else rtol))
+        for dtype, (a, r) in DEFAULT_TOLERANCES.items()
+    }
 
 
 def check_tolerance(atol: float, rtol: float, what: str = "tolerance") -> tuple[float, float]:
@@ -91,10 +93,19 @@ class OutputReport:
 
     def to_dict(self) -> dict:
         return {
-            "name": self.name, "dtype": self.dtype, "shape": list(self.shape),
-            "max_abs_error": self.max_abs_error, "max_rel_error": self.max_rel_error,
-            "atol": self.atol, "rtol": self.rtol, "mismatches": self.mismatches, "passed": self.passed,
-            "problem": self.problem, "at": self.at, "worst": self.worst, "order_free_axis": self.order_free_axis,
+            "name": self.name,
+            "dtype": self.dtype,
+            "shape": list(self.shape),
+            "max_abs_error": self.max_abs_error,
+            "max_rel_error": self.max_rel_error,
+            "atol": self.atol,
+            "rtol": self.rtol,
+            "mismatches": self.mismatches,
+            "passed": self.passed,
+            "problem": self.problem,
+            "at": self.at,
+            "worst": self.worst,
+            "order_free_axis": self.order_free_axis,
             "error_histogram": list(self.error_histogram),
         }
 
@@ -102,8 +113,9 @@ class OutputReport:
 def failed(name: str, dtype: str, shape, tolerance: tuple[float, float], problem: str, at: str = "") -> OutputReport:
     """A report for an output that could not be compared at all (missing, wrong dtype...)."""
     shape = tuple(shape)
-    return OutputReport(name, dtype, shape, math.inf, math.inf, *tolerance, int(np.prod(shape, dtype=np.int64)),
-                        False, problem, at=at)
+    return OutputReport(
+        name, dtype, shape, math.inf, math.inf, *tolerance, int(np.prod(shape, dtype=np.int64)), False, problem, at=at
+    )
 
 
 def _to_float64(value: np.ndarray) -> np.ndarray:
@@ -121,19 +133,32 @@ def _scalar(value) -> str:
     return str(value[()])  # the shortest text that reads back as this value: two values print apart
 
 
-def compare(name: str, got: np.ndarray, want: np.ndarray, dtype: str, tolerance: tuple[float, float],
-            order_free_axis: int | None = None, expected_dtype: np.dtype | None = None) -> OutputReport:
+def compare(
+    name: str,
+    got: np.ndarray,
+    want: np.ndarray,
+    dtype: str,
+    tolerance: tuple[float, float],
+    order_free_axis: int | None = None,
+    expected_dtype: np.dtype | None = None,
+) -> OutputReport:
     """Compare ``got`` (a runtime's) with ``want`` (MLX's). ``expected_dtype`` is the
     dtype the model must produce (MLX's, or the one the float policy carries it in);
     ``order_free_axis`` compares both sorted along that axis (an unordered set there)."""
     atol, rtol = tolerance
     if expected_dtype is not None and np.dtype(got.dtype) != np.dtype(expected_dtype):
-        return failed(name, dtype, want.shape, tolerance,
-                      f"dtype {np.dtype(got.dtype).name} from the runtime, {np.dtype(expected_dtype).name} expected "
-                      f"(MLX returns {dtype})")
+        return failed(
+            name,
+            dtype,
+            want.shape,
+            tolerance,
+            f"dtype {np.dtype(got.dtype).name} from the runtime, {np.dtype(expected_dtype).name} expected "
+            f"(MLX returns {dtype})",
+        )
     if tuple(got.shape) != tuple(want.shape):
-        return failed(name, dtype, want.shape, tolerance,
-                      f"shape {list(got.shape)} from the runtime, {list(want.shape)} from MLX")
+        return failed(
+            name, dtype, want.shape, tolerance, f"shape {list(got.shape)} from the runtime, {list(want.shape)} from MLX"
+        )
     if order_free_axis is not None and got.ndim:
         got, want = np.sort(got, axis=order_free_axis), np.sort(want, axis=order_free_axis)
     a, b = _to_float64(got), _to_float64(want)
@@ -156,13 +181,27 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, dtype: str, tolerance:
         ratio = np.where(same_special, 0.0, np.where(finite, diff / (atol + rtol * np.abs(b)), np.inf))
     ratio = np.where(np.isnan(ratio), 0.0, ratio)  # 0 / 0: an exact match under an exact tolerance
     ratio = np.where(bad, np.maximum(ratio, 1.0), np.minimum(ratio, 1.0))  # what the verdict says, not float noise
-    histogram = tuple(int(c) for c in np.histogram(np.minimum(ratio, 1e300), bins=np.array(HISTOGRAM_EDGES[:-1] + (1e301,)))[0])
+    histogram = tuple(
+        int(c) for c in np.histogram(np.minimum(ratio, 1e300), bins=np.array(HISTOGRAM_EDGES[:-1] + (1e301,)))[0]
+    )
     worst = ""
     if mismatches:
         with np.errstate(invalid="ignore", over="ignore"):
             excess = np.where(bad, np.where(finite, diff - (atol + rtol * np.abs(b)), np.inf), -np.inf)
         index = np.unravel_index(int(np.argmax(excess)), bad.shape) if bad.ndim else ()
         worst = f"{[int(i) for i in index]}: got {_scalar(got[index])}, MLX {_scalar(want[index])}"
-    return OutputReport(name, dtype, tuple(want.shape), max_abs, max_rel, atol, rtol, mismatches, mismatches == 0,
-                        nan_in_reference=int(nan_b.sum()), worst=worst, order_free_axis=order_free_axis,
-                        error_histogram=histogram)
+    return OutputReport(
+        name,
+        dtype,
+        tuple(want.shape),
+        max_abs,
+        max_rel,
+        atol,
+        rtol,
+        mismatches,
+        mismatches == 0,
+        nan_in_reference=int(nan_b.sum()),
+        worst=worst,
+        order_free_axis=order_free_axis,
+        error_histogram=histogram,
+    )

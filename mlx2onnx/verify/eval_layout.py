@@ -102,8 +102,12 @@ def slice_(rec, xs, a):
     return [xs[0][_slices(a)]]
 
 
-_AT = {ScatterReduce.Sum: "add", ScatterReduce.Prod: "multiply", ScatterReduce.Max: "maximum",
-       ScatterReduce.Min: "minimum"}
+_AT = {
+    ScatterReduce.Sum: "add",
+    ScatterReduce.Prod: "multiply",
+    ScatterReduce.Max: "maximum",
+    ScatterReduce.Min: "minimum",
+}
 
 
 @evaluator("SliceUpdate")
@@ -127,8 +131,9 @@ def dynamic_slice_update(rec, xs, a):
     return [mx.slice_update(xs[0], xs[1], xs[2], list(a.axes))]
 
 
-def _index_grid(shape: Sequence[int], axes: Sequence[int], indices: Sequence[mx.array],
-                window: Sequence[int]) -> tuple[mx.array, ...]:
+def _index_grid(
+    shape: Sequence[int], axes: Sequence[int], indices: Sequence[mx.array], window: Sequence[int]
+) -> tuple[mx.array, ...]:
     """Index arrays of shape ``I + window`` addressing ``a[idx_k + s_k (indexed axes), s_j]``.
 
     ``I`` is the broadcast shape of ``indices``; negative indices wrap as on MLX CPU.
@@ -138,8 +143,9 @@ def _index_grid(shape: Sequence[int], axes: Sequence[int], indices: Sequence[mx.
     grid = []
     positions = {axis: k for k, axis in enumerate(axes)}
     for d in range(len(shape)):
-        offsets = mx.arange(window[d], dtype=mx.int64).reshape((1,) * nb + tuple(
-            window[d] if j == d else 1 for j in range(nw)))
+        offsets = mx.arange(window[d], dtype=mx.int64).reshape(
+            (1,) * nb + tuple(window[d] if j == d else 1 for j in range(nw))
+        )
         if d in positions:
             idx = indices[positions[d]].astype(mx.int64)
             idx = mx.where(idx < 0, idx + shape[d], idx)

@@ -18,20 +18,54 @@ from .evaluators import EVALUATORS, evaluator, out_spec
 
 # -- elementwise --------------------------------------------------------------------------
 _UNARY = {
-    "Abs": mx.abs, "Negative": mx.negative, "Sign": mx.sign, "Floor": mx.floor, "Ceil": mx.ceil,
-    "Round": mx.round, "Square": mx.square, "Exp": mx.exp, "Expm1": mx.expm1, "Log1p": mx.log1p,
-    "Sin": mx.sin, "Cos": mx.cos, "Tan": mx.tan, "Sinh": mx.sinh, "Cosh": mx.cosh, "Tanh": mx.tanh,
-    "ArcSin": mx.arcsin, "ArcCos": mx.arccos, "ArcTan": mx.arctan, "ArcSinh": mx.arcsinh,
-    "ArcCosh": mx.arccosh, "ArcTanh": mx.arctanh, "Sigmoid": mx.sigmoid, "Erf": mx.erf,
-    "ErfInv": mx.erfinv, "LogicalNot": mx.logical_not, "Conjugate": mx.conj, "Real": mx.real,
+    "Abs": mx.abs,
+    "Negative": mx.negative,
+    "Sign": mx.sign,
+    "Floor": mx.floor,
+    "Ceil": mx.ceil,
+    "Round": mx.round,
+    "Square": mx.square,
+    "Exp": mx.exp,
+    "Expm1": mx.expm1,
+    "Log1p": mx.log1p,
+    "Sin": mx.sin,
+    "Cos": mx.cos,
+    "Tan": mx.tan,
+    "Sinh": mx.sinh,
+    "Cosh": mx.cosh,
+    "Tanh": mx.tanh,
+    "ArcSin": mx.arcsin,
+    "ArcCos": mx.arccos,
+    "ArcTan": mx.arctan,
+    "ArcSinh": mx.arcsinh,
+    "ArcCosh": mx.arccosh,
+    "ArcTanh": mx.arctanh,
+    "Sigmoid": mx.sigmoid,
+    "Erf": mx.erf,
+    "ErfInv": mx.erfinv,
+    "LogicalNot": mx.logical_not,
+    "Conjugate": mx.conj,
+    "Real": mx.real,
     "Imag": mx.imag,
 }
 _BINARY = {
-    "Add": mx.add, "Subtract": mx.subtract, "Multiply": mx.multiply, "Divide": mx.divide,
-    "FloorDivide": mx.floor_divide, "Remainder": mx.remainder, "Power": mx.power,
-    "Maximum": mx.maximum, "Minimum": mx.minimum, "NotEqual": mx.not_equal, "Less": mx.less,
-    "LessEqual": mx.less_equal, "Greater": mx.greater, "GreaterEqual": mx.greater_equal,
-    "LogicalAnd": mx.logical_and, "LogicalOr": mx.logical_or, "ArcTan2": mx.arctan2,
+    "Add": mx.add,
+    "Subtract": mx.subtract,
+    "Multiply": mx.multiply,
+    "Divide": mx.divide,
+    "FloorDivide": mx.floor_divide,
+    "Remainder": mx.remainder,
+    "Power": mx.power,
+    "Maximum": mx.maximum,
+    "Minimum": mx.minimum,
+    "NotEqual": mx.not_equal,
+    "Less": mx.less,
+    "LessEqual": mx.less_equal,
+    "Greater": mx.greater,
+    "GreaterEqual": mx.greater_equal,
+    "LogicalAnd": mx.logical_and,
+    "LogicalOr": mx.logical_or,
+    "ArcTan2": mx.arctan2,
     "LogAddExp": mx.logaddexp,
 }
 for _name, _fn in _UNARY.items():
@@ -79,8 +113,13 @@ def select(rec, xs, a):
     return [mx.where(xs[0], xs[1], xs[2])]
 
 
-_BITWISE = {BitwiseOp.And: mx.bitwise_and, BitwiseOp.Or: mx.bitwise_or, BitwiseOp.Xor: mx.bitwise_xor,
-            BitwiseOp.LeftShift: mx.left_shift, BitwiseOp.RightShift: mx.right_shift}
+_BITWISE = {
+    BitwiseOp.And: mx.bitwise_and,
+    BitwiseOp.Or: mx.bitwise_or,
+    BitwiseOp.Xor: mx.bitwise_xor,
+    BitwiseOp.LeftShift: mx.left_shift,
+    BitwiseOp.RightShift: mx.right_shift,
+}
 
 
 @evaluator("BitwiseBinary")
@@ -89,10 +128,21 @@ def bitwise(rec, xs, a):
 
 
 # -- reductions, scans, softmax -----------------------------------------------------------
-_REDUCE = {ReduceType.And: mx.all, ReduceType.Or: mx.any, ReduceType.Sum: mx.sum, ReduceType.Prod: mx.prod,
-           ReduceType.Min: mx.min, ReduceType.Max: mx.max}
-_SCAN = {ScanType.Max: mx.cummax, ScanType.Min: mx.cummin, ScanType.Sum: mx.cumsum, ScanType.Prod: mx.cumprod,
-         ScanType.LogAddExp: mx.logcumsumexp}
+_REDUCE = {
+    ReduceType.And: mx.all,
+    ReduceType.Or: mx.any,
+    ReduceType.Sum: mx.sum,
+    ReduceType.Prod: mx.prod,
+    ReduceType.Min: mx.min,
+    ReduceType.Max: mx.max,
+}
+_SCAN = {
+    ScanType.Max: mx.cummax,
+    ScanType.Min: mx.cummin,
+    ScanType.Sum: mx.cumsum,
+    ScanType.Prod: mx.cumprod,
+    ScanType.LogAddExp: mx.logcumsumexp,
+}
 
 
 @evaluator("Reduce")
@@ -167,8 +217,11 @@ def _mode(a) -> str:
 def quantized_matmul(rec, xs, a):
     x, w, scales, *rest = xs
     biases = rest[0] if rest else None
-    return [mx.quantized_matmul(x, w, scales, biases, transpose=bool(a.transpose),
-                                group_size=a.group_size, bits=a.bits, mode=_mode(a))]
+    return [
+        mx.quantized_matmul(
+            x, w, scales, biases, transpose=bool(a.transpose), group_size=a.group_size, bits=a.bits, mode=_mode(a)
+        )
+    ]
 
 
 @evaluator("GatherQMM")
@@ -176,9 +229,21 @@ def gather_qmm(rec, xs, a):
     x, w, scales, *rest = xs
     biases = rest[0] if len(rest) == 3 else None
     lhs, rhs = rest[-2:]
-    return [mx.gather_qmm(x, w, scales, biases, lhs, rhs, transpose=bool(a.transpose),
-                          group_size=a.group_size, bits=a.bits, mode=_mode(a),
-                          sorted_indices=bool(a.right_sorted))]
+    return [
+        mx.gather_qmm(
+            x,
+            w,
+            scales,
+            biases,
+            lhs,
+            rhs,
+            transpose=bool(a.transpose),
+            group_size=a.group_size,
+            bits=a.bits,
+            mode=_mode(a),
+            sorted_indices=bool(a.right_sorted),
+        )
+    ]
 
 
 @evaluator("Quantize")
@@ -186,8 +251,11 @@ def quantize(rec, xs, a):
     if a.dequantize:
         w, scales, *rest = xs
         biases = rest[0] if rest else None
-        return [mx.dequantize(w, scales, biases, group_size=a.group_size, bits=a.bits, mode=_mode(a),
-                              dtype=out_spec(rec).dtype)]
+        return [
+            mx.dequantize(
+                w, scales, biases, group_size=a.group_size, bits=a.bits, mode=_mode(a), dtype=out_spec(rec).dtype
+            )
+        ]
     parts = mx.quantize(xs[0], group_size=a.group_size, bits=a.bits, mode=_mode(a))
     return list(parts)[: len(rec.outputs)]
 
@@ -200,8 +268,15 @@ def hadamard(rec, xs, a):
 @evaluator("Convolution")
 def convolution(rec, xs, a):
     x, w = xs
-    return [mx.conv_general(
-        x, w, stride=list(a.kernel_strides), padding=(list(a.padding_lo), list(a.padding_hi)),
-        kernel_dilation=list(a.kernel_dilation), input_dilation=list(a.input_dilation),
-        groups=a.groups, flip=bool(a.flip),
-    )]
+    return [
+        mx.conv_general(
+            x,
+            w,
+            stride=list(a.kernel_strides),
+            padding=(list(a.padding_lo), list(a.padding_hi)),
+            kernel_dilation=list(a.kernel_dilation),
+            input_dilation=list(a.input_dilation),
+            groups=a.groups,
+            flip=bool(a.flip),
+        )
+    ]

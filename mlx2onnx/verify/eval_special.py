@@ -91,9 +91,17 @@ def rope(rec, xs, a):
         raise CannotEvaluate("RoPE with forward=False only appears in gradients")
     x, offset, *freqs = xs
     freqs = freqs[0] if freqs else None
-    return [mx.fast.rope(x, a.dims, traditional=bool(a.traditional),
-                         base=None if freqs is not None else a.base, scale=a.scale,
-                         offset=offset, freqs=freqs)]
+    return [
+        mx.fast.rope(
+            x,
+            a.dims,
+            traditional=bool(a.traditional),
+            base=None if freqs is not None else a.base,
+            scale=a.scale,
+            offset=offset,
+            freqs=freqs,
+        )
+    ]
 
 
 @evaluator("ScaledDotProductAttention")

@@ -12,7 +12,6 @@ and listed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -29,108 +28,15 @@ from ..errors import VerificationError
 from ..io import metadata
 from ..translate.markers import PRIMITIVE_TAG, layout_perm, primitive_tag, value_name
 from . import interpret
-from .compare import DEFAULT_TOLERANCES, EXACT, OutputReport, compare
+from .compare import DEFAULT_TOLERANCES, EXACT, compare
 from .inputs import random_like
+from .localize_report import LocalizeReport, RecordCheck
 from .session import as_declared_types, open_session, run_session
 
 # Records whose output order is implementation-defined: compare values sorted on the axis.
 ORDER_INSENSITIVE = {"Partition"}
 # Records whose outputs may legitimately differ between runtimes: not judged.
 NOT_JUDGED = {"ArgPartition": "its index order is implementation-defined (any valid partition is correct)"}
-
-
-@dataclass(frozen=True)
-class RecordCheck:
-    """One record's ONNX output compared with MLX evaluated on the ONNX side's inputs."""
-
-    index: int
-    name: str
-    arguments: str
-    inputs: tuple[str, ...]
-    output: str  # the ONNX value name
-    local: OutputReport  # ONNX vs MLX on the same (ONNX-side) inputs
-    chained: OutputReport | None  # ONNX vs the all-MLX reference value (accumulated error)
-    reconstructed: tuple[str, ...] = ()  # inputs the model does not expose, recomputed in MLX
-
-    def to_dict(self) -> dict:
-        return {
-            "index": self.index,
-            "primitive": self.name,
-            "arguments": self.arguments,
-            "inputs": list(self.inputs),
-            "onnx_value": self.output,
-            "max_abs_error": self.local.max_abs_error,
-            "max_rel_error": self.local.max_rel_error,
-            "atol": self.local.atol,
-            "rtol": self.local.rtol,
-            "mismatches": self.local.mismatches,
-            "passed": self.local.passed,
-            "chained_max_abs_error": None if self.chained is None else self.chained.max_abs_error,
-            "reconstructed_inputs": list(self.reconstructed),
-        }
-
-
-@dataclass
-class LocalizeReport:
-    first: RecordCheck | None = None
-    divergent: list[RecordCheck] = field(default_factory=list)
-    checked: int = 0
-    records: int = 0
-    skipped: list[tuple[int, str, str]] = field(default_factory=list)  # (index, name, reason)
-    unexposed: list[tuple[int, str]] = field(default_factory=list)
-    problem: str = ""
-
-    def to_dict(self) -> dict:
-        return {
-            "first_divergent": None if self.first is None else self.first.to_dict(),
-            "divergent": [c.to_dict() for c in self.divergent],
-            "records": self.records,
-            "checked": self.checked,
-            "skipped": [{"index": i, "primitive": n, "reason": r} for i, n, r in self.skipped],
-            "unexposed": [{"index": i, "primitive": n} for i, n in self.unexposed],
-            "problem": self.problem,
-        }
-
-    def __str__(self) -> str:
-        lines = ["localize:"]
-        if self.problem:
-            lines.append(f"  {self.problem}")
-        lines.append(
-            f"  {self.checked} of {self.records} records checked locally (each evaluated in MLX on the "
-            f"ONNX side's inputs); {len(self.skipped)} skipped, {len(self.unexposed)} without an ONNX value"
-        )
-        if self.first is None:
-            if not self.problem:
-                lines.append("  no single primitive diverges beyond its tolerance: the mismatch builds up "
-                             "gradually, or lies in records that could not be checked")
-        else:
-            c = self.first
-            lines.append(f"  first divergent primitive: {c.name} (record {c.index})"
-                         + (f" {c.arguments}" if c.arguments else ""))
-            lines.append(f"    inputs:  {', '.join(c.inputs)}")
-            lines.append(f"    ONNX value {c.output}: max abs error {c.local.max_abs_error:.3g}, max rel error "
-                         f"{c.local.max_rel_error:.3g} (atol {c.local.atol:g}, rtol {c.local.rtol:g}), "
-                         f"{c.local.mismatches} of {int(np.prod(c.local.shape))} elements differ")
-            if c.local.problem:
-                lines.append(f"    {c.local.problem}")
-            if c.chained is not None:
-                lines.append(f"    error against the all-MLX value at that point: {c.chained.max_abs_error:.3g}")
-            if c.reconstructed:
-                lines.append(
-                    f"    note: the model does not expose input(s) {', '.join(c.reconstructed)} (optimised away); "
-                    "they were recomputed in MLX, so the cause may lie in the records that produced them. "
-                    "Export with --no-optimize to expose every intermediate."
-                )
-            later = [d for d in self.divergent[1:]]
-            if later:
-                shown = ", ".join(f"{d.name}:{d.index}" for d in later[:8])
-                lines.append(f"    also diverging locally: {shown}" + (" ..." if len(later) > 8 else ""))
-        reasons: dict[str, list[str]] = {}
-        for index, name, reason in self.skipped:
-            reasons.setdefault(f"{name}: {reason}", []).append(str(index))
-        for text, indices in sorted(reasons.items()):
-            lines.append(f"  skipped {text} (records {', '.join(indices[:6])}{' ...' if len(indices) > 6 else ''})")
-        return "\n".join(lines)
 
 
 def _spec_text(spec) -> str:
@@ -162,16 +68,20 @@ def onnx_names(proto: onnx.ModelProto, trace: Trace) -> tuple[dict[str, str], st
     problem = ""
     foreign = sorted({t for t in produced.values() if t} - {primitive_tag(r) for r in trace.primitives})
     if foreign:
-        return {}, (f"the model has nodes for MLX records {', '.join(foreign[:4])} that this function's trace does "
-                    "not contain: it was not exported from this function and these example inputs (or its export "
-                    "folded a loop, whose records are numbered otherwise)")
+        return {}, (
+            f"the model has nodes for MLX records {', '.join(foreign[:4])} that this function's trace does "
+            "not contain: it was not exported from this function and these example inputs (or its export "
+            "folded a loop, whose records are numbered otherwise)"
+        )
     for rec in trace.primitives:
         for k, spec in enumerate(rec.outputs):
             name = value_name(rec, k)
             if name in produced:
                 if produced[name] not in ("", primitive_tag(rec)):
-                    problem = (f"the model's value {name} comes from MLX record {produced[name]}, not "
-                               f"{primitive_tag(rec)}: the model was not exported from this function and inputs")
+                    problem = (
+                        f"the model's value {name} comes from MLX record {produced[name]}, not "
+                        f"{primitive_tag(rec)}: the model was not exported from this function and inputs"
+                    )
                     return {}, problem
                 mapping[spec.name] = name
     for out, entry in zip(trace.outputs, outputs):
@@ -195,7 +105,9 @@ def _with_outputs(proto: onnx.ModelProto, names: list[str], specs: dict) -> onnx
 def in_mlx_layout(proto: onnx.ModelProto, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The runtime's ``values`` in MLX's layout: a value the layout pass left channels-first
     (its node's ``mlx.layout``, :func:`~mlx2onnx.translate.markers.layout_perm`) transposed back."""
-    perms = {out: perm for node in proto.graph.node if (perm := layout_perm(node)) is not None for out in node.output[:1]}
+    perms = {
+        out: perm for node in proto.graph.node if (perm := layout_perm(node)) is not None for out in node.output[:1]
+    }
     return {name: np.transpose(value, perms[name]) if name in perms else value for name, value in values.items()}
 
 
@@ -254,9 +166,16 @@ def localize(
         progress.update(f"localizing: running onnxruntime with {len(exposed)} exposed values")
     if base_dir is not None and any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer):
         onnx.load_external_data_for_model(augmented, base_dir)
-    got = in_mlx_layout(proto, _run_exposed(augmented, [mapping[n] for n in exposed],
-                                            _feeds(proto, call_args, call_kwargs), graph_optimization_level,
-                                            session_config))
+    got = in_mlx_layout(
+        proto,
+        _run_exposed(
+            augmented,
+            [mapping[n] for n in exposed],
+            _feeds(proto, call_args, call_kwargs),
+            graph_optimization_level,
+            session_config,
+        ),
+    )
 
     reference = interpret.bind_inputs(trace, tuple(call_args), call_kwargs)  # the all-MLX chain
     mixed = dict(reference)  # ONNX values where exposed, else MLX evaluated on them
@@ -292,8 +211,14 @@ def localize(
     return report
 
 
-def _carry(rec: Primitive, onnx_values: dict, local_out: list | None, mixed: dict, unknown: set[str],
-           reconstructed: dict[str, str]) -> None:
+def _carry(
+    rec: Primitive,
+    onnx_values: dict,
+    local_out: list | None,
+    mixed: dict,
+    unknown: set[str],
+    reconstructed: dict[str, str],
+) -> None:
     """What later records read for ``rec``'s outputs: the ONNX value where exposed, else MLX's
     on the ONNX side's inputs (named in ``reconstructed``), else nothing (``unknown``)."""
     for k, spec in enumerate(rec.outputs):
@@ -315,8 +240,13 @@ def _feeds(proto: onnx.ModelProto, call_args: tuple, call_kwargs: Mapping[str, A
     return feeds
 
 
-def _run_exposed(augmented: onnx.ModelProto, wanted: list[str], feeds: dict, graph_optimization_level: str,
-                 session_config: Mapping[str, str] | None) -> dict[str, np.ndarray]:
+def _run_exposed(
+    augmented: onnx.ModelProto,
+    wanted: list[str],
+    feeds: dict,
+    graph_optimization_level: str,
+    session_config: Mapping[str, str] | None,
+) -> dict[str, np.ndarray]:
     """onnxruntime's values of ``wanted`` (graph outputs of the augmented model) by name."""
     try:
         session = open_session(augmented.SerializeToString(), graph_optimization_level, config=session_config)
@@ -343,8 +273,15 @@ def _evaluate_on(rec: Primitive, mixed: dict, unknown: set[str]) -> tuple[list |
     return out, ""
 
 
-def _divergence(rec: Primitive, onnx_values: dict, local_out: list, ref_out: list | None, mapping: dict,
-                tolerances, reconstructed: dict[str, str]) -> RecordCheck | None:
+def _divergence(
+    rec: Primitive,
+    onnx_values: dict,
+    local_out: list,
+    ref_out: list | None,
+    mapping: dict,
+    tolerances,
+    reconstructed: dict[str, str],
+) -> RecordCheck | None:
     """The first output of ``rec`` whose ONNX value differs from MLX on the same inputs, as a
     :class:`RecordCheck` (with the all-MLX chain's comparison beside it), or None."""
     for k, onnx_value in onnx_values.items():
@@ -358,8 +295,13 @@ def _divergence(rec: Primitive, onnx_values: dict, local_out: list, ref_out: lis
         if ref_out is not None:
             chained = compare(mapping[spec.name], have, _numpy(ref_out[k], rec, k), dtypes.name(spec.dtype), tol)
         return RecordCheck(
-            rec.index, rec.name, records.describe(rec.name, rec.arguments),
-            tuple(_spec_text(s) for s in rec.inputs), mapping[spec.name], local, chained,
+            rec.index,
+            rec.name,
+            records.describe(rec.name, rec.arguments),
+            tuple(_spec_text(s) for s in rec.inputs),
+            mapping[spec.name],
+            local,
+            chained,
             tuple(f"{s.name} (from {reconstructed[s.name]})" for s in rec.inputs if s.name in reconstructed),
         )
     return None

@@ -49,7 +49,6 @@ from .weights import weight_problems
 __all__ = ["DEFAULT_TOLERANCES", "EXACT", "OutputReport", "VerifyReport", "Verifier", "compare", "verify"]
 
 
-
 @dataclass(frozen=True)
 class Verifier:
     """Options of the parity check.
@@ -100,15 +99,21 @@ class Verifier:
 
     def __post_init__(self) -> None:
         if self.reference not in references.REFERENCES:
-            raise CheckOptionError(f"reference={self.reference!r}: use 'device' (MLX's default device as it computes) "
-                                   "or 'float32' (a full float32 reference)")
+            raise CheckOptionError(
+                f"reference={self.reference!r}: use 'device' (MLX's default device as it computes) "
+                "or 'float32' (a full float32 reference)"
+            )
         if self.runtime not in RUNTIMES:
             raise CheckOptionError(unknown_runtime(self.runtime))
         options = self.runtime_options or {}
-        if not isinstance(options, Mapping) or not all(isinstance(k, str) and k and isinstance(v, (str, int, float))
-                                                       and not isinstance(v, bool) for k, v in options.items()):
-            raise CheckOptionError(f"runtime_options={self.runtime_options!r}: give a mapping of option names to "
-                                   "string (or number) values, e.g. {'INFERENCE_PRECISION_HINT': 'f32'}")
+        if not isinstance(options, Mapping) or not all(
+            isinstance(k, str) and k and isinstance(v, (str, int, float)) and not isinstance(v, bool)
+            for k, v in options.items()
+        ):
+            raise CheckOptionError(
+                f"runtime_options={self.runtime_options!r}: give a mapping of option names to "
+                "string (or number) values, e.g. {'INFERENCE_PRECISION_HINT': 'f32'}"
+            )
         if options and self.runtime == "tract":
             raise CheckOptionError(f"runtime_options: tract takes no options (given {sorted(options)})")
         if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool) or self.seed < 0:
@@ -118,10 +123,15 @@ class Verifier:
                 atol, rtol = pair
                 check_tolerance(atol, rtol, f"tolerance for {dtype}")
             except (TypeError, ValueError) as exc:
-                raise CheckOptionError(str(exc) if isinstance(exc, ValueError) and "tolerance" in str(exc)
-                                       else f"tolerances[{dtype!r}] = {pair!r} is not an (atol, rtol) pair") from None
+                raise CheckOptionError(
+                    str(exc)
+                    if isinstance(exc, ValueError) and "tolerance" in str(exc)
+                    else f"tolerances[{dtype!r}] = {pair!r} is not an (atol, rtol) pair"
+                ) from None
         if self.graph_optimization_level not in LEVELS:
-            raise CheckOptionError(f"graph_optimization_level={self.graph_optimization_level!r}: use one of {', '.join(LEVELS)}")
+            raise CheckOptionError(
+                f"graph_optimization_level={self.graph_optimization_level!r}: use one of {', '.join(LEVELS)}"
+            )
         flat = []
         if isinstance(self.sizes, Mapping):
             for v in self.sizes.values():
@@ -165,8 +175,13 @@ class Verifier:
         reports: list[OutputReport] = []
         first_inputs: dict = {}
         reference, on_cpu = references.chosen(self.reference)
-        with open_runtime(self.runtime, path if path is not None else proto.SerializeToString(),
-                          self.graph_optimization_level, self.providers, self.options()) as runner:
+        with open_runtime(
+            self.runtime,
+            path if path is not None else proto.SerializeToString(),
+            self.graph_optimization_level,
+            self.providers,
+            self.options(),
+        ) as runner:
             trades = runner.arithmetic(proto)
             widened = [*trades, *reference.arithmetic()]
             for k, sizes in enumerate(runs):
@@ -203,14 +218,18 @@ class Verifier:
         if isinstance(self.sizes, Mapping):
             unknown = set(self.sizes) - set(symbols)
             if unknown:
-                raise CheckOptionError(f"sizes names {sorted(unknown)}, but the model's dynamic symbols are {sorted(symbols)}")
+                raise CheckOptionError(
+                    f"sizes names {sorted(unknown)}, but the model's dynamic symbols are {sorted(symbols)}"
+                )
             grid = [[(s, int(v)) for v in self.sizes.get(s, [symbols[s]])] for s in symbols]
             return [dict(row) for row in itertools.product(*grid)]
         rows = []
         for row in self.sizes:
             unknown = set(row) - set(symbols)
             if unknown:
-                raise CheckOptionError(f"sizes names {sorted(unknown)}, but the model's dynamic symbols are {sorted(symbols)}")
+                raise CheckOptionError(
+                    f"sizes names {sorted(unknown)}, but the model's dynamic symbols are {sorted(symbols)}"
+                )
             rows.append({**symbols, **{s: int(v) for s, v in row.items()}})
         return rows
 
@@ -261,21 +280,43 @@ class Verifier:
         reports = []
         for k in range(max(len(names), len(want))):
             if k >= len(want):
-                reports.append(failed(names[k], "?", np.shape(got[k]), EXACT,
-                                      f"the model has this output; the function returns only {len(want)} output(s)", at))
+                reports.append(
+                    failed(
+                        names[k],
+                        "?",
+                        np.shape(got[k]),
+                        EXACT,
+                        f"the model has this output; the function returns only {len(want)} output(s)",
+                        at,
+                    )
+                )
                 continue
             dname = dtypes.name(want[k].dtype)
             if k >= len(names):
-                reports.append(failed(f"output_{k}", dname, want[k].shape, self.tolerance(dname),
-                                      f"the function returns this output; the model has only {len(names)} output(s)", at))
+                reports.append(
+                    failed(
+                        f"output_{k}",
+                        dname,
+                        want[k].shape,
+                        self.tolerance(dname),
+                        f"the function returns this output; the model has only {len(names)} output(s)",
+                        at,
+                    )
+                )
                 continue
             expected = dtypes.to_numpy(meta.carried(want[k].dtype))
             held = meta.outputs[k].precision  # computed through bfloat16: bfloat16's tolerance
             row = self.compared_as(dname, held, trades)
             shown = f"{dname}({row})" if row != dname else dname
-            report = compare(names[k], np.asarray(got[k]), dtypes.array_to_numpy(want[k]), shown,
-                             self.tolerance(row),
-                             order_free_axis=meta.outputs[k].order_free_axis, expected_dtype=expected)
+            report = compare(
+                names[k],
+                np.asarray(got[k]),
+                dtypes.array_to_numpy(want[k]),
+                shown,
+                self.tolerance(row),
+                order_free_axis=meta.outputs[k].order_free_axis,
+                expected_dtype=expected,
+            )
             reports.append(replace(report, at=at) if at else report)
         return reports, feeds
 
@@ -305,8 +346,15 @@ def _as_proto(model: Any) -> tuple[onnx.ModelProto, str | None]:
     if isinstance(model, ir.Model):
         model = ir.serde.serialize_model(model)
     if isinstance(model, onnx.ModelProto):
-        external = sorted({e.value for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
-                           for e in t.external_data if e.key == "location"})
+        external = sorted(
+            {
+                e.value
+                for t in model.graph.initializer
+                if t.data_location == onnx.TensorProto.EXTERNAL
+                for e in t.external_data
+                if e.key == "location"
+            }
+        )
         if external:
             raise VerificationError(
                 f"this in-memory model keeps its weights in external data ({', '.join(external)}), which is found "
@@ -334,6 +382,8 @@ def failure_hints(proto: onnx.ModelProto) -> tuple[str, ...]:
     draws = sorted({t for t in tags if t.startswith("RandomBits:")})
     if not draws:
         return ()
-    return (f"the model draws random numbers ({len(draws)} MLX RandomBits record(s)) from the key it was traced "
-            "with, while MLX draws new ones at every call, so the two cannot agree. A model left in training mode "
-            "does this (Dropout): call model.eval() before exporting; or pass the random key as an input",)
+    return (
+        f"the model draws random numbers ({len(draws)} MLX RandomBits record(s)) from the key it was traced "
+        "with, while MLX draws new ones at every call, so the two cannot agree. A model left in training mode "
+        "does this (Dropout): call model.eval() before exporting; or pass the random key as an input",
+    )

@@ -52,26 +52,45 @@ class PlainSession:
         error, bound = self.compare(got, want, held)
         spread = float(np.abs(want - float32_want).max())
         error32, bound32 = float(np.abs(got.astype(np.float64) - float32_want).max()), self.bound(float32_want)
-        return {"max_abs_error_vs_float32": error32, "mlx_half_vs_float32": spread,
-                "tolerance_vs_float32": max(spread, bound32), "close": error <= bound or error32 <= max(spread, bound32)}
+        return {
+            "max_abs_error_vs_float32": error32,
+            "mlx_half_vs_float32": spread,
+            "tolerance_vs_float32": max(spread, bound32),
+            "close": error <= bound or error32 <= max(spread, bound32),
+        }
 
     def describe(self) -> dict:
         return {"arithmetic": [str(t) for t in self.trades], "reference": self.reference.to_dict()}
 
     def result(self, task: str, package, folder, rows: list[dict], **extra) -> dict:
         """A package check's result: its rows, passed when every row is."""
-        return {"task": task, "package": str(package), "folder": str(folder), **extra, **self.describe(),
-                "rows": rows, "passed": all(r["passed"] for r in rows)}
+        return {
+            "task": task,
+            "package": str(package),
+            "folder": str(folder),
+            **extra,
+            **self.describe(),
+            "rows": rows,
+            "passed": all(r["passed"] for r in rows),
+        }
 
-    def tokens_row(self, what: str, got: list[int], want: list[int], logits: np.ndarray, want_logits,
-                   eos: int | None = None) -> dict:
+    def tokens_row(
+        self, what: str, got: list[int], want: list[int], logits: np.ndarray, want_logits, eos: int | None = None
+    ) -> dict:
         """A check row of greedy tokens (the package's, without a final ``eos``, against
         MLX's) and the first step's logits (``want_logits``: MLX's array)."""
         want_logits, held = reference(want_logits)
         got = got[:-1] if eos is not None and got and got[-1] == eos else got
         error, bound = self.compare(logits, want_logits, held)
-        return {"input": what, "detail": f"tokens {got} (MLX {want}), first logits", "tokens": got,
-                "mlx_tokens": want, "max_abs_error": error, "tolerance": bound, "passed": got == want and error <= bound}
+        return {
+            "input": what,
+            "detail": f"tokens {got} (MLX {want}), first logits",
+            "tokens": got,
+            "mlx_tokens": want,
+            "max_abs_error": error,
+            "tolerance": bound,
+            "passed": got == want and error <= bound,
+        }
 
 
 def plain_session(model_file: Path, atol: float | None = None, rtol: float | None = None) -> PlainSession:
@@ -83,7 +102,7 @@ def plain_session(model_file: Path, atol: float | None = None, rtol: float | Non
 
 
 def held_dtype(array) -> str | None:
-    """"bfloat16" or "float16" for an MLX array of that dtype (what a check passes as
+    """ "bfloat16" or "float16" for an MLX array of that dtype (what a check passes as
     ``held``), else None."""
     import mlx.core as mx
 

@@ -51,8 +51,14 @@ class Reference:
         return (Arithmetic("float32 matrix products in TF32", self.why, TF32),) if self.tf32 else ()
 
     def to_dict(self) -> dict:
-        return {"device": self.device, "backend": self.backend, "tf32": self.tf32, "setting": self.setting,
-                "why": self.why, "moved": self.moved}
+        return {
+            "device": self.device,
+            "backend": self.backend,
+            "tf32": self.tf32,
+            "setting": self.setting,
+            "why": self.why,
+            "moved": self.moved,
+        }
 
 
 def tf32_setting(environ: Mapping[str, str]) -> tuple[bool, str]:
@@ -74,21 +80,37 @@ def neural_accelerators(architecture: str, macos: tuple[int, ...]) -> bool:
     return generation >= (18 if variant == "p" else 17)
 
 
-def decide(device: str, backend: str, environ: Mapping[str, str], architecture: str = "",
-           macos: tuple[int, ...] = ()) -> Reference:
+def decide(
+    device: str, backend: str, environ: Mapping[str, str], architecture: str = "", macos: tuple[int, ...] = ()
+) -> Reference:
     """The reference arithmetic of MLX on ``device`` (``str(mx.default_device())``) with
     ``backend`` ("cpu", "cuda" or "metal"): a pure function of its arguments."""
     enabled, setting = tf32_setting(environ)
     if backend == "cpu":
-        return Reference(device, backend, False, setting,
-                         f"MLX's CPU computes float32 products in float32 ({TF32_VARIABLE} concerns GPUs only)")
+        return Reference(
+            device,
+            backend,
+            False,
+            setting,
+            f"MLX's CPU computes float32 products in float32 ({TF32_VARIABLE} concerns GPUs only)",
+        )
     if backend == "metal" and not neural_accelerators(architecture, macos):
-        return Reference(device, backend, False, setting, f"this Metal GPU ({architecture or 'unknown'}) has no "
-                         "neural accelerators: MLX computes float32 products in float32")
+        return Reference(
+            device,
+            backend,
+            False,
+            setting,
+            f"this Metal GPU ({architecture or 'unknown'}) has no "
+            "neural accelerators: MLX computes float32 products in float32",
+        )
     where = "on CUDA" if backend == "cuda" else f"on this Metal GPU's neural accelerators ({architecture})"
     if not enabled:
-        return Reference(device, backend, False, setting, f"{setting}: MLX computes float32 products in float32 {where}")
-    return Reference(device, backend, True, setting, f"MLX computes float32 matrix products in TF32 {where} ({setting})")
+        return Reference(
+            device, backend, False, setting, f"{setting}: MLX computes float32 products in float32 {where}"
+        )
+    return Reference(
+        device, backend, True, setting, f"MLX computes float32 matrix products in TF32 {where} ({setting})"
+    )
 
 
 def current(environ: Mapping[str, str] | None = None) -> Reference:
@@ -106,9 +128,15 @@ def current(environ: Mapping[str, str] | None = None) -> Reference:
 
 def float32_instead(reference: Reference) -> Reference:
     """The reference a full-float32 check uses in place of a TF32 one: MLX's CPU stream."""
-    return Reference("Device(cpu, 0)", "cpu", False, reference.setting,
-                     f"full float32 reference asked for: MLX ran on its CPU stream, since {reference.device} "
-                     f"would compute float32 matrix products in TF32 ({reference.setting})", moved=True)
+    return Reference(
+        "Device(cpu, 0)",
+        "cpu",
+        False,
+        reference.setting,
+        f"full float32 reference asked for: MLX ran on its CPU stream, since {reference.device} "
+        f"would compute float32 matrix products in TF32 ({reference.setting})",
+        moved=True,
+    )
 
 
 def chosen(kind: str) -> tuple[Reference, bool]:

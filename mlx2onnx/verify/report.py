@@ -44,16 +44,20 @@ class VerifyReport:
         width = max((len(o.at) + 3 for o in self.outputs if o.at), default=0)
         options = ", ".join(f"{k}={v}" for k, v in self.runtime_options.items()) or "none: its defaults"
         lines = [head, f"  {self.runtime} options: {options}"]
-        lines += [f"  {self.runtime} computes with {a}: float outputs compared at that arithmetic's tolerance"
-                  for a in self.arithmetic]
+        lines += [
+            f"  {self.runtime} computes with {a}: float outputs compared at that arithmetic's tolerance"
+            for a in self.arithmetic
+        ]
         if self.reference.get("tf32"):
             lines.append(f"  MLX reference: {self.reference['why']}: float outputs compared at TF32's tolerance")
         elif self.reference.get("moved"):
             lines.append(f"  MLX reference: {self.reference['why']}")
         lines += [f"  problem: {p}" for p in self.problems]
         if self.outputs:
-            lines.append("  " + " " * width + f"{'output':<24} {'dtype':<9} {'shape':<18} {'largest error':<30} "
-                         f"tolerance: an element passes when |{self.runtime} - MLX| <= atol + rtol * |MLX|")
+            lines.append(
+                "  " + " " * width + f"{'output':<24} {'dtype':<9} {'shape':<18} {'largest error':<30} "
+                f"tolerance: an element passes when |{self.runtime} - MLX| <= atol + rtol * |MLX|"
+            )
         lines += ["  " + o.line(width) for o in self.outputs]
         return "\n".join(lines + [f"  hint: {h}" for h in self.hints])
 

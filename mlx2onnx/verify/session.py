@@ -30,7 +30,9 @@ def session_options(level: str = "all", config: Mapping[str, str] | None = None)
     return options
 
 
-def open_session(source, level: str = "all", providers=("CPUExecutionProvider",), config: Mapping[str, str] | None = None):
+def open_session(
+    source, level: str = "all", providers=("CPUExecutionProvider",), config: Mapping[str, str] | None = None
+):
     """An ``onnxruntime.InferenceSession`` of ``source`` (a path, or serialised bytes) with
     the session config entries ``config``."""
     import onnxruntime as ort
@@ -77,7 +79,9 @@ def run_session(session, output_names: list[str], feeds: Mapping[str, np.ndarray
     for key, array in feeds.items():
         array = np.ascontiguousarray(array).reshape(np.shape(array))  # ascontiguousarray makes 0-d arrays 1-d
         if array.dtype == ml_dtypes.bfloat16:
-            values[key] = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array.view(np.uint16), onnx.TensorProto.BFLOAT16)
+            values[key] = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+                array.view(np.uint16), onnx.TensorProto.BFLOAT16
+            )
         else:
             values[key] = ort.OrtValue.ortvalue_from_numpy(array)
     results = []
@@ -94,5 +98,3 @@ def run_session(session, output_names: list[str], feeds: Mapping[str, np.ndarray
         else:
             results.append(out.numpy())
     return results
-
-

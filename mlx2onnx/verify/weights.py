@@ -21,7 +21,11 @@ def weight_problems(proto: onnx.ModelProto, base_dir: str | None, call, module) 
     for prefix, owner in owned_modules(call, module):
         for path, array in tree_flatten(owner.parameters()):
             tensor = initializers.get(prefix + path)
-            if tensor is None or not isinstance(array, mx.array) or array.size != int(np.prod(tensor.dims, dtype=np.int64)):
+            if (
+                tensor is None
+                or not isinstance(array, mx.array)
+                or array.size != int(np.prod(tensor.dims, dtype=np.int64))
+            ):
                 continue
             if tensor.data_location == onnx.TensorProto.EXTERNAL and base_dir is None:
                 continue
@@ -32,9 +36,11 @@ def weight_problems(proto: onnx.ModelProto, base_dir: str | None, call, module) 
     if not differ:
         return []
     listed = ", ".join(differ[:5]) + (f" and {len(differ) - 5} more" if len(differ) > 5 else "")
-    return [f"the model's weights differ from the callable's: {listed} ({len(differ)} of {compared} parameters). "
-            "The callable made other weights than the ones exported (a factory that initialises a new random "
-            "model on each call): load the weights, or seed the factory (CLI: --model-seed as at export)"]
+    return [
+        f"the model's weights differ from the callable's: {listed} ({len(differ)} of {compared} parameters). "
+        "The callable made other weights than the ones exported (a factory that initialises a new random "
+        "model on each call): load the weights, or seed the factory (CLI: --model-seed as at export)"
+    ]
 
 
 def _same_values(mine: np.ndarray, stored: np.ndarray) -> bool:
@@ -43,10 +49,16 @@ def _same_values(mine: np.ndarray, stored: np.ndarray) -> bool:
     if mine.dtype.kind not in "fiub" and mine.dtype != ml_dtypes.bfloat16:
         return True
     a = mine.astype(np.float64).ravel()
-    b = stored.astype(np.float32).astype(np.float64).ravel() if stored.dtype == ml_dtypes.bfloat16 else stored.astype(np.float64).ravel()
+    b = (
+        stored.astype(np.float32).astype(np.float64).ravel()
+        if stored.dtype == ml_dtypes.bfloat16
+        else stored.astype(np.float64).ravel()
+    )
     if np.isnan(a).any() or np.isnan(b).any() or np.isinf(a).any() or np.isinf(b).any():
         return bool(np.isnan(a).sum() == np.isnan(b).sum())
     half = {np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)}
     rtol = 1e-2 if (mine.dtype in half or stored.dtype in half) else 1e-6
     scale = np.abs(a).sum() + 1e-30
-    return bool(abs(a.sum() - b.sum()) <= rtol * scale and abs((a * a).sum() - (b * b).sum()) <= rtol * (a * a).sum() + 1e-30)
+    return bool(
+        abs(a.sum() - b.sum()) <= rtol * scale and abs((a * a).sum() - (b * b).sum()) <= rtol * (a * a).sum() + 1e-30
+    )

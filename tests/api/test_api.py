@@ -237,7 +237,9 @@ def test_existing_file_is_kept_unless_overwrite(tmp_path):
     out.write_bytes(b"keep me")
     with pytest.raises(mlx2onnx.ExportOptionError, match="already exists"):
         mlx2onnx.Exporter(path=out).export(mx.abs, x)
-    with pytest.raises(mlx2onnx.ExportOptionError, match="not an ONNX model; --overwrite replaces only a model mlx2onnx"):
+    with pytest.raises(
+        mlx2onnx.ExportOptionError, match="not an ONNX model; --overwrite replaces only a model mlx2onnx"
+    ):
         mlx2onnx.Exporter(path=out, overwrite=True).export(mx.abs, x)
     assert out.read_bytes() == b"keep me"
     foreign = onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []), producer_name="pytorch")

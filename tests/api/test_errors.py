@@ -15,7 +15,9 @@ PACKAGES = ("mlx2onnx", "op_mappings", "models")
 
 def _exception_names() -> set[str]:
     """The builtin exception names and every class errors.py defines."""
-    names = {name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)}
+    names = {
+        name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
+    }
     return names | {name for name, value in vars(errors).items() if isinstance(value, type)}
 
 
@@ -28,7 +30,9 @@ def test_every_exception_class_is_defined_in_errors_py():
                 continue
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.ClassDef):
-                    bases = {base.id if isinstance(base, ast.Name) else getattr(base, "attr", "") for base in node.bases}
+                    bases = {
+                        base.id if isinstance(base, ast.Name) else getattr(base, "attr", "") for base in node.bases
+                    }
                     if bases & known:
                         outside.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
     assert not outside, f"exception classes outside mlx2onnx/errors.py: {outside}"
@@ -36,9 +40,19 @@ def test_every_exception_class_is_defined_in_errors_py():
 
 def test_errors_for_a_users_input_are_mlx2onnx_errors():
     """The errors the library raises for what a caller gives are caught by one except."""
-    for name in ("UsageError", "UserFunctionError", "ExportOptionError", "CheckOptionError", "UnsupportedModelError",
-                 "NotAModelFolderError", "MissingPackageError", "UnsupportedVariantError",
-                 "UnsupportedPrimitiveError", "DynamicShapeError", "RuntimeUnavailableError"):
+    for name in (
+        "UsageError",
+        "UserFunctionError",
+        "ExportOptionError",
+        "CheckOptionError",
+        "UnsupportedModelError",
+        "NotAModelFolderError",
+        "MissingPackageError",
+        "UnsupportedVariantError",
+        "UnsupportedPrimitiveError",
+        "DynamicShapeError",
+        "RuntimeUnavailableError",
+    ):
         assert issubclass(getattr(errors, name), errors.Mlx2OnnxError), name
 
 

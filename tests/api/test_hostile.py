@@ -120,7 +120,9 @@ def test_same_array_returned_twice(tmp_path, x):
 
 
 def test_numpy_conversion_inside_the_function_names_the_line(tmp_path, x):
-    assert_refused(tmp_path, mlx2onnx.CaptureError, "evaluates an array while the function is traced", lambda a: np.array(a), x)
+    assert_refused(
+        tmp_path, mlx2onnx.CaptureError, "evaluates an array while the function is traced", lambda a: np.array(a), x
+    )
 
 
 # -- functions MLX refuses to export ---------------------------------------------------------
@@ -138,8 +140,13 @@ def test_lazily_loaded_weights(tmp_path, x):
 
 
 def test_checkpointed_function(tmp_path, x):
-    assert_refused(tmp_path, mlx2onnx.CaptureError, "CustomTransforms: mx.custom_function / mx.checkpoint",
-                   lambda a: mx.checkpoint(lambda t: t * 2)(a), x)
+    assert_refused(
+        tmp_path,
+        mlx2onnx.CaptureError,
+        "CustomTransforms: mx.custom_function / mx.checkpoint",
+        lambda a: mx.checkpoint(lambda t: t * 2)(a),
+        x,
+    )
 
 
 def test_compiled_helper_on_constants_is_inlined(tmp_path, x):
@@ -151,7 +158,9 @@ def test_compiled_helper_on_constants_is_inlined(tmp_path, x):
     fn = lambda a: a + helper(w)  # noqa: E731
     export_to(tmp_path, fn, x)
     assert mlx2onnx.verify(tmp_path / "m.onnx", fn, x)
-    text = capture_module._explain_mlx_error(RuntimeError("[export_function] Unable to get state for primitive Compiled"))
+    text = capture_module._explain_mlx_error(
+        RuntimeError("[export_function] Unable to get state for primitive Compiled")
+    )
     assert "mx.compile" in text and "MLX said" in text
 
 

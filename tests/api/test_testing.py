@@ -17,7 +17,7 @@ import pytest
 import mlx2onnx
 from mlx2onnx.testing.check import Check, assert_exports
 
-PROJECT_TESTS = '''
+PROJECT_TESTS = """
 import mlx.core as mx
 import mlx.nn as nn
 from mlx2onnx.testing.check import assert_exports
@@ -47,7 +47,7 @@ def test_fixture_correct(mlx2onnx_check):
 
 def test_fixture_random(mlx2onnx_check):
     mlx2onnx_check.with_options(localize=False)(noisy, mx.random.normal((4, 8)))
-'''
+"""
 
 
 def test_assert_exports_passes_and_fails_with_the_report():
@@ -82,8 +82,14 @@ def test_a_project_outside_the_repository(tmp_path):
     (project / "test_models.py").write_text(textwrap.dedent(PROJECT_TESTS))
     junit = tmp_path / "junit.xml"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
-                           "test_models.py"], cwd=project, capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", "test_models.py"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
     assert "2 failed, 2 passed" in out, out
@@ -98,7 +104,7 @@ def test_a_project_outside_the_repository(tmp_path):
     assert cases["test_correct_function_passes"].find("failure") is None
 
 
-SUITE_MODULE = '''
+SUITE_MODULE = """
 import mlx.core as mx
 
 
@@ -112,9 +118,9 @@ def noisy():
 
 def takes_inputs(x, y):
     return x @ y
-'''
+"""
 
-SUITE = '''
+SUITE = """
 seed = 1
 
 [[targets]]
@@ -131,7 +137,7 @@ inputs = ["x=4x8:float32", "y=8x3:float32"]
 dynamic = ["x:0=rows"]
 sizes = ["rows=1,6"]
 atol = 1e-5
-'''
+"""
 
 
 @pytest.mark.slow
@@ -139,8 +145,13 @@ def test_check_suite_reports_every_target(tmp_path):
     (tmp_path / "zoo.py").write_text(textwrap.dedent(SUITE_MODULE))
     (tmp_path / "suite.toml").write_text(textwrap.dedent(SUITE))
     out = tmp_path / "reports"
-    proc = subprocess.run([sys.executable, "-m", "mlx2onnx", "check-suite", "suite.toml", "-o", str(out)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlx2onnx", "check-suite", "suite.toml", "-o", str(out)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "[1/3] bundled mlp [onnxruntime] PASS" in proc.stdout
     assert "[2/3] zoo.py:noisy [onnxruntime] FAIL" in proc.stdout
@@ -161,16 +172,19 @@ def test_check_suite_reports_every_target(tmp_path):
     assert "zoo.py:noisy" in page and "data:image/png;base64," in page
 
 
-@pytest.mark.parametrize("text, wanted", [
-    ("[[targets]]\nname = 'x'\n", "no 'target' key"),
-    ("[[targets]]\ntarget = 'mlp'\ncolour = 'red'\n", "unknown key 'colour'"),
-    ("[[targets]]\ntarget = 'mlp'\natol = -1.0\n", "tolerance"),
-    ("[[targets]]\ntarget = 'mlp'\ninputs = ['x=²']\n", "--input"),
-    ("[[targets]]\ntarget = 'mlp'\nruntimes = ['tract2']\n", "not available"),
-    ("targets = 3\n", "no [[targets]]"),
-    ("[[targets]\n", "not valid TOML"),
-    ("[[targets]]\ntarget = 'mlp'\n[[targets]]\ntarget = 'mlp'\n", "used twice"),
-])
+@pytest.mark.parametrize(
+    "text, wanted",
+    [
+        ("[[targets]]\nname = 'x'\n", "no 'target' key"),
+        ("[[targets]]\ntarget = 'mlp'\ncolour = 'red'\n", "unknown key 'colour'"),
+        ("[[targets]]\ntarget = 'mlp'\natol = -1.0\n", "tolerance"),
+        ("[[targets]]\ntarget = 'mlp'\ninputs = ['x=²']\n", "--input"),
+        ("[[targets]]\ntarget = 'mlp'\nruntimes = ['tract2']\n", "not available"),
+        ("targets = 3\n", "no [[targets]]"),
+        ("[[targets]\n", "not valid TOML"),
+        ("[[targets]]\ntarget = 'mlp'\n[[targets]]\ntarget = 'mlp'\n", "used twice"),
+    ],
+)
 def test_check_suite_refuses_a_bad_suite_file_before_running(tmp_path, text, wanted, capsys):
     from mlx2onnx.cli import app as cli
 
@@ -186,8 +200,16 @@ def write_model_folder(folder, seed=0):
     from mlx.utils import tree_flatten
     from mlx_lm.models import llama
 
-    config = dict(model_type="llama", hidden_size=32, num_hidden_layers=1, intermediate_size=64,
-                  num_attention_heads=4, num_key_value_heads=2, vocab_size=97, rms_norm_eps=1e-5)
+    config = dict(
+        model_type="llama",
+        hidden_size=32,
+        num_hidden_layers=1,
+        intermediate_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=97,
+        rms_norm_eps=1e-5,
+    )
     mx.random.seed(seed)
     model = llama.Model(llama.ModelArgs.from_dict(config))
     folder.mkdir()
@@ -205,8 +227,10 @@ def test_model_folders_as_targets(tmp_path, capsys):
     rc = cli.main(["export", str(folder), "-o", str(tmp_path / "m.onnx"), "--check", "-q"])
     out = capsys.readouterr()
     assert rc == 0 and "parity PASSED" in out.out, out.out + out.err
-    (tmp_path / "suite.toml").write_text('[[targets]]\ntarget = "tiny-llama"\n'
-                                         '[[targets]]\nname = "longer"\ntarget = "tiny-llama"\ninputs = ["inputs=2x5:int32:0..97"]\n')
+    (tmp_path / "suite.toml").write_text(
+        '[[targets]]\ntarget = "tiny-llama"\n'
+        '[[targets]]\nname = "longer"\ntarget = "tiny-llama"\ninputs = ["inputs=2x5:int32:0..97"]\n'
+    )
     rc = cli.main(["check-suite", str(tmp_path / "suite.toml"), "-o", str(tmp_path / "reports")])
     assert rc == 0, capsys.readouterr().out
     rc = cli.main(["check-suite", str(tmp_path / "suite.toml"), "-o", str(tmp_path / "reports"), "-q"])
@@ -214,8 +238,13 @@ def test_model_folders_as_targets(tmp_path, capsys):
     (tmp_path / "reports" / "mine.txt").write_text("the user's")
     rc = cli.main(["check-suite", str(tmp_path / "suite.toml"), "-o", str(tmp_path / "reports"), "-q"])
     assert rc == 2 and "(mine.txt)" in capsys.readouterr().err  # refused before anything runs
-    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [".mlx2onnx.json", "junit.xml", "mine.txt",
-                                                                        "report.html", "report.json"]
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [
+        ".mlx2onnx.json",
+        "junit.xml",
+        "mine.txt",
+        "report.html",
+        "report.json",
+    ]
     (tmp_path / "empty").mkdir()
     rc = cli.main(["export", str(tmp_path / "empty"), "-o", str(tmp_path / "e.onnx")])
     assert rc == 2 and "no config.json" in capsys.readouterr().err and not (tmp_path / "e.onnx").exists()

@@ -67,8 +67,9 @@ def test_dynamic_export_is_as_lean_as_the_static_one(name):
 
 def test_graph_inputs_and_outputs_carry_the_symbols():
     model, args, kwargs = example("encoder")
-    proto = export_dynamic(model, *args, dynamic={"input_ids": {0: "batch", 1: "seq"},
-                                                  "attention_mask": {0: "batch", 1: "seq"}}, **kwargs)
+    proto = export_dynamic(
+        model, *args, dynamic={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}, **kwargs
+    )
 
     def dims(value):
         return [d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]
@@ -135,8 +136,11 @@ def test_conv_net_runs_at_every_batch_and_image_size():
 
 def test_conv_net_at_any_image_size_is_refused_where_pooling_crops_odd_sizes():
     net, x = conv_net()
-    with pytest.raises(DynamicShapeError, match=r"dimension 1 \('h'\) of input 'x' cannot be dynamic.*"
-                       r"record \d+.*Reshape.*Flatten.*multiple_of"):
+    with pytest.raises(
+        DynamicShapeError,
+        match=r"dimension 1 \('h'\) of input 'x' cannot be dynamic.*"
+        r"record \d+.*Reshape.*Flatten.*multiple_of",
+    ):
         Exporter(dynamic={"x": {1: "h"}}).export(net, x)
 
 
@@ -161,8 +165,11 @@ def test_floored_sizes_are_refused_not_fitted_from_nearby_traces():
     net = Stem()
     mx.eval(net.parameters())
     x = mx.random.normal((1, 64, 64, 3))
-    with pytest.raises(DynamicShapeError, match=r"dimension 1 \('h'\) of input 'x' cannot be dynamic.*"
-                       r"AsStrided.*Dim\('h', multiple_of=N\)"):
+    with pytest.raises(
+        DynamicShapeError,
+        match=r"dimension 1 \('h'\) of input 'x' cannot be dynamic.*"
+        r"AsStrided.*Dim\('h', multiple_of=N\)",
+    ):
         Exporter(dynamic={"x": {1: "h", 2: "w"}}).export(net, x)
     proto = export_dynamic(net, x, dynamic={"x": {0: "batch", 1: Dim("h", 8), 2: Dim("w", 8)}})
     sizes = [{"batch": 1, "h": 8, "w": 8}, {"batch": 2, "h": 96, "w": 56}, {"batch": 1, "h": 200, "w": 64}]
@@ -219,8 +226,12 @@ POOLS = {  # name: (pool, ONNX op): Gather windows (overlapping) and Reshape-blo
     "max_3_stride_2": (nn.MaxPool2d(3, stride=2), "MaxPool"),
 }
 IMAGE = {0: "batch", 1: Dim("h", multiple_of=32), 2: Dim("w", multiple_of=32)}
-IMAGE_SIZES = [{"batch": 1, "h": 32, "w": 32}, {"batch": 2, "h": 64, "w": 96},
-               {"batch": 1, "h": 160, "w": 32}, {"batch": 1, "h": 224, "w": 288}]
+IMAGE_SIZES = [
+    {"batch": 1, "h": 32, "w": 32},
+    {"batch": 2, "h": 64, "w": 96},
+    {"batch": 1, "h": 160, "w": 32},
+    {"batch": 1, "h": 224, "w": 288},
+]
 
 
 def ops(proto) -> dict[str, int]:
@@ -278,8 +289,11 @@ def test_dynamic_pools_are_fused_only_where_the_steps_prove_them():
     for step, fused in [(1, False), (32, True)]:
         trace, plan = capture_dynamic(net, (x,), {}, {"x": IMAGE})
         model = exporter.trace_to_ir(trace, plan)
-        claimed = replace(plan, multiple_of={"batch": 1, "h": step, "w": step},
-                          bounds={"batch": (1, None), "h": (step, None), "w": (step, None)})
+        claimed = replace(
+            plan,
+            multiple_of={"batch": 1, "h": step, "w": step},
+            bounds={"batch": (1, None), "h": (step, None), "w": (step, None)},
+        )
         report = optimize(model, exporter.settings(claimed))
         kinds = [n.op_type for n in model.graph]
         assert report["fuse_pooling"] == int(fused) and ("MaxPool" in kinds) == fused, (report, kinds)
@@ -298,8 +312,11 @@ def test_a_dynamic_max_pool_over_zero_padding_is_left_alone():
     assert_passes(Verifier(sizes=IMAGE_SIZES).verify(proto, padded, x))
 
 
-@pytest.mark.parametrize("pool, op_type", [(nn.MaxPool1d(3, stride=2, padding=1), "MaxPool"),
-                                            (nn.AvgPool1d(2), "AveragePool")], ids=["max_padded", "avg_blocks"])
+@pytest.mark.parametrize(
+    "pool, op_type",
+    [(nn.MaxPool1d(3, stride=2, padding=1), "MaxPool"), (nn.AvgPool1d(2), "AveragePool")],
+    ids=["max_padded", "avg_blocks"],
+)
 def test_dynamic_1d_pools_over_a_sequence_are_fused(pool, op_type):
     conv = nn.Conv1d(3, 4, 3, padding=1)
     mx.eval(conv.parameters())
@@ -339,12 +356,27 @@ def test_dimension_names_read_back_as_the_sizes_they_name():
     from mlx2onnx.passes.sizes import Sizes
 
     h, w = (32, 64, 32, 96, 224), (32, 32, 64, 96, 256)
-    plan = Plan(sizes={"h": h, "w": w}, where={"h": ("x", 1), "w": ("x", 2)}, spec={"x": {1: "h", 2: "w"}},
-                multiple_of={"h": 32, "w": 32}, bounds={"h": (32, None), "w": (32, None)})
+    plan = Plan(
+        sizes={"h": h, "w": w},
+        where={"h": ("x", 1), "w": ("x", 2)},
+        spec={"x": {1: "h", 2: "w"}},
+        multiple_of={"h": 32, "w": 32},
+        bounds={"h": (32, None), "w": (32, None)},
+    )
     sizes = Sizes(plan)
-    rules = [lambda a, b: a, lambda a, b: a + 2, lambda a, b: a // 2 + 2, lambda a, b: a // 4 - 1,
-             lambda a, b: 3 * a // 2, lambda a, b: 2 * b, lambda a, b: -a + 500, lambda a, b: a * b,
-             lambda a, b: 3 * a * b, lambda a, b: b * b, lambda a, b: a // 32 * 5 - 7]
+    rules = [
+        lambda a, b: a,
+        lambda a, b: a + 2,
+        lambda a, b: a // 2 + 2,
+        lambda a, b: a // 4 - 1,
+        lambda a, b: 3 * a // 2,
+        lambda a, b: 2 * b,
+        lambda a, b: -a + 500,
+        lambda a, b: a * b,
+        lambda a, b: 3 * a * b,
+        lambda a, b: b * b,
+        lambda a, b: a // 32 * 5 - 7,
+    ]
     forms = {}
     for rule in rules:
         values = tuple(rule(a, b) for a, b in zip(h, w))
@@ -381,8 +413,9 @@ FUNCTIONS = {
     "split_in_two": lambda x: mx.split(mx.concatenate([x, x], axis=1), 2, axis=1)[1] - x,
     "pad_seq": lambda x: mx.pad(x, [(0, 0), (1, 2), (0, 0)]),
     "arange_positions": lambda x: x + mx.arange(x.shape[1]).reshape(1, -1, 1).astype(x.dtype),
-    "causal_mask": lambda x: mx.where(mx.tril(mx.ones((x.shape[1], x.shape[1]))).astype(mx.bool_),
-                                      x @ x.transpose(0, 2, 1), -1e9),
+    "causal_mask": lambda x: mx.where(
+        mx.tril(mx.ones((x.shape[1], x.shape[1]))).astype(mx.bool_), x @ x.transpose(0, 2, 1), -1e9
+    ),
     "zeros_like_and_ones": lambda x: mx.zeros_like(x) + mx.ones(x.shape) * x,
     "matmul_batch_broadcast": lambda x: x @ mx.ones((6, 4)),
     "take_along_seq": lambda x: mx.take_along_axis(x, mx.argsort(x, axis=1), axis=1),
@@ -434,19 +467,31 @@ def _fixed_reshape(x):
 
 
 REFUSALS = {
-    "python_loop_over_a_size": (_loop_over_half_the_rows, {0: "batch"},
-                                r"dimension 0 \('batch'\) of input 'x' cannot be dynamic: the traced program changes "
-                                r"with it.*records at the example sizes.*record \d+"),
-    "numpy_constant_from_a_size": (_numpy_positions, {1: "seq"},
-                                   r"dimension 1 \('seq'\) of input 'x' cannot be dynamic: constant .* changes with it"
-                                   r".*computed in Python \(or NumPy\).*mx.arange.*Line \d+ of .*test_dynamic\.py "
-                                   r"\(`return x \+ mx\.array\(np\.linspace"),
-    "python_number_from_a_size": (_python_scale, {1: "seq"},
-                                  r"dimension 1 \('seq'\) of input 'x' cannot be dynamic: a scalar constant .*a Python number.*"
-                                  r"changes with it \(value 0.200.* at seq=5, 0.1666.* at seq=6\)"),
-    "reshape_to_fixed_numbers": (_fixed_reshape, {0: "batch"},
-                                 r"dimension 0 \('batch'\) of input 'x' cannot be dynamic: the function fails at "
-                                 r"batch=3.*reshape"),
+    "python_loop_over_a_size": (
+        _loop_over_half_the_rows,
+        {0: "batch"},
+        r"dimension 0 \('batch'\) of input 'x' cannot be dynamic: the traced program changes "
+        r"with it.*records at the example sizes.*record \d+",
+    ),
+    "numpy_constant_from_a_size": (
+        _numpy_positions,
+        {1: "seq"},
+        r"dimension 1 \('seq'\) of input 'x' cannot be dynamic: constant .* changes with it"
+        r".*computed in Python \(or NumPy\).*mx.arange.*Line \d+ of .*test_dynamic\.py "
+        r"\(`return x \+ mx\.array\(np\.linspace",
+    ),
+    "python_number_from_a_size": (
+        _python_scale,
+        {1: "seq"},
+        r"dimension 1 \('seq'\) of input 'x' cannot be dynamic: a scalar constant .*a Python number.*"
+        r"changes with it \(value 0.200.* at seq=5, 0.1666.* at seq=6\)",
+    ),
+    "reshape_to_fixed_numbers": (
+        _fixed_reshape,
+        {0: "batch"},
+        r"dimension 0 \('batch'\) of input 'x' cannot be dynamic: the function fails at "
+        r"batch=3.*reshape",
+    ),
 }
 
 
@@ -507,10 +552,13 @@ def test_a_bounded_dim_is_traced_inside_its_range():
     assert_passes(Verifier(sizes={"seq": [1, 9, 16]}).verify(proto, add_positions, x))
 
 
-@pytest.mark.parametrize("dim, example, message", [
-    (Dim("seq", max=3), 2, "allows fewer than 4 sizes"),
-    (Dim("seq", min=4), 2, "outside .*range"),
-])
+@pytest.mark.parametrize(
+    "dim, example, message",
+    [
+        (Dim("seq", max=3), 2, "allows fewer than 4 sizes"),
+        (Dim("seq", min=4), 2, "outside .*range"),
+    ],
+)
 def test_a_range_too_narrow_to_trace_is_a_spec_error(dim, example, message):
     with pytest.raises(DynamicSpecError, match=message):
         Exporter(dynamic={"x": {1: dim}}).export(lambda x: x * 2, mx.random.normal((2, example)))

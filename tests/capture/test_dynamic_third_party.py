@@ -102,8 +102,12 @@ def test_mlx_embeddings_dynamic_batch_sequence_and_mask(name):
 # -- mlx-image: classifiers at any batch and any image size in steps of 32 -----------------
 # Four runs cover batch 1 and 3, heights and widths 64, 96 and 128, both non-square ways:
 # MLX's CPU convolutions take ~1-2 s per batch-3 128x128 ResNet-18 run here.
-IMAGE_SIZES = [{"batch": 1, "h": 64, "w": 64}, {"batch": 3, "h": 96, "w": 64},
-               {"batch": 1, "h": 128, "w": 96}, {"batch": 1, "h": 96, "w": 128}]
+IMAGE_SIZES = [
+    {"batch": 1, "h": 64, "w": 64},
+    {"batch": 3, "h": 96, "w": 64},
+    {"batch": 1, "h": 128, "w": 96},
+    {"batch": 1, "h": 96, "w": 128},
+]
 
 
 @pytest.mark.slow
@@ -147,8 +151,11 @@ def test_whisper_audio_encoder_frame_count_is_fixed_by_its_positional_embedding(
     """The encoder asserts that the conv output has exactly n_ctx frames (its sinusoidal
     positional embedding is a fixed (n_ctx, n_state) table), so frames cannot be dynamic."""
     encoder, mel = whisper_encoder()
-    with pytest.raises(DynamicShapeError, match=r"dimension 1 \('frames'\) of input 'x' cannot be dynamic.*"
-                       r"AssertionError: incorrect audio shape"):
+    with pytest.raises(
+        DynamicShapeError,
+        match=r"dimension 1 \('frames'\) of input 'x' cannot be dynamic.*"
+        r"AssertionError: incorrect audio shape",
+    ):
         Exporter(dynamic={"x": {0: "batch", 1: "frames"}}).export(encoder, mel)
 
 
@@ -163,8 +170,9 @@ def test_whisper_dynamic_batch_and_token_count():
     mel, ids = mx.random.normal((2, 16, 16)), tokens((2, 4), 64)
     with pytest.raises(DynamicShapeError, match="'tokens'.*the function fails at"):
         Exporter(dynamic={"tokens": {1: "tokens"}}).export(model, mel, ids)
-    proto = export_once(model, mel, ids,
-                        dynamic={"mel": {0: "batch"}, "tokens": {0: "batch", 1: Dim("tokens", max=16)}})
+    proto = export_once(
+        model, mel, ids, dynamic={"mel": {0: "batch"}, "tokens": {0: "batch", 1: Dim("tokens", max=16)}}
+    )
     assert dims(proto.graph.input) == [["batch", 16, 16], ["batch", "tokens"]]
     assert dims(proto.graph.output) == [["batch", "tokens", 64]]
     check_at_sizes(proto, model, mel, ids, sizes=grid(batch=[1, 3], tokens=[1, 5, 16]))
@@ -213,6 +221,9 @@ def test_mlx_audio_encodec_lstm_from_6_frames_is_refused_as_dynamic():
     """From a 6-frame example the loop is found, but the LSTM runs one step fewer at 6
     frames than the larger sizes predict: no one program, refused with the first difference."""
     decoder, z = encodec_decoder()
-    with pytest.raises(DynamicShapeError, match=r"dimension 1 \('frames'\) of input 'hidden_states' cannot be "
-                       r"dynamic: the traced program changes with it.*records"):
+    with pytest.raises(
+        DynamicShapeError,
+        match=r"dimension 1 \('frames'\) of input 'hidden_states' cannot be "
+        r"dynamic: the traced program changes with it.*records",
+    ):
         Exporter(dynamic={"hidden_states": {0: "batch", 1: "frames"}}).export(decoder, z)

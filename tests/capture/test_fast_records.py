@@ -26,8 +26,15 @@ OPSETS = (28, 23, 17)
 
 
 # -- building and running one record ----------------------------------------------------
-def check_record(name, arguments, inputs, expected: Sequence[mx.array], setting,
-                 output_dtypes: Sequence[mx.Dtype] | None = None, tolerances: dict | None = None) -> set[str]:
+def check_record(
+    name,
+    arguments,
+    inputs,
+    expected: Sequence[mx.array],
+    setting,
+    output_dtypes: Sequence[mx.Dtype] | None = None,
+    tolerances: dict | None = None,
+) -> set[str]:
     """Export the record, run it, compare every output with ``expected``; the ONNX op types."""
     mx.eval(list(expected))
     out_dtypes = output_dtypes or [e.dtype for e in expected]
@@ -117,7 +124,13 @@ def test_layer_norm_weight_as_graph_input():
     """Weights need not be constants (a function taking them as arguments)."""
     rng = rng_for("layer_norm_inputs")
     x, w, b = norm_input(rng, mx.float32), randn(rng, (16,)), randn(rng, (16,))
-    check_record("LayerNorm", [1e-5], [Arg("x", x), Arg("w", w), Arg("b", b)], [mx.fast.layer_norm(x, w, b, 1e-5)], Setting(mx.float32, 17))
+    check_record(
+        "LayerNorm",
+        [1e-5],
+        [Arg("x", x), Arg("w", w), Arg("b", b)],
+        [mx.fast.layer_norm(x, w, b, 1e-5)],
+        Setting(mx.float32, 17),
+    )
 
 
 # -- RoPE ---------------------------------------------------------------------------------
@@ -168,8 +181,9 @@ def test_rope(case: RopeCase, setting: Setting):
         inputs.append(Arg("freqs", freqs, constant=True))
 
     def rope(a):
-        return mx.fast.rope(a, case.dims, traditional=case.traditional, base=base, scale=case.scale,
-                            offset=offset, freqs=freqs)
+        return mx.fast.rope(
+            a, case.dims, traditional=case.traditional, base=base, scale=case.scale, offset=offset, freqs=freqs
+        )
 
     if case.forward:
         expected = rope(x)
@@ -198,8 +212,13 @@ class SdpaCase:
     logsumexp: bool = False
 
     def fused(self, opset: int) -> bool:  # where onnxruntime's own kernel runs Attention (23, 24 here)
-        return (kernels.has_kernel("Attention", mx.float32, opset, "T1") and not self.sinks and not self.logsumexp
-                and self.mask in (None, "causal", "bool") and not (self.mask == "causal" and self.q_len > self.k_len))
+        return (
+            kernels.has_kernel("Attention", mx.float32, opset, "T1")
+            and not self.sinks
+            and not self.logsumexp
+            and self.mask in (None, "causal", "bool")
+            and not (self.mask == "causal" and self.q_len > self.k_len)
+        )
 
 
 SDPA_CASES = [
@@ -227,7 +246,9 @@ SDPA_CASES = [
 
 
 def make_mask(rng, case: SdpaCase, dtype):
-    shape = (case.batch, case.q_heads, case.q_len, case.k_len) if case.mask_shape == "full" else (case.q_len, case.k_len)
+    shape = (
+        (case.batch, case.q_heads, case.q_len, case.k_len) if case.mask_shape == "full" else (case.q_len, case.k_len)
+    )
     if case.mask == "bool":
         keep = rng.random(shape) < 0.6
         keep[..., 0, :] = False  # a fully masked query row: MLX gives it a uniform softmax
@@ -245,8 +266,9 @@ def make_mask(rng, case: SdpaCase, dtype):
 def sdpa_record_io(q, k, v, scale, mask, sinks, causal, logsumexp, dtype):
     """(expected outputs, record inputs, output dtypes) of a ScaledDotProductAttention
     record, the reference computed with mx.fast here."""
-    expected = [mx.fast.scaled_dot_product_attention(
-        q, k, v, scale=scale, mask="causal" if causal else mask, sinks=sinks)]
+    expected = [
+        mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask="causal" if causal else mask, sinks=sinks)
+    ]
     inputs = [Arg("q", q), Arg("k", k), Arg("v", v)]
     if mask is not None:
         inputs.append(Arg("mask", mask))
@@ -269,7 +291,11 @@ def reference_logsumexp(q, k, scale, mask, sinks, causal):
         keep = mx.arange(k_len - q_len, k_len)[:, None] >= mx.arange(k_len)[None]
         scores = mx.where(keep, scores, mx.finfo(q.dtype).min)
     elif mask is not None:
-        scores = mx.where(mask, scores, mx.finfo(q.dtype).min) if mask.dtype == mx.bool_ else scores + mask.astype(mx.float32)
+        scores = (
+            mx.where(mask, scores, mx.finfo(q.dtype).min)
+            if mask.dtype == mx.bool_
+            else scores + mask.astype(mx.float32)
+        )
     if sinks is not None:
         column = mx.broadcast_to(sinks.astype(mx.float32)[None, :, None, None], scores.shape[:-1] + (1,))
         scores = mx.concatenate([column, scores], axis=-1)
@@ -301,8 +327,12 @@ def test_sdpa_refuses_causal_with_array_mask():
     rng = rng_for("sdpa_refuse")
     q, k, v = (randn(rng, (1, 2, 3, 8)) for _ in range(3))
     mask = mx.array(rng.random((1, 2, 3, 3)) < 0.5)
-    trace, _ = record_trace("ScaledDotProductAttention", [0.35, True, False, False, False],
-                                [Arg("q", q), Arg("k", k), Arg("v", v), Arg("mask", mask)], [((1, 2, 3, 8), mx.float32)])
+    trace, _ = record_trace(
+        "ScaledDotProductAttention",
+        [0.35, True, False, False, False],
+        [Arg("q", q), Arg("k", k), Arg("v", v), Arg("mask", mask)],
+        [((1, 2, 3, 8), mx.float32)],
+    )
     with pytest.raises(mlx2onnx.Mlx2OnnxError, match="do_causal"):
         mlx2onnx.Exporter(opset=23).trace_to_ir(trace)
 
@@ -320,20 +350,34 @@ def test_edge_values(setting: Setting):
     x = with_edges(rng, randn(rng, NORM_SHAPE, dtype), 0.1)
     w, b = randn(rng, (16,), dtype), randn(rng, (16,), dtype)
     check_record("RMSNorm", [1e-5], [Arg("x", x), Arg("w", w, True)], [mx.fast.rms_norm(x, w, 1e-5)], setting)
-    check_record("LayerNorm", [1e-5], [Arg("x", x), Arg("w", w, True), Arg("b", b, True)],
-                 [mx.fast.layer_norm(x, w, b, 1e-5)], setting)
+    check_record(
+        "LayerNorm",
+        [1e-5],
+        [Arg("x", x), Arg("w", w, True), Arg("b", b, True)],
+        [mx.fast.layer_norm(x, w, b, 1e-5)],
+        setting,
+    )
     xr = with_edges(rng, randn(rng, (2, 2, 4, 8), dtype), 0.1)
     offset = mx.array([5, 3000], dtype=mx.int32)  # large positions too
-    check_record("RoPE", [8, False, 10000.0, 1.0, True], [Arg("x", xr), Arg("offset", offset)],
-                 [mx.fast.rope(xr, 8, traditional=False, base=10000.0, scale=1.0, offset=offset)], setting)
+    check_record(
+        "RoPE",
+        [8, False, 10000.0, 1.0, True],
+        [Arg("x", xr), Arg("offset", offset)],
+        [mx.fast.rope(xr, 8, traditional=False, base=10000.0, scale=1.0, offset=offset)],
+        setting,
+    )
     q = with_edges(rng, randn(rng, (1, 2, 3, 8), dtype), 0.05)
     k, v = randn(rng, (1, 2, 4, 8), dtype), with_edges(rng, randn(rng, (1, 2, 4, 8), dtype), 0.05)
     # (a masked +inf score is the one corner where the fused Attention differs, see below)
     variants = [(False, None), (True, randn(rng, (2,), dtype))] + ([(True, None)] if setting.opset < 23 else [])
     for causal, sinks in variants:
         inputs = [Arg("q", q), Arg("k", k), Arg("v", v)] + ([Arg("sinks", sinks, True)] if sinks is not None else [])
-        expected = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.35, mask="causal" if causal else None, sinks=sinks)
-        check_record("ScaledDotProductAttention", [0.35, causal, sinks is not None, False, False], inputs, [expected], setting)
+        expected = mx.fast.scaled_dot_product_attention(
+            q, k, v, scale=0.35, mask="causal" if causal else None, sinks=sinks
+        )
+        check_record(
+            "ScaledDotProductAttention", [0.35, causal, sinks is not None, False, False], inputs, [expected], setting
+        )
 
 
 INF_MASKED_REASON = (
@@ -342,9 +386,15 @@ INF_MASKED_REASON = (
 )
 
 
-@pytest.mark.parametrize("opset", [pytest.param(o, marks=pytest.mark.xfail(strict=True, reason=INF_MASKED_REASON))
-                                   if kernels.has_kernel("Attention", mx.float32, o, "T1") else o
-                                   for o in (28, 24, 23, 17)])
+@pytest.mark.parametrize(
+    "opset",
+    [
+        pytest.param(o, marks=pytest.mark.xfail(strict=True, reason=INF_MASKED_REASON))
+        if kernels.has_kernel("Attention", mx.float32, o, "T1")
+        else o
+        for o in (28, 24, 23, 17)
+    ],
+)
 @pytest.mark.parametrize("mask", ["bool", "causal", "causal_square"])
 def test_sdpa_masked_infinite_scores(mask, opset):
     """Query 0 is all -inf: against an all-negative key it scores +inf, against the others

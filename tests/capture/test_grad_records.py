@@ -66,4 +66,6 @@ def test_weights_as_graph_inputs():
     rng = rng_for("norm_vjp_inputs")
     x, w, b, g = norm_input(rng, mx.float32), randn(rng, (16,)), randn(rng, (16,)), randn(rng, (2, 3, 16))
     _, grads = mx.vjp(lambda x, w, b: [mx.fast.layer_norm(x, w, b, 1e-5)], [x, w, b], [g])
-    check_record("LayerNormVJP", [1e-5], [Arg("x", x), Arg("w", w), Arg("b", b), Arg("g", g)], grads, Setting(mx.float32, 17))
+    check_record(
+        "LayerNormVJP", [1e-5], [Arg("x", x), Arg("w", w), Arg("b", b), Arg("g", g)], grads, Setting(mx.float32, 17)
+    )

@@ -92,8 +92,11 @@ def loops_in(proto):
     return found
 
 
-@pytest.mark.parametrize("fun, count", [(rnn, 1), (rnn_last, 1), (scan_in_place, 1), (two_loops, 2)],
-                         ids=["stacked", "last-state", "slice-update", "two-loops"])
+@pytest.mark.parametrize(
+    "fun, count",
+    [(rnn, 1), (rnn_last, 1), (scan_in_place, 1), (two_loops, 2)],
+    ids=["stacked", "last-state", "slice-update", "two-loops"],
+)
 def test_loop_matches_mlx_at_every_length(fun, count):
     example = mx.random.normal((2, 8, 16))
     proto = export(fun, example)
@@ -146,6 +149,7 @@ def test_loop_that_reads_two_steps_back_carries_both():
     """``a, b = b, f(a, b)`` reads the value of two steps back: the block is cut so that
     it carries both (``a + b`` computed for the next step); the loop starts at the third
     position, so the model needs seq >= 2, which the refusal names with the loop's line."""
+
     def fibonacci_like(x):
         a, b = x[:, 0], x[:, 1]
         out = [a, b]
@@ -155,8 +159,11 @@ def test_loop_that_reads_two_steps_back_carries_both():
         return mx.stack(out, axis=1)
 
     example = mx.random.normal((2, 8, 16))
-    with pytest.raises(DynamicShapeError, match=r"Dim\('seq', min=2\).*Line \d+ of .*test_loops\.py "
-                                                 r"\(`for t in range\(2, x\.shape\[1\]\):`\) is that loop"):
+    with pytest.raises(
+        DynamicShapeError,
+        match=r"Dim\('seq', min=2\).*Line \d+ of .*test_loops\.py "
+        r"\(`for t in range\(2, x\.shape\[1\]\):`\) is that loop",
+    ):
         Exporter(dynamic=DYNAMIC).export(fibonacci_like, example)
     proto = Exporter(dynamic={"x": {0: "batch", 1: Dim("seq", min=2)}}).export(fibonacci_like, example)
     assert len(loops_in(proto)) == 1
@@ -171,8 +178,11 @@ def test_loop_that_reads_far_back_is_refused_with_its_line():
             ys.append(mx.tanh(ys[-1] + ys[t // 2] + x[:, t]))
         return mx.stack(ys, axis=1)
 
-    with pytest.raises(DynamicShapeError, match=r"\(`for t in range\(1, x\.shape\[1\]\):`\).*recovers a Python loop"
-                                                 r".*iterations back"):
+    with pytest.raises(
+        DynamicShapeError,
+        match=r"\(`for t in range\(1, x\.shape\[1\]\):`\).*recovers a Python loop"
+        r".*iterations back",
+    ):
         Exporter(dynamic=DYNAMIC).export(far_back, mx.random.normal((2, 8, 16)))
 
 
@@ -185,13 +195,16 @@ def test_loop_over_half_the_size_is_refused_with_its_line():
             ys.append(h)
         return ys[len(ys) // 2]
 
-    with pytest.raises(DynamicShapeError, match=r"\(`for t in range.*recovers a Python loop.*not once per position of a dynamic dimension"):
+    with pytest.raises(
+        DynamicShapeError,
+        match=r"\(`for t in range.*recovers a Python loop.*not once per position of a dynamic dimension",
+    ):
         Exporter(dynamic=DYNAMIC).export(middle, mx.random.normal((2, 8, 16)))
 
 
 def test_loop_needing_more_unrolled_steps_than_the_smallest_size_names_the_bound():
     def warmup(x):
-        h = mx.tanh(x[:, 0] * 2)            # two special first steps, then the recurrence
+        h = mx.tanh(x[:, 0] * 2)  # two special first steps, then the recurrence
         h = mx.tanh(h @ U + x[:, 1] * 3)
         for t in range(2, x.shape[1]):
             h = mx.tanh(h @ U + x[:, t])

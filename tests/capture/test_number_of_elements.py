@@ -40,7 +40,10 @@ def test_number_of_elements(name, fn, shape, dtype, opset):
     trace = shapeless_trace(fn, x)
     assert "NumberOfElements" in {p.name for p in trace.primitives}
     model = onnx.ModelProto.FromString(
-        __import__("onnx_ir").serde.serialize_model(mlx2onnx.Exporter(opset=opset).trace_to_ir(trace)).SerializeToString())
+        __import__("onnx_ir")
+        .serde.serialize_model(mlx2onnx.Exporter(opset=opset).trace_to_ir(trace))
+        .SerializeToString()
+    )
     onnx.checker.check_model(model, full_check=True)
     session = ort_session(model)
     feed = dtypes.array_to_numpy(x)

@@ -42,13 +42,16 @@ def test_handler_docstrings_name_the_records_fields(fn, names):
     for name in names:
         want = list(records.FIELDS[name])
         got = others.get(name, listed)
-        assert got == want, f"{fn.__module__}.{fn.__name__} documents {name}'s arguments as {got}; records.FIELDS says {want}"
+        assert got == want, (
+            f"{fn.__module__}.{fn.__name__} documents {name}'s arguments as {got}; records.FIELDS says {want}"
+        )
 
 
 @pytest.mark.parametrize("fn, names", _handlers(), ids=lambda v: getattr(v, "__name__", None) or ",".join(v))
 def test_enum_codes_are_written_only_in_the_records_table(fn, names):
     assert not re.search(r"\b[A-Za-z]+=\d\b", fn.__doc__ or ""), (
-        f"{fn.__module__}.{fn.__name__} spells enum codes in its docstring: name the IntEnum of records instead")
+        f"{fn.__module__}.{fn.__name__} spells enum codes in its docstring: name the IntEnum of records instead"
+    )
 
 
 def test_every_registered_primitive_has_a_records_row():

@@ -39,7 +39,7 @@ def test_broadcast_axes(opset, np_dtype, x_shape, y_shape, ignore, out_shape):
     y = rng.uniform(-5, 5, y_shape).astype(np_dtype)
     (got,) = run("BroadcastAxes", [ignore], [x, y], out_shape, opset)
     batch = np.broadcast_shapes(x_shape[: len(x_shape) + ignore[0]], y_shape[: len(y_shape) + ignore[0]])
-    assert batch + x_shape[len(x_shape) + ignore[0]:] == out_shape
+    assert batch + x_shape[len(x_shape) + ignore[0] :] == out_shape
     np.testing.assert_array_equal(got, np.broadcast_to(x, out_shape))
 
 

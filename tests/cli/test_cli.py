@@ -79,7 +79,6 @@ def workdir(tmp_path_factory):
     return path
 
 
-
 @pytest.mark.slow
 def test_version_and_help(workdir):
     out = cli("--version", cwd=workdir, check_rc=0)
@@ -104,15 +103,33 @@ def test_export_and_check_reference_models(workdir):
         onnx.checker.check_model(str(workdir / f"{short}.onnx"), full_check=True)
     out = cli("check", "encoder.onnx", "encoder", "--json", "--seed", "5", cwd=workdir, check_rc=0)
     report = json.loads(out.stdout)
-    assert report["passed"] and report["seed"] == 5 and [o["name"] for o in report["outputs"]] == ["output_0", "output_1"]
+    assert (
+        report["passed"] and report["seed"] == 5 and [o["name"] for o in report["outputs"]] == ["output_0", "output_1"]
+    )
     assert report["onnxruntime_version"] and "cpu" in report["device"].lower()
     assert all(o["max_abs_error"] <= o["atol"] + 1 for o in report["outputs"])
 
 
 @pytest.mark.slow
 def test_export_options(workdir):
-    cli("export", "usermod:make", "-o", "tiny.onnx", "--opset", "17", "-i", "x=2x8:float32",
-        "-i", "scale=2x3:float32", "--input-names", "x=features", "--output-names", "y", cwd=workdir, check_rc=0)
+    cli(
+        "export",
+        "usermod:make",
+        "-o",
+        "tiny.onnx",
+        "--opset",
+        "17",
+        "-i",
+        "x=2x8:float32",
+        "-i",
+        "scale=2x3:float32",
+        "--input-names",
+        "x=features",
+        "--output-names",
+        "y",
+        cwd=workdir,
+        check_rc=0,
+    )
     model = onnx.load(str(workdir / "tiny.onnx"))
     assert [i.name for i in model.graph.input] == ["features", "scale"]
     assert [o.name for o in model.graph.output] == ["y"]
@@ -196,7 +213,7 @@ def test_user_code_error_shows_the_users_traceback(workdir, capsys):
     assert "mlx2onnx/capture/" not in out.stderr and "mlx2onnx/cli/" not in out.stderr
     (workdir / "badimport.py").write_text("import mlx.core as mx\nvalue = 1 / 0\n")
     rc, _, err = inprocess("inspect", "badimport.py:value", cwd=workdir, capsys=capsys)
-    assert rc == 4 and "ZeroDivisionError" in err and "badimport.py\", line 2" in err
+    assert rc == 4 and "ZeroDivisionError" in err and 'badimport.py", line 2' in err
 
 
 @pytest.mark.slow
@@ -210,8 +227,9 @@ def test_mismatching_models(workdir, capsys):
     assert "parity FAILED" in out.stdout and "FAIL" in out.stdout and "--localize" in out.stdout
     rc, _, err = inprocess("check", "missing.onnx", "mlp", cwd=workdir, capsys=capsys)
     assert rc == 2 and "no such model file" in err
-    rc, stdout, _ = inprocess("check", "gelu32.onnx", "usermod:gelu", "-i", "x=3x5", "--json", cwd=workdir,
-                              capsys=capsys)
+    rc, stdout, _ = inprocess(
+        "check", "gelu32.onnx", "usermod:gelu", "-i", "x=3x5", "--json", cwd=workdir, capsys=capsys
+    )
     assert rc == 1 and "float32[3, 4]" in json.loads(stdout)["problem"]
 
 
@@ -244,7 +262,8 @@ def test_input_specs_and_record_decoding():
     assert records.describe("BitwiseBinary", [4]) == "op=RightShift"
     assert records.describe("Log", [0]) == "base=two"
     assert records.describe("Convolution", [[2], [1], [1], [1], [1], 1, False]) == (
-        "kernel_strides=[2] padding_lo=[1] padding_hi=[1] kernel_dilation=[1] input_dilation=[1] groups=1 flip=False")
+        "kernel_strides=[2] padding_lo=[1] padding_hi=[1] kernel_dilation=[1] input_dilation=[1] groups=1 flip=False"
+    )
     assert records.describe("Frobnicate", [7]) == "arg0=7"
     assert records.decode("Reduce", [2, [1]]).type == records.ReduceType.Sum == 2
     assert records.missing_fields("FFT", [[1], False, False]) == []
@@ -253,8 +272,21 @@ def test_input_specs_and_record_decoding():
 
 @pytest.mark.slow
 def test_dynamic_dimensions(workdir, capsys):
-    out = cli("export", "llama", "-o", "dyn.onnx", "--dynamic", "input_ids:0=batch,1=seq", "--check",
-              "--sizes", "batch=1,3", "--sizes", "seq=1,9", cwd=workdir, check_rc=0)
+    out = cli(
+        "export",
+        "llama",
+        "-o",
+        "dyn.onnx",
+        "--dynamic",
+        "input_ids:0=batch,1=seq",
+        "--check",
+        "--sizes",
+        "batch=1,3",
+        "--sizes",
+        "seq=1,9",
+        cwd=workdir,
+        check_rc=0,
+    )
     assert "input  input_ids: int32[batch, seq]" in out.stdout and "parity PASSED" in out.stdout
     for at in ("[batch=1 seq=1]", "[batch=3 seq=9]"):
         assert at in out.stdout
@@ -264,19 +296,44 @@ def test_dynamic_dimensions(workdir, capsys):
     # the model's dynamic symbols, and only those, can be given sizes
     rc, out, err = inprocess("check", "dyn.onnx", "llama", "--sizes", "rows=3", cwd=workdir, capsys=capsys)
     assert rc == 2 and "'rows'" in err and "batch" in err
-    out = cli("export", "encoder", "-o", "enc.onnx", "--dynamic", "input_ids:0=batch,1=seq:..512",
-              "--dynamic", "attention_mask:0=batch,1=seq:..512", "--check", cwd=workdir, check_rc=0)
+    out = cli(
+        "export",
+        "encoder",
+        "-o",
+        "enc.onnx",
+        "--dynamic",
+        "input_ids:0=batch,1=seq:..512",
+        "--dynamic",
+        "attention_mask:0=batch,1=seq:..512",
+        "--check",
+        cwd=workdir,
+        check_rc=0,
+    )
     assert "input  input_ids: int32[batch, seq]" in out.stdout and "parity PASSED" in out.stdout
     proto = onnx.load(str(workdir / "enc.onnx"))
     meta = json.loads({p.key: p.value for p in proto.metadata_props}["mlx2onnx.dynamic"])
     assert meta["range"]["seq"] == [1, 512]
-    for spec, message in [("input_ids:0=batch,1=se-q", "not AXIS=SYMBOL"), ("ids:0=batch", "input 'ids'"),
-                          ("input_ids:1=seq:4..", "not AXIS=SYMBOL[%N][:MIN..MAX]"),
-                          ("input_ids:1=seq:0..8", "min=0): a positive integer"),
-                          ("input_ids:5=batch", "axis 5"), ("input_ids", "not NAME:AXIS=SYMBOL")]:
+    for spec, message in [
+        ("input_ids:0=batch,1=se-q", "not AXIS=SYMBOL"),
+        ("ids:0=batch", "input 'ids'"),
+        ("input_ids:1=seq:4..", "not AXIS=SYMBOL[%N][:MIN..MAX]"),
+        ("input_ids:1=seq:0..8", "min=0): a positive integer"),
+        ("input_ids:5=batch", "axis 5"),
+        ("input_ids", "not NAME:AXIS=SYMBOL"),
+    ]:
         rc, _, err = inprocess("export", "llama", "-o", "bad.onnx", "--dynamic", spec, cwd=workdir, capsys=capsys)
         assert rc == 2 and message in err, (spec, err)
-    out = cli("export", "usermod:loop_over_half_the_rows", "-i", "x=3x4", "-o", "bad.onnx", "--dynamic", "x:0=rows",
-              cwd=workdir, check_rc=3)
+    out = cli(
+        "export",
+        "usermod:loop_over_half_the_rows",
+        "-i",
+        "x=3x4",
+        "-o",
+        "bad.onnx",
+        "--dynamic",
+        "x:0=rows",
+        cwd=workdir,
+        check_rc=3,
+    )
     assert "dimension 0 ('rows') of input 'x' cannot be dynamic" in out.stderr
     assert not (workdir / "bad.onnx").exists()

@@ -34,11 +34,25 @@ class Injector:
 
     def __init__(self, monkeypatch, at: int | None, fault: type[BaseException]):
         self.calls, self.at, self.fault, self.where = 0, at, fault, []
-        for owner, name in ((os, "replace"), (os, "rename"), (tempfile, "mkdtemp"), (shutil, "copy2"),
-                            (shutil, "copyfile"), (pathlib.Path, "write_text"), (pathlib.Path, "write_bytes")):
+        for owner, name in (
+            (os, "replace"),
+            (os, "rename"),
+            (tempfile, "mkdtemp"),
+            (shutil, "copy2"),
+            (shutil, "copyfile"),
+            (pathlib.Path, "write_text"),
+            (pathlib.Path, "write_bytes"),
+        ):
             monkeypatch.setattr(owner, name, self._wrap(getattr(owner, name), f"{owner.__name__}.{name}"))
-        monkeypatch.setattr(os, "mkdir", self._wrap(os.mkdir, "os.mkdir",  # a folder made, not one that exists
-                                                    writes=lambda args, kwargs: not os.path.exists(args[0])))
+        monkeypatch.setattr(
+            os,
+            "mkdir",
+            self._wrap(
+                os.mkdir,
+                "os.mkdir",  # a folder made, not one that exists
+                writes=lambda args, kwargs: not os.path.exists(args[0]),
+            ),
+        )
         opener = self._wrap(builtins.open, "open", writes=lambda args, kwargs: _writing(args, kwargs))
         monkeypatch.setattr(builtins, "open", opener)
         monkeypatch.setattr(io, "open", opener)
@@ -53,6 +67,7 @@ class Injector:
                         raise OSError(errno.EIO, "injected I/O error", str(args[0]) if args else None)
                     raise self.fault()
             return real(*args, **kwargs)
+
         return call
 
 
@@ -148,8 +163,12 @@ def test_a_disk_that_fills_up_leaves_the_output_as_it_was(place, tmp_path, fract
     try:
         shutil.copytree(place / "pkg", disk / "pkg")
         before = snapshot(disk)
-        done = subprocess.run([*COMMAND, "export", str(place / "src"), "-o", str(disk / "pkg"), "--overwrite", "-q"],
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [*COMMAND, "export", str(place / "src"), "-o", str(disk / "pkg"), "--overwrite", "-q"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == WRITE_ERROR, done.stderr
         assert "No space left on device" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert snapshot(disk) == before

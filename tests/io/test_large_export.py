@@ -40,8 +40,10 @@ def _weights(model: nn.Module) -> dict[str, mx.array]:
 
 
 def _tensors(m: onnx.ModelProto) -> dict:
-    return {t.name: (t.data_type, list(t.dims), t.raw_data, list(t.int32_data), list(t.int64_data),
-                     list(t.float_data)) for t in m.graph.initializer}
+    return {
+        t.name: (t.data_type, list(t.dims), t.raw_data, list(t.int32_data), list(t.int64_data), list(t.float_data))
+        for t in m.graph.initializer
+    }
 
 
 def _bits(array: mx.array) -> np.ndarray:

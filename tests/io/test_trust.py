@@ -59,8 +59,13 @@ def test_two_processes_write_identical_files(tmp_path):
     digests = []
     for k in range(2):
         out = tmp_path / f"llama{k}.onnx"
-        subprocess.run([sys.executable, "-c", DETERMINISM_SCRIPT, "llama", str(out)], check=True, cwd=REPO,
-                       capture_output=True, timeout=300)
+        subprocess.run(
+            [sys.executable, "-c", DETERMINISM_SCRIPT, "llama", str(out)],
+            check=True,
+            cwd=REPO,
+            capture_output=True,
+            timeout=300,
+        )
         digests.append(hashlib.sha256(out.read_bytes()).hexdigest())
     assert digests[0] == digests[1]
 
@@ -83,8 +88,9 @@ def test_cases_agree_at_every_optimisation_level(case):
     if case.order_insensitive:
         pytest.skip("compared sorted by the parity test")
     for level in LEVELS:
-        verifier = mlx2onnx.Verifier(random_inputs=False, tolerances=case.tolerances or None,
-                                     graph_optimization_level=level)
+        verifier = mlx2onnx.Verifier(
+            random_inputs=False, tolerances=case.tolerances or None, graph_optimization_level=level
+        )
         report = verifier.verify(proto, case.fn, *args, **kwargs)
         assert report.passed, f"{case.id} [{dtypes.name(dtype)}] at level {level}\n{report}"
 

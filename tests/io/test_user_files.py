@@ -87,14 +87,24 @@ def test_overwrite_replaces_a_package_mlx2onnx_wrote_and_nothing_else(home, caps
     assert code == 0, err
     assert ".mlx2onnx.json" not in out  # the marker is not the user's business
     first = snapshot(home / "pkg")
-    refused(home, capsys, "export", "src", "-o", "pkg/", match="pass overwrite=True (--overwrite) to replace the package")
+    refused(
+        home, capsys, "export", "src", "-o", "pkg/", match="pass overwrite=True (--overwrite) to replace the package"
+    )
     code, _, err = inprocess("export", "src", "-o", "pkg/", "--overwrite", "-q", cwd=home, capsys=capsys)
     assert code == 0, err
     assert snapshot(home / "pkg").keys() == first.keys()
     assert not [p for p in home.iterdir() if p.name.startswith(".")]  # no staging folder left
     (home / "pkg" / "my_notes.md").write_text("mine")
-    refused(home, capsys, "export", "src", "-o", "pkg/", "--overwrite", match="holds files mlx2onnx did not write there "
-            "(my_notes.md)")
+    refused(
+        home,
+        capsys,
+        "export",
+        "src",
+        "-o",
+        "pkg/",
+        "--overwrite",
+        match="holds files mlx2onnx did not write there (my_notes.md)",
+    )
     (home / "pkg" / "my_notes.md").unlink()
     marker = json.loads((home / "pkg" / ".mlx2onnx.json").read_text())
     assert marker["files"] == sorted(first)[1:]  # every file but the marker itself
@@ -177,13 +187,16 @@ def test_a_hostile_folder_gets_one_line_and_nothing_is_written(home, capsys, cas
         refused(home, capsys, "export", folder.name, "-o", "graph.onnx", match=HOSTILE[case])
 
 
-@pytest.mark.parametrize("target, match", [
-    ("./tiny-lama", "no such folder or file: './tiny-lama'"),
-    ("model.onnx", "is an ONNX model, not something to export"),
-    ("src/model.safetensors", "is a weights file: give the model folder"),
-    ("mine.txt", "is a file, not a target"),
-    ("pkg_made", "is an ONNX package, not an MLX model folder"),
-])
+@pytest.mark.parametrize(
+    "target, match",
+    [
+        ("./tiny-lama", "no such folder or file: './tiny-lama'"),
+        ("model.onnx", "is an ONNX model, not something to export"),
+        ("src/model.safetensors", "is a weights file: give the model folder"),
+        ("mine.txt", "is a file, not a target"),
+        ("pkg_made", "is an ONNX package, not an MLX model folder"),
+    ],
+)
 def test_a_target_that_names_nothing_to_export(home, capsys, target, match):
     if target == "model.onnx" and not (home / "model.onnx").exists():
         assert inprocess("export", "mlp", "-o", "model.onnx", "-q", cwd=home, capsys=capsys)[0] == 0
@@ -215,8 +228,9 @@ def build(seed=0):
 
 def test_a_model_left_in_training_mode_fails_with_a_hint(tmp_path, capsys):
     (tmp_path / "dropping.py").write_text(DROPOUT)
-    code, out, err = inprocess("export", "dropping.py:build", "-o", "d.onnx", "--check", "-q", cwd=tmp_path,
-                               capsys=capsys)
+    code, out, err = inprocess(
+        "export", "dropping.py:build", "-o", "d.onnx", "--check", "-q", cwd=tmp_path, capsys=capsys
+    )
     assert code == 1 and "parity FAILED" in out
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("output ") and "dtype" in line)
@@ -264,8 +278,9 @@ def test_a_hub_id_exports_from_huggingface_hubs_cache(home, tmp_path):
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(tmp_path / "cache"))
 
     def run(*args):
-        return subprocess.run([*COMMAND, *args, "-q"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=300)
+        return subprocess.run(
+            [*COMMAND, *args, "-q"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        )
 
     done = run("export", "mlx-community/tiny-llama", "-o", "pkg/")
     assert done.returncode == 0, done.stderr

@@ -76,25 +76,31 @@ def test_dtypes_other_packages_do_not_serve_are_refused(made, tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("bits, dtype, named", [(4, None, "q4"), (8, None, "q8"), (None, "float16", "fp16"),
-                                                (4, "float16", "q4f16")])
+@pytest.mark.parametrize(
+    "bits, dtype, named", [(4, None, "q4"), (8, None, "q8"), (None, "float16", "fp16"), (4, "float16", "q4f16")]
+)
 def test_the_folders_own_graph_is_named_by_what_it_holds(tmp_path, capsys, bits, dtype, named):
     """A 4-bit folder's package holds model_q4.onnx, an 8-bit one's model_quantized.onnx, a
     float16 one's model_fp16.onnx: the files transformers.js users ask for by those names;
     config.json's dtype and genai's filename name it, and the check opens it."""
     import mlx.core as mx
 
-    folder = zoo.write_model_folder(tmp_path / "folder", "llama", bits=bits, group_size=32,
-                                    dtype=dtype and getattr(mx, dtype))
+    folder = zoo.write_model_folder(
+        tmp_path / "folder", "llama", bits=bits, group_size=32, dtype=dtype and getattr(mx, dtype)
+    )
     more = ["--dtype", "q4f16"] if named == "q4" else []  # a file of the same weights at float16 beside it
     check = [] if named == "q4f16" else ["--check"]  # half-precision 4-bit random weights: test_trained_models
     code, out, err = inprocess("export", folder, "-o", tmp_path / "p", *check, *more, cwd=tmp_path, capsys=capsys)
     assert code == 0 and ("package parity PASSED" in out or not check), out + err
     file = FILES[named]
-    assert sorted(p.name for p in (tmp_path / "p" / "onnx").glob("*.onnx")) == sorted([file, *(FILES[d] for d in more[1:])])
+    assert sorted(p.name for p in (tmp_path / "p" / "onnx").glob("*.onnx")) == sorted(
+        [file, *(FILES[d] for d in more[1:])]
+    )
     config = json.loads((tmp_path / "p" / "config.json").read_text())
     assert config["transformers.js_config"]["dtype"] == {"model": named}
-    assert json.loads((tmp_path / "p" / "genai_config.json").read_text())["model"]["decoder"]["filename"] == f"onnx/{file}"
+    assert (
+        json.loads((tmp_path / "p" / "genai_config.json").read_text())["model"]["decoder"]["filename"] == f"onnx/{file}"
+    )
     assert f"| `onnx/{file}` | {named} |" in (tmp_path / "p" / "README.md").read_text()
     if more:
         assert config["mlx2onnx"]["dtype_files"]["q4f16"]["token_agreement"] > 0.5
@@ -129,16 +135,20 @@ def test_each_dtype_file_loads_by_its_name_in_chromium(made, device):
 
     _, _, package = made
     options = {} if device == "wasm" else {"device": "webgpu"}
-    heard = run_page(GENERATE % (json.dumps(zoo.PACKAGE_TEXTS[0]), json.dumps(["fp32", *EXTRA]), json.dumps(options)),
-                     {"pkg": package}, webgpu=device == "webgpu")
+    heard = run_page(
+        GENERATE % (json.dumps(zoo.PACKAGE_TEXTS[0]), json.dumps(["fp32", *EXTRA]), json.dumps(options)),
+        {"pkg": package},
+        webgpu=device == "webgpu",
+    )
     for dtype, found in heard.items():
         if device == "webgpu" and dtype in ("fp16", "q4f16"):
-            assert "does not support fp16" in found.get("error", "") or "requires f16 but the device does not " \
-                "support it" in found.get("error", ""), found
+            assert "does not support fp16" in found.get(
+                "error", ""
+            ) or "requires f16 but the device does not support it" in found.get("error", ""), found
             continue
         assert "error" not in found, (dtype, found)
         session = open_session(str(package / "onnx" / FILES.get(dtype, "model.onnx")), "all")
         want = package_generate(session, [found["ids"]], 12)[0][0].tolist()
         eos = json.loads((package / "generation_config.json").read_text())["eos_token_id"]
         want = want[: want.index(eos) + 1] if eos in want else want  # where transformers.js stops
-        assert found["tokens"][len(found["ids"]):] == want, dtype
+        assert found["tokens"][len(found["ids"]) :] == want, dtype

@@ -24,9 +24,17 @@ WRITERS = {
 @pytest.mark.third_party
 @pytest.mark.parametrize("name", sorted(WRITERS))
 def test_each_packages_folder_is_recognised_by_its_kind_alone(tmp_path, name):
-    pytest.importorskip({"mlx-image": "mlxim.model", "mlx-whisper": "mlx_whisper", "mlx-audio whisper": "mlx_audio",
-                         "mlx-audio moonshine": "mlx_audio", "mlx-vlm": "mlx_vlm", "mlx-embeddings": "mlx_embeddings",
-                         "mlx-lm": "mlx_lm"}[name])
+    pytest.importorskip(
+        {
+            "mlx-image": "mlxim.model",
+            "mlx-whisper": "mlx_whisper",
+            "mlx-audio whisper": "mlx_audio",
+            "mlx-audio moonshine": "mlx_audio",
+            "mlx-vlm": "mlx_vlm",
+            "mlx-embeddings": "mlx_embeddings",
+            "mlx-lm": "mlx_lm",
+        }[name]
+    )
     folder = WRITERS[name](tmp_path / "folder")
     found = [k.name for k in kinds.recognising(folder)]
     assert found == ([] if name == "mlx-lm" else [name])  # mlx-lm's folders are the fallback's
@@ -42,6 +50,10 @@ def test_the_registry_refuses_a_second_kind_of_a_name_and_a_second_fallback():
     with pytest.raises(ValueError, match="registered already"):
         kinds.register(first)
     with pytest.raises(ValueError, match="is the fallback kind already"):
-        kinds.register(kinds.FolderKind("another", "text-generation", first.export, first.check,
-                                        recognises=lambda folder, config: True), fallback=True)
+        kinds.register(
+            kinds.FolderKind(
+                "another", "text-generation", first.export, first.check, recognises=lambda folder, config: True
+            ),
+            fallback=True,
+        )
     assert "another" not in {k.name for k in kinds.kinds()}

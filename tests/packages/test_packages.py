@@ -26,8 +26,13 @@ pytestmark = pytest.mark.third_party  # the MLX packages of tests/third_party.tx
 
 HERE = Path(__file__).resolve().parents[1] / "support"
 NEW_TOKENS = 12
-FOLDERS = {"llama": ("llama", None), "qwen3": ("qwen3", None), "phi3": ("phi3", None), "llama 4-bit": ("llama", 4),
-           "llama, external data": ("llama", None)}
+FOLDERS = {
+    "llama": ("llama", None),
+    "qwen3": ("qwen3", None),
+    "phi3": ("phi3", None),
+    "llama 4-bit": ("llama", 4),
+    "llama, external data": ("llama", None),
+}
 PROMPTS = ("the quick brown fox", "hello world")
 
 
@@ -68,13 +73,23 @@ def mlx_tokens(folder: Path, ids: list[int]) -> list[int]:
 def test_package_layout(packages):
     folder, package = packages("llama")
     files = sorted(str(p.relative_to(package)) for p in package.rglob("*") if p.is_file())
-    assert files == [".mlx2onnx.json", "README.md", "config.json", "genai_config.json", "generation_config.json",
-                     "onnx/model.onnx", "tokenizer.json", "tokenizer_config.json"]
+    assert files == [
+        ".mlx2onnx.json",
+        "README.md",
+        "config.json",
+        "genai_config.json",
+        "generation_config.json",
+        "onnx/model.onnx",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
     assert json.loads((package / ".mlx2onnx.json").read_text())["files"] == files[1:]
     model = onnx.load(str(package / "onnx" / "model.onnx"))
     onnx.checker.check_model(model, full_check=True)
-    dims = {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
-            for v in list(model.graph.input) + list(model.graph.output)}
+    dims = {
+        v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+        for v in list(model.graph.input) + list(model.graph.output)
+    }
     assert dims["input_ids"] == ["batch_size", "sequence"] and dims["position_ids"] == ["batch_size", "sequence"]
     assert dims["attention_mask"] == ["batch_size", "total_sequence"]
     assert dims["past_key_values.0.key"][:3] == ["batch_size", 2, "past_sequence"]
@@ -232,13 +247,17 @@ def test_a_config_transformers_js_does_not_know_is_given_as_its_plain_decoder(tm
     cli("export", folder, "-o", tmp_path / "package", cwd=tmp_path, check_rc=0)
     written = json.loads((tmp_path / "package" / "config.json").read_text())
     assert written["model_type"] == "llama" and written["mlx2onnx"]["source_model_type"] == "mixtral"
-    assert written["num_hidden_layers"] == 2 and written["vocab_size"] == json.loads(
-        (folder / "config.json").read_text())["vocab_size"]
+    assert (
+        written["num_hidden_layers"] == 2
+        and written["vocab_size"] == json.loads((folder / "config.json").read_text())["vocab_size"]
+    )
     kept = zoo.write_model_folder(tmp_path / "qwen3", "qwen3")
     cli("export", kept, "-o", tmp_path / "qwen3-package", cwd=tmp_path, check_rc=0)
     written = json.loads((tmp_path / "qwen3-package" / "config.json").read_text())
     assert written.pop("transformers.js_config") == {"dtype": {"model": "fp32"}}  # where its defaults find the graph
-    assert written == json.loads((kept / "config.json").read_text())  # a type transformers.js runs as it is: the source's own config
+    assert written == json.loads(
+        (kept / "config.json").read_text()
+    )  # a type transformers.js runs as it is: the source's own config
 
 
 def test_a_model_module_that_exits_is_the_users_code(tmp_path, monkeypatch):

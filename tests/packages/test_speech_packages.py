@@ -29,15 +29,24 @@ from tests.support import zoo
 from tests.support.commands import cli
 from tests.support.harness import ort_session
 
-VARIANTS = {"float32": {}, "4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16},
-            "float16": {"dtype": mx.float16}, "english-only": {"dims": zoo.ENGLISH_WHISPER_DIMS}}
-WRITERS = {"whisper": zoo.write_whisper_folder, "moonshine": zoo.write_moonshine_folder,
-           "mlx-audio-whisper": zoo.write_mlx_audio_whisper_folder}
+VARIANTS = {
+    "float32": {},
+    "4-bit": {"bits": 4},
+    "bfloat16": {"dtype": mx.bfloat16},
+    "float16": {"dtype": mx.float16},
+    "english-only": {"dims": zoo.ENGLISH_WHISPER_DIMS},
+}
+WRITERS = {
+    "whisper": zoo.write_whisper_folder,
+    "moonshine": zoo.write_moonshine_folder,
+    "mlx-audio-whisper": zoo.write_mlx_audio_whisper_folder,
+}
 # (architecture, variant) of the Whisper packages: mlx-whisper's folders, and mlx-audio's
 # (which computes in float16 whatever the weights: float16, 4-bit and bfloat16 folders);
 # multilingual, and English-only (its own vocabulary and prompt, no language to detect)
-WHISPERS = [("whisper", v) for v in ("float32", "4-bit", "bfloat16", "english-only")] + \
-    [("mlx-audio-whisper", v) for v in ("float16", "4-bit", "bfloat16", "english-only")]
+WHISPERS = [("whisper", v) for v in ("float32", "4-bit", "bfloat16", "english-only")] + [
+    ("mlx-audio-whisper", v) for v in ("float16", "4-bit", "bfloat16", "english-only")
+]
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +60,7 @@ def speech_packages(tmp_path_factory):
             cli("export", folder, "-o", where / "package", cwd=where, check_rc=0)
             made[architecture, variant] = folder, where / "package"
         return made[architecture, variant]
+
     return make
 
 
@@ -113,8 +123,8 @@ def test_whisper_package_checks_and_transcribes_in_transformers_js(tmp_path, spe
     tokens, model, prompt, source = _mlx_decode(architecture, folder, audio, variant)
     assert len(set(tokens)) > 2  # a transcription that tells a wrong token from a right one
     heard = _asr(tmp_path, package, audio, model.dims.n_text_ctx // 2)
-    assert heard["tokens"][:len(prompt)] == prompt
-    assert [t for t in heard["tokens"][len(prompt):] if t != _eos(package)] == tokens
+    assert heard["tokens"][: len(prompt)] == prompt
+    assert [t for t in heard["tokens"][len(prompt) :] if t != _eos(package)] == tokens
     text = source.tokenizer(model).decode(tokens)
     assert heard["text"].strip() == text.strip()
 
@@ -129,8 +139,10 @@ def test_mlx_audio_whisper_package_computes_in_float16_as_mlx_audio(speech_packa
     types = {}
     for graph in ("onnx/encoder_model.onnx", "onnx/decoder_model_merged.onnx", "encoder.onnx", "decoder.onnx"):
         proto = onnx.load(str(graph_path(package, graph)))
-        types[graph] = {v.name: onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type)
-                        for v in (*proto.graph.input, *proto.graph.output)}
+        types[graph] = {
+            v.name: onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type)
+            for v in (*proto.graph.input, *proto.graph.output)
+        }
         assert not any(t.data_type == onnx.TensorProto.BFLOAT16 for t in proto.graph.initializer)
     assert types["onnx/encoder_model.onnx"] == {"input_features": np.float32, "last_hidden_state": np.float16}
     assert types["encoder.onnx"]["audio_features"] == np.float16
@@ -147,23 +159,32 @@ def test_merged_decoder_takes_cross_attention_from_the_past_after_the_first_step
     session = ort_session(str(graph_path(package, "onnx/decoder_model_merged.onnx")))
     rng = np.random.default_rng(0)
     heads = {v.name: v.shape for v in session.get_inputs()}
-    feeds = {"input_ids": np.array([[50258, 50259]], np.int64),
-             "encoder_hidden_states": rng.standard_normal((1, 1500, 64)).astype(np.float32)}
+    feeds = {
+        "input_ids": np.array([[50258, 50259]], np.int64),
+        "encoder_hidden_states": rng.standard_normal((1, 1500, 64)).astype(np.float32),
+    }
     for name, shape in heads.items():
         if name.startswith("past_key_values"):
             length = 0 if "decoder" in name else 1500
             feeds[name] = rng.standard_normal((1, shape[1], length, shape[3])).astype(np.float32)
-    first = dict(zip([o.name for o in session.get_outputs()],
-                     session.run(None, {**feeds, "use_cache_branch": np.array([False])})))
-    cached = {**feeds, "use_cache_branch": np.array([True]),
-              "encoder_hidden_states": np.zeros((1, 1500, 64), np.float32),
-              **{k.replace("present", "past_key_values"): v for k, v in first.items() if "encoder" in k}}
+    first = dict(
+        zip(
+            [o.name for o in session.get_outputs()], session.run(None, {**feeds, "use_cache_branch": np.array([False])})
+        )
+    )
+    cached = {
+        **feeds,
+        "use_cache_branch": np.array([True]),
+        "encoder_hidden_states": np.zeros((1, 1500, 64), np.float32),
+        **{k.replace("present", "past_key_values"): v for k, v in first.items() if "encoder" in k},
+    }
     again = session.run(["logits"], cached)[0]
     np.testing.assert_allclose(again, first["logits"], rtol=1e-5, atol=1e-5)
     # and the cached branch really reads the past: other past keys, other logits (random ones:
     # a constant added to every key moves every score alike, which softmax does not see)
-    cached["past_key_values.0.encoder.key"] = rng.standard_normal(cached["past_key_values.0.encoder.key"].shape,
-                                                                  np.float32)
+    cached["past_key_values.0.encoder.key"] = rng.standard_normal(
+        cached["past_key_values.0.encoder.key"].shape, np.float32
+    )
     assert np.abs(session.run(["logits"], cached)[0] - again).max() > 1e-3
 
 
@@ -227,8 +248,8 @@ def test_whisper_package_transcribes_in_onnxruntime_genai(tmp_path, speech_packa
     samples = zoo.write_wav(tmp_path / "clip.wav", zoo.speech_clip(seed=11))
     tokens, model, prompt, _ = _mlx_decode(architecture, folder, samples, variant)
     got = zoo.genai_transcription(package, tmp_path / "clip.wav", len(prompt) + model.dims.n_text_ctx // 2)
-    assert got[:len(prompt)] == prompt
-    assert [t for t in got[len(prompt):] if t != _eos(package)] == tokens
+    assert got[: len(prompt)] == prompt
+    assert [t for t in got[len(prompt) :] if t != _eos(package)] == tokens
 
 
 @pytest.mark.node

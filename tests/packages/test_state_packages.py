@@ -31,15 +31,26 @@ ARCHITECTURES = {
     "lfm2": ("a convolution state beside attention: lfm2 in both runtimes", {}),
     "granitemoehybrid": ("a convolution and an SSM state beside attention", {}),
     "falcon_h1": ("a CacheList per layer: mamba states and attention keys in one layer", {}),
-    "jamba": ("a scan that reads padding: rows of a batch one at a time",
-              {"left_padded_batches": "read the padding of a left-padded row"}),
-    "qwen3_next": ("a gated-delta scan whose mask the loop recovery cannot carry: run unmasked, prompts one at a time",
-                   {"left_padded_batches": "could not be exported with its loop"}),
-    "mamba": ("no attention at all: transformers.js counts tokens from an attention cache",
-              {"transformers.js": "no attention layer", "left_padded_batches": "read the padding"}),
-    "rwkv7": ("three states per layer, a count genai does not carry, and no attention",
-              {"transformers.js": "no attention layer", "onnxruntime-genai": "carry 3 states",
-               "left_padded_batches": "read the padding"}),
+    "jamba": (
+        "a scan that reads padding: rows of a batch one at a time",
+        {"left_padded_batches": "read the padding of a left-padded row"},
+    ),
+    "qwen3_next": (
+        "a gated-delta scan whose mask the loop recovery cannot carry: run unmasked, prompts one at a time",
+        {"left_padded_batches": "could not be exported with its loop"},
+    ),
+    "mamba": (
+        "no attention at all: transformers.js counts tokens from an attention cache",
+        {"transformers.js": "no attention layer", "left_padded_batches": "read the padding"},
+    ),
+    "rwkv7": (
+        "three states per layer, a count genai does not carry, and no attention",
+        {
+            "transformers.js": "no attention layer",
+            "onnxruntime-genai": "carry 3 states",
+            "left_padded_batches": "read the padding",
+        },
+    ),
 }
 
 
@@ -127,8 +138,10 @@ def test_state_inputs_are_named_for_the_runtimes(tmp_path):
     folder = zoo.write_model_folder(tmp_path / "folder", "granitemoehybrid", config=config_for("granitemoehybrid"))
     cli("export", folder, "-o", tmp_path / "package", cwd=tmp_path, check_rc=0)
     graph = onnx.load(str(tmp_path / "package" / "onnx" / "model.onnx")).graph
-    dims = {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
-            for v in [*graph.input, *graph.output]}
+    dims = {
+        v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+        for v in [*graph.input, *graph.output]
+    }
     states = [n for n in dims if re.match(r"(past|present)_(conv|ssm)\.\d+$", n)]
     assert sorted(states) == ["past_conv.0", "past_ssm.0", "present_conv.0", "present_ssm.0"], list(dims)
     for name in states:
@@ -137,7 +150,10 @@ def test_state_inputs_are_named_for_the_runtimes(tmp_path):
     config = json.loads((tmp_path / "package" / "config.json").read_text())
     assert config["model_type"] == "granitemoehybrid" and config["layer_types"] == ["mamba", "attention"]
     genai = json.loads((tmp_path / "package" / "genai_config.json").read_text())["model"]["decoder"]
-    assert genai["inputs"]["past_conv_names"] == "past_conv.%d" and genai["inputs"]["past_recurrent_names"] == "past_ssm.%d"
+    assert (
+        genai["inputs"]["past_conv_names"] == "past_conv.%d"
+        and genai["inputs"]["past_recurrent_names"] == "past_ssm.%d"
+    )
 
 
 @pytest.mark.slow

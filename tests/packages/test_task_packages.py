@@ -41,11 +41,14 @@ def _exported(tmp_path, folder):
     graph = graph_path(package, "onnx/model.onnx")
     onnx.checker.check_model(onnx.load(str(graph)), full_check=True)
     dtypes = json.loads((package / "config.json").read_text())["transformers.js_config"]["dtype"]
-    named = graph.stem[len("model_"):] if graph.stem != "model" else "fp32"
+    named = graph.stem[len("model_") :] if graph.stem != "model" else "fp32"
     assert dtypes == {"model": {"quantized": "q8"}.get(named, named)}  # transformers.js's defaults find the file
     assert [p.name for p in (package / "onnx").glob("*.onnx")] == [graph.name]
     card = (package / "README.md").read_text()  # the model card a hub shows
-    assert f"base_model: {folder.name}" in card and f"pipeline_tag: {json.loads((package / 'config.json').read_text())['mlx2onnx']['task']}" in card
+    assert (
+        f"base_model: {folder.name}" in card
+        and f"pipeline_tag: {json.loads((package / 'config.json').read_text())['mlx2onnx']['task']}" in card
+    )
     assert f"`onnx/{graph.name}` | {dtypes['model']} |" in card
     checked = cli("check", package, folder, "--json", cwd=tmp_path)
     result = json.loads(checked.stdout)
@@ -161,8 +164,9 @@ def test_task_package_errors(tmp_path):
     bad = cli("check", package, other, cwd=tmp_path)
     assert bad.returncode != 0 and "feature-extraction package but" in bad.stderr
     config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps(dict(config, architectures=["ModernBertForMaskedLM"],
-                                                        model_type="modernbert")))
+    (folder / "config.json").write_text(
+        json.dumps(dict(config, architectures=["ModernBertForMaskedLM"], model_type="modernbert"))
+    )
     bad = cli("export", folder, "-o", tmp_path / "p2", cwd=tmp_path)
     assert bad.returncode != 0 and "no pooled embedding" in bad.stderr and not (tmp_path / "p2").exists()
 

@@ -20,11 +20,18 @@ pytestmark = pytest.mark.third_party  # the MLX packages of tests/third_party.tx
 
 CHATS = [
     [{"role": "user", "content": "What is the capital of France?"}],
-    [{"role": "system", "content": "You are a concise assistant."},
-     {"role": "user", "content": "Name three primary colors."}],
-    [{"role": "user", "content": "Write a haiku about the sea."},
-     {"role": "assistant", "content": "Waves fold into foam,\nsalt wind carries gull voices,\nthe tide keeps its time."},
-     {"role": "user", "content": "Now one about mountains."}],
+    [
+        {"role": "system", "content": "You are a concise assistant."},
+        {"role": "user", "content": "Name three primary colors."},
+    ],
+    [
+        {"role": "user", "content": "Write a haiku about the sea."},
+        {
+            "role": "assistant",
+            "content": "Waves fold into foam,\nsalt wind carries gull voices,\nthe tide keeps its time.",
+        },
+        {"role": "user", "content": "Now one about mountains."},
+    ],
 ]
 NEW_TOKENS = 24
 
@@ -43,6 +50,7 @@ def smollm2(tmp_path_factory):
             cli("export", folder, "-o", root / f"{dtype}-package", cwd=root, check_rc=0)
             made[dtype] = folder, root / f"{dtype}-package"
         return made[dtype]
+
     return get
 
 
@@ -115,8 +123,11 @@ def test_a_broken_package_of_a_trained_model_still_fails(smollm2, tmp_path):
     shutil.copytree(package, broken)
     path = graph_path(broken, "onnx/model.onnx")
     model = onnx.load(str(path))
-    scales = [t for t in model.graph.initializer if t.data_type == onnx.TensorProto.FLOAT and len(t.dims) == 1
-              and t.dims[0] > 10000]  # a MatMulNBits's block scales
+    scales = [
+        t
+        for t in model.graph.initializer
+        if t.data_type == onnx.TensorProto.FLOAT and len(t.dims) == 1 and t.dims[0] > 10000
+    ]  # a MatMulNBits's block scales
     assert scales
     for tensor in scales[:8]:
         values = onnx.numpy_helper.to_array(tensor) * np.float32(1.5)
@@ -127,8 +138,11 @@ def test_a_broken_package_of_a_trained_model_still_fails(smollm2, tmp_path):
     assert "MLX float32" in checked.stdout and "FAIL" in checked.stdout
 
 
-SENTENCES = ["A man is playing a guitar on stage.", "Someone performs music with a guitar.",
-             "The central bank raised interest rates again."]
+SENTENCES = [
+    "A man is playing a guitar on stage.",
+    "Someone performs music with a guitar.",
+    "The central bank raised interest rates again.",
+]
 
 
 @pytest.mark.node

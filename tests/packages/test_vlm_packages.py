@@ -43,6 +43,7 @@ def vlm_packages(tmp_path_factory):
             cli("export", folder, "-o", where / "package", cwd=where, check_rc=0)
             made[architecture, variant] = folder, where / "package"
         return made[architecture, variant]
+
     return make
 
 
@@ -71,11 +72,17 @@ def test_vlm_folder_generates_mlx_vlm_tokens_in_transformers_js(tmp_path, vlm_pa
         assert "MatMulNBits" in ops, ops
     if not zoo.node_available():
         pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
-    size = zoo.VLM_IMAGE_SIZES.get(architecture) or json.loads((folder / "config.json").read_text())["vision_config"]["image_size"]
+    size = (
+        zoo.VLM_IMAGE_SIZES.get(architecture)
+        or json.loads((folder / "config.json").read_text())["vision_config"]["image_size"]
+    )
     image = zoo.generated_image(size, seed=4)
     Image.fromarray(image).save(tmp_path / "image.png")
-    heard = json.loads(zoo._node("transformers_vlm.mjs", str(package), str(tmp_path / "image.png"), "12",
-                                 zoo.VLM_PROMPTS[architecture])[-1])
+    heard = json.loads(
+        zoo._node(
+            "transformers_vlm.mjs", str(package), str(tmp_path / "image.png"), "12", zoo.VLM_PROMPTS[architecture]
+        )[-1]
+    )
     want = _mlx_tokens(folder, heard["ids"], zoo.vlm_pixels(architecture, image))
     assert len(set(want)) > 1  # greedy tokens that tell a wrong logit from a right one
     assert heard["tokens"] == want
@@ -112,7 +119,7 @@ def test_idefics3_splits_images_into_tiles_in_transformers_js(tmp_path_factory, 
     scaled = zoo.vlm_pixels("idefics3", image)["pixel_values"][0, 0]
     for k in range(rows * cols):
         r, c = divmod(k, cols)
-        np.testing.assert_array_equal(pixels[0, k], scaled[:, 32 * r:32 * r + 32, 32 * c:32 * c + 32])
+        np.testing.assert_array_equal(pixels[0, k], scaled[:, 32 * r : 32 * r + 32, 32 * c : 32 * c + 32])
     tokens = json.loads((package / "tokenizer.json").read_text())["added_tokens"]
     named = {t["id"] for t in tokens if t["content"].startswith("<row_")}
     assert len(named & set(heard["ids"])) == rows * cols
@@ -162,8 +169,11 @@ def test_qwen_vision_graph_takes_every_image_size(tmp_path, vlm_packages, archit
         pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
     image = zoo.generated_image(84, seed=7, width=140)
     Image.fromarray(image).save(tmp_path / "wide.png")
-    heard = json.loads(zoo._node("transformers_vlm.mjs", str(package), str(tmp_path / "wide.png"), "12",
-                                 zoo.VLM_PROMPTS[architecture])[-1])
+    heard = json.loads(
+        zoo._node(
+            "transformers_vlm.mjs", str(package), str(tmp_path / "wide.png"), "12", zoo.VLM_PROMPTS[architecture]
+        )[-1]
+    )
     assert heard["ids"].count(json.loads((folder / "config.json").read_text())["image_token_id"]) == 6 * 10 // 4
     assert heard["tokens"] == _mlx_tokens(folder, heard["ids"], zoo.vlm_pixels(architecture, image))
 
@@ -183,8 +193,10 @@ def test_qwen_prompt_with_two_images_of_different_sizes(vlm_packages, architectu
 
     folder, package = vlm_packages(architecture, "float32")
     model, arch = load_model(folder), vlm_architecture(architecture)
-    each = [zoo.vlm_pixels(architecture, zoo.generated_image(112, seed=8)),
-            zoo.vlm_pixels(architecture, zoo.generated_image(84, seed=9, width=140))]
+    each = [
+        zoo.vlm_pixels(architecture, zoo.generated_image(112, seed=8)),
+        zoo.vlm_pixels(architecture, zoo.generated_image(84, seed=9, width=140)),
+    ]
     pixels = {name: np.concatenate([p[name] for p in each]) for name in each[0]}
     config = model.config
     image = [config.vision_start_token_id] + [config.image_token_id]
@@ -208,8 +220,9 @@ def test_qwen_prompt_with_two_images_in_onnxruntime_genai(tmp_path, vlm_packages
     for k, image in enumerate(images):
         Image.fromarray(image).save(tmp_path / f"image{k}.png")
     prompt = "<|vision_start|><|image_pad|><|vision_end|>"
-    ids, got = zoo.genai_vlm_tokens(package, [tmp_path / "image0.png", tmp_path / "image1.png"],
-                                    f"{prompt} first {prompt} second", 12)
+    ids, got = zoo.genai_vlm_tokens(
+        package, [tmp_path / "image0.png", tmp_path / "image1.png"], f"{prompt} first {prompt} second", 12
+    )
     assert ids.count(json.loads((folder / "config.json").read_text())["image_token_id"]) == (8 * 8 + 6 * 10) // 4
     each = [zoo.vlm_pixels(architecture, image) for image in images]
     want = _mlx_tokens(folder, ids, {name: np.concatenate([p[name] for p in each]) for name in each[0]})
@@ -234,6 +247,7 @@ def test_vlm_folder_kinds(tmp_path, vlm_packages):
     notes = json.loads((tmp_path / "package" / "config.json").read_text())["mlx2onnx"]
     assert "chat_template.jinja" in notes["transformers.js"]
     weights = mx.load(str(folder / "model.safetensors"))
-    mx.save_safetensors(str(folder / "model.safetensors"),
-                        {k: v for k, v in weights.items() if not k.startswith("vision_tower.")})
+    mx.save_safetensors(
+        str(folder / "model.safetensors"), {k: v for k, v in weights.items() if not k.startswith("vision_tower.")}
+    )
     assert folder_task(folder) == "text-generation"

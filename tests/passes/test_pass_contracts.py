@@ -28,8 +28,15 @@ from tests.support.harness import rand, rng_for
 
 def _model(nodes, inputs, output, initializers=(), opset=21):
     """The graph with an Identity before its output ``y`` (a rule does not replace a graph output)."""
-    nodes = [helper.make_node(n.op_type, list(n.input), ["y_" if o == "y" else o for o in n.output],
-                              **{a.name: helper.get_attribute_value(a) for a in n.attribute}) for n in nodes]
+    nodes = [
+        helper.make_node(
+            n.op_type,
+            list(n.input),
+            ["y_" if o == "y" else o for o in n.output],
+            **{a.name: helper.get_attribute_value(a) for a in n.attribute},
+        )
+        for n in nodes
+    ]
     nodes.append(helper.make_node("Identity", ["y_"], ["y"]))
     graph = helper.make_graph(nodes, "g", inputs, [output], initializer=list(initializers))
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
@@ -58,18 +65,23 @@ def _const(name, array):
 def _add_tiny():
     x = rand(rng_for("contracts.add0"), (4,)).__array__().astype(np.float32)
     x[0] = 0.0
-    proto = _model([helper.make_node("Add", ["x", "c"], ["y"])], [_f32("x", [4])], _f32("y", [4]),
-                   [_const("c", np.float32(1e-12))])
+    proto = _model(
+        [helper.make_node("Add", ["x", "c"], ["y"])], [_f32("x", [4])], _f32("y", [4]), [_const("c", np.float32(1e-12))]
+    )
     return proto, {"x": x}
 
 
 def _cast_cast_from_double():
     # 1 + 2^-11 + 2^-40: to float16 directly rounds up, through float32 it ties to even (down)
-    x = np.array([1 + 2.0 ** -11 + 2.0 ** -40, 0.1, 3.0], np.float64)
-    proto = _model([helper.make_node("Cast", ["x"], ["m"], to=TensorProto.FLOAT),
-                    helper.make_node("Cast", ["m"], ["y"], to=TensorProto.FLOAT16)],
-                   [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [3])],
-                   helper.make_tensor_value_info("y", TensorProto.FLOAT16, [3]))
+    x = np.array([1 + 2.0**-11 + 2.0**-40, 0.1, 3.0], np.float64)
+    proto = _model(
+        [
+            helper.make_node("Cast", ["x"], ["m"], to=TensorProto.FLOAT),
+            helper.make_node("Cast", ["m"], ["y"], to=TensorProto.FLOAT16),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [3])],
+        helper.make_tensor_value_info("y", TensorProto.FLOAT16, [3]),
+    )
     return proto, {"x": x}
 
 
@@ -91,7 +103,8 @@ def test_onnxscript_rule_is_still_inexact_and_ours_is_exact(rule):
     changed = [n.op_type for n in theirs.graph.node] != [n.op_type for n in proto.graph.node]
     wrong = not _same(_run(theirs, feeds), want)
     assert changed and wrong, (
-        f"onnxscript's {rule} no longer changes this value: review passes/constants.py (it may come back)")
+        f"onnxscript's {rule} no longer changes this value: review passes/constants.py (it may come back)"
+    )
     ours = _rewritten(proto, constants.rules())
     onnx.checker.check_model(ours, full_check=True)
     assert _same(_run(ours, feeds), want)
@@ -117,8 +130,9 @@ def test_reshape_matmul_collapse_is_still_unaligned_in_onnxscript():
         rewriter.rewrite(model, pattern_rewrite_rules=rules)
         return ir.serde.serialize_model(model)
 
-    theirs = rewritten([onnxscript_rules.two_reshapes_matmul_reshape_rule,
-                        onnxscript_rules.one_reshape_matmul_reshape_rule])
+    theirs = rewritten(
+        [onnxscript_rules.two_reshapes_matmul_reshape_rule, onnxscript_rules.one_reshape_matmul_reshape_rule]
+    )
     assert "Reshape" not in [n.op_type for n in theirs.graph.node], "onnxscript's collapse no longer fires here"
     assert not np.allclose(_run(theirs, feeds), want, atol=1e-3), "onnxscript's collapse is exact now: review"
     ours = rewritten(constants.rules())
@@ -154,7 +168,9 @@ def test_pipeline_names_are_unique_and_every_pass_states_its_contract():
 
 
 def test_requirements_skip_a_pass_and_keep_it_out_of_the_report():
-    model = mlx2onnx.Exporter(opset=17, check=False).export(lambda x: mlx2onnx_sample(x), rand(rng_for("contracts.low"), (2, 8)))
+    model = mlx2onnx.Exporter(opset=17, check=False).export(
+        lambda x: mlx2onnx_sample(x), rand(rng_for("contracts.low"), (2, 8))
+    )
     report = _report(model)
     assert "fuse_rms_norm" not in report and "fuse_attention" not in report and "named_reshape_dims" not in report
     assert "fuse_layer_norm" in report and "cse_and_dce" in report

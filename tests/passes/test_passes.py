@@ -105,9 +105,17 @@ def test_only_exact_no_ops_are_removed():
     rng = rng_for("passes.no_ops")
     x = with_edges(rng, rand(rng, (4, 8)), 0.3)  # -0.0 among the edge values
     x = mx.concatenate([x, mx.full((1, 8), -0.0)])
-    kept = {"tiny_add": lambda x: x + 1e-12, "plus_zero": lambda x: x + 0.0, "minus_negative_zero": lambda x: x - (-0.0)}
-    gone = {"times_one": lambda x: mx.abs(x) * 1.0, "over_one": lambda x: mx.floor(x) / 1.0,
-            "minus_zero": lambda x: mx.negative(x) - 0.0, "plus_negative_zero": lambda x: mx.negative(x) + (-0.0)}
+    kept = {
+        "tiny_add": lambda x: x + 1e-12,
+        "plus_zero": lambda x: x + 0.0,
+        "minus_negative_zero": lambda x: x - (-0.0),
+    }
+    gone = {
+        "times_one": lambda x: mx.abs(x) * 1.0,
+        "over_one": lambda x: mx.floor(x) / 1.0,
+        "minus_zero": lambda x: mx.negative(x) - 0.0,
+        "plus_negative_zero": lambda x: mx.negative(x) + (-0.0),
+    }
     for name, fun in {**kept, **gone}.items():
         lean = mlx2onnx.export(fun, x)
         arithmetic = sum(ops(lean)[op] for op in ("Add", "Sub", "Mul", "Div"))
@@ -250,8 +258,12 @@ def _attention_function(name, rng):
     heads, kv_heads, q_len, k_len, mask, _ = ATTENTION[name]
     q, k = rand(rng, (2, heads, q_len, 8)), rand(rng, (2, kv_heads, k_len, 8))
     v = with_edges(rng, rand(rng, (2, kv_heads, k_len, 6)), 0.05)
-    shapes = {"bool": (2, heads, q_len, k_len), "grouped_bool_one_head": (2, 1, q_len, k_len),
-              "bool_2d": (q_len, k_len), "constant_bool": (2, heads, q_len, k_len)}
+    shapes = {
+        "bool": (2, heads, q_len, k_len),
+        "grouped_bool_one_head": (2, 1, q_len, k_len),
+        "bool_2d": (q_len, k_len),
+        "constant_bool": (2, heads, q_len, k_len),
+    }
     args, extra = [q, k, v], {}
     if mask in shapes:
         keep = rng.random(shapes[mask]) < 0.6
@@ -268,8 +280,9 @@ def _attention_function(name, rng):
         extra["sinks"] = rand(rng, (heads,))
 
     def attend(q, k, v, *masks):
-        return mx.fast.scaled_dot_product_attention(q, k, v, scale=0.3, mask=masks[0] if masks else extra.get("mask"),
-                                                    sinks=extra.get("sinks"))
+        return mx.fast.scaled_dot_product_attention(
+            q, k, v, scale=0.3, mask=masks[0] if masks else extra.get("mask"), sinks=extra.get("sinks")
+        )
 
     return attend, args
 
@@ -294,18 +307,27 @@ def test_attention_is_fused_where_onnxruntime_runs_it_exactly(name):
 
 
 @pytest.mark.slow
-@settings(max_examples=40, derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
-@given(batch=st.integers(1, 2), kv_heads=st.integers(1, 3), groups=st.integers(1, 3), q_len=st.integers(1, 6),
-       k_len=st.integers(1, 6), head=st.sampled_from([2, 4, 8]), mask=st.sampled_from([None, "causal", "full", "2d", "heads"]),
-       rope=st.booleans(), seed=st.integers(0, 2**31))
+@settings(max_examples=40, derandomize=True, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    batch=st.integers(1, 2),
+    kv_heads=st.integers(1, 3),
+    groups=st.integers(1, 3),
+    q_len=st.integers(1, 6),
+    k_len=st.integers(1, 6),
+    head=st.sampled_from([2, 4, 8]),
+    mask=st.sampled_from([None, "causal", "full", "2d", "heads"]),
+    rope=st.booleans(),
+    seed=st.integers(0, 2**31),
+)
 def test_random_attention_and_rope_chains_agree(batch, kv_heads, groups, q_len, k_len, head, mask, rope, seed):
     """Random shapes, head groupings and masks through the fused ops (opset 24) and the
     chain (the default opset), against MLX."""
     rng = np.random.default_rng(seed)
     heads = kv_heads * groups
-    q, k, v = (mx.array(rng.normal(size=s).astype(np.float32)) for s in
-               ((batch, heads, q_len, head), (batch, kv_heads, k_len, head), (batch, kv_heads, k_len, head)))
+    q, k, v = (
+        mx.array(rng.normal(size=s).astype(np.float32))
+        for s in ((batch, heads, q_len, head), (batch, kv_heads, k_len, head), (batch, kv_heads, k_len, head))
+    )
     shapes = {"full": (batch, heads, q_len, k_len), "2d": (q_len, k_len), "heads": (batch, 1, q_len, k_len)}
     args = [q, k, v] + ([mx.array(rng.random(shapes[mask]) < 0.7)] if mask in shapes else [])
     offset = int(rng.integers(0, 9))
@@ -322,8 +344,9 @@ def test_random_attention_and_rope_chains_agree(batch, kv_heads, groups, q_len, 
         lean = mlx2onnx.Exporter(opset=opset).export(attend, *args)
         onnx.checker.check_model(lean, full_check=True)
         if opset == 24:  # a one-position rope at position 0 multiplies by cos 0 = 1: that Mul goes, no rope left
-            ropes = rope * sum(not (steps == 1 and start == 0) for steps, start in
-                               ((q_len, offset + k_len - q_len), (k_len, offset)))
+            ropes = rope * sum(
+                not (steps == 1 and start == 0) for steps, start in ((q_len, offset + k_len - q_len), (k_len, offset))
+            )
             assert ops(lean)["Attention"] == 1 and ops(lean)["RotaryEmbedding"] == ropes, ops(lean)
         np.testing.assert_allclose(run_onnx(lean, *args), want, rtol=1e-4, atol=1e-5)
 
@@ -391,7 +414,9 @@ def test_a_rotation_by_one_angle_row_at_every_position_is_fused():
 
     def rotate(x):
         x1, x2 = x[..., :4], x[..., 4:]
-        return mx.concatenate([x1 * mx.cos(theta) - x2 * mx.sin(theta), x1 * mx.sin(theta) + x2 * mx.cos(theta)], axis=-1)
+        return mx.concatenate(
+            [x1 * mx.cos(theta) - x2 * mx.sin(theta), x1 * mx.sin(theta) + x2 * mx.cos(theta)], axis=-1
+        )
 
     lean = mlx2onnx.Exporter(opset=24).export(rotate, x)
     assert ops(lean)["RotaryEmbedding"] == 1, ops(lean)
@@ -682,6 +707,7 @@ def test_transposes_sink_through_a_mean_read_back():
     assert ops(lean)["Transpose"] == 2 and ops(lean)["Reshape"] == 0, ops(lean)
     assert mlx2onnx.verify(lean, fun, x)
 
+
 def test_reshapes_interleaving_channels_with_space_keep_their_transpose():
     """(B, H, W, C) -> (B, H, 2W, C/2) mixes channels into the width: no channels-first
     Reshape does that, so the Transpose stays before it (and parity holds)."""
@@ -733,7 +759,7 @@ def test_reshapes_moved_before_a_transpose_are_exact():
                 dims.insert(int(rng.integers(0, len(dims) + 1)), 1)
             elif step == 1 and len(dims) > 1:
                 i = int(rng.integers(0, len(dims) - 1))
-                dims[i:i + 2] = [dims[i] * dims[i + 1]]
+                dims[i : i + 2] = [dims[i] * dims[i + 1]]
             elif step == 2 and dims and (factors := [f for f in range(2, dims[-1]) if dims[-1] % f == 0]):
                 dims[-1:] = [factors[0], dims[-1] // factors[0]]
             elif step == 3 and 1 in dims:

@@ -44,7 +44,8 @@ def test_committed_records_reference_is_current():
     """docs/records.md is generated from mlx2onnx/capture/records.py (argument layouts, enum codes)."""
     path = ROOT / "docs" / "records.md"
     assert path.read_text() == records.reference_markdown(), (
-        f"{path} is stale: regenerate it with `python -m scripts.generate_docs records.md`")
+        f"{path} is stale: regenerate it with `python -m scripts.generate_docs records.md`"
+    )
 
 
 def test_committed_pass_reference_is_current():
@@ -53,7 +54,8 @@ def test_committed_pass_reference_is_current():
 
     path = ROOT / "docs" / "passes.md"
     assert path.read_text() == passes.reference_markdown(), (
-        f"{path} is stale: regenerate it with `python -m scripts.generate_docs passes.md`")
+        f"{path} is stale: regenerate it with `python -m scripts.generate_docs passes.md`"
+    )
 
 
 def test_committed_handler_api_reference_is_current():
@@ -62,7 +64,8 @@ def test_committed_handler_api_reference_is_current():
 
     path = ROOT / "docs" / "handlers.md"
     assert path.read_text() == handler_api.reference_markdown(), (
-        f"{path} is stale: regenerate it with `python -m scripts.generate_docs handlers.md`")
+        f"{path} is stale: regenerate it with `python -m scripts.generate_docs handlers.md`"
+    )
 
 
 def test_generate_docs_check_passes_on_the_committed_pages():
@@ -75,7 +78,8 @@ def test_the_architecture_page_is_written_from_the_modules_docstrings():
     page = (ROOT / "docs" / "architecture.md").read_text()
     stages = {ROOT / folder for folder, _ in architecture.STAGES}
     assert page == architecture.architecture_markdown(), (
-        "docs/architecture.md is stale: run python -m scripts.generate_docs architecture.md")
+        "docs/architecture.md is stale: run python -m scripts.generate_docs architecture.md"
+    )
     for folder in ("mlx2onnx", "op_mappings", "models"):
         for path in sorted((ROOT / folder).rglob("*.py")):
             if path.name == "__init__.py" and path.parent in stages:  # the stage's own paragraph
@@ -90,8 +94,13 @@ def test_the_pages_name_only_what_exists(tmp_path):
     is reported."""
     assert architecture.stale_references() == []
     page = tmp_path / "page.md"
-    page.write_text("see `mlx2onnx.dynamic_shapes`, `mlx2onnx/capture/gone.py`, [x](nowhere.md), "
-                    "`mlx2onnx.capture.records.FIELDS` and `mlx2onnx.dynamic`\n")
+    page.write_text(
+        "see `mlx2onnx.dynamic_shapes`, `mlx2onnx/capture/gone.py`, [x](nowhere.md), "
+        "`mlx2onnx.capture.records.FIELDS` and `mlx2onnx.dynamic`\n"
+    )
     found = architecture.stale_references([page], root=tmp_path)
-    assert found == ["page.md: link nowhere.md", "page.md: mlx2onnx/capture/gone.py",
-                     "page.md: mlx2onnx.dynamic_shapes"], found
+    assert found == [
+        "page.md: link nowhere.md",
+        "page.md: mlx2onnx/capture/gone.py",
+        "page.md: mlx2onnx.dynamic_shapes",
+    ], found

@@ -36,10 +36,13 @@ def _blocks(path: Path) -> list[tuple[list[str], list[str]]]:
 
 
 DOCS = ["README.md", *(f"docs/{page.name}" for page in sorted((ROOT / "docs").glob("*.md")))]
-EXAMPLES = [(doc, k, block) for doc in DOCS
-            for k, block in enumerate(_blocks(ROOT / doc))
-            if any(c.split()[0] in ("mlx2onnx", "python", "printf") for c in block[0])
-            and not any("pip install" in c or "pytest" in c for c in block[0])]
+EXAMPLES = [
+    (doc, k, block)
+    for doc in DOCS
+    for k, block in enumerate(_blocks(ROOT / doc))
+    if any(c.split()[0] in ("mlx2onnx", "python", "printf") for c in block[0])
+    and not any("pip install" in c or "pytest" in c for c in block[0])
+]
 
 
 def _run(command: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -53,7 +56,7 @@ def _run(command: str, cwd: Path) -> subprocess.CompletedProcess:
             return subprocess.run(words, capture_output=True, text=True, cwd=ROOT, timeout=600)
     if ">" in words:  # printf '...' > file
         target = cwd / words[words.index(">") + 1]
-        out = subprocess.run(words[:words.index(">")], capture_output=True, text=True, cwd=cwd)
+        out = subprocess.run(words[: words.index(">")], capture_output=True, text=True, cwd=cwd)
         target.write_text(out.stdout)
         return out
     return subprocess.run(words, capture_output=True, text=True, cwd=cwd, timeout=600)
@@ -71,4 +74,5 @@ def test_documented_commands_print_what_the_docs_show(doc, k, block, tmp_path):
     for line in documented:
         if _COMPARED.match(line):
             assert line.rstrip() in output.replace(str(tmp_path) + "/", ""), (
-                f"{doc}: `{commands[-1]}` no longer prints\n  {line}\nit printed:\n{output[-3000:]}")
+                f"{doc}: `{commands[-1]}` no longer prints\n  {line}\nit printed:\n{output[-3000:]}"
+            )

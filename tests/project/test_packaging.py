@@ -41,8 +41,11 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
     for line in tracked():
         (source / line).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / line, source / line)
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "-q", "-w", str(target)],
-                           capture_output=True, text=True)
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "-q", "-w", str(target)],
+        capture_output=True,
+        text=True,
+    )
     assert build.returncode == 0, build.stderr[-2000:]
     (path,) = target.glob("mlx2onnx-*.whl")
     return zipfile.ZipFile(path)
@@ -75,7 +78,7 @@ def test_ci_runs_the_readmes_two_commands():
     """.ci/run runs README command 1 (the user's non-editable install and main job) and
     command 2 (the test install and suite) verbatim, in that order, then ruff."""
     readme = (ROOT / "README.md").read_text()
-    quick = readme[readme.index("## Quick start"):]
+    quick = readme[readme.index("## Quick start") :]
     commands = [block.split("\n", 1)[1].strip() for block in quick.split("```bash")[1:3]]
     commands = [c[: c.index("```")].strip() for c in commands]
     assert "pip install . " in commands[0] and "-e" not in commands[0].split("&&")[1], commands[0]

@@ -39,8 +39,10 @@ MODELS = {
     "mlx-lm llama": (_llama, {}),
     "mlx-lm llama 4-bit": (lambda: _llama(4), {}),
     "mlx-lm llama 4-bit, int8_activations=True": (lambda: _llama(4), {"int8_activations": True}),
-    "mlx-lm llama 4-bit, quantized_weights='dequantizelinear'": (lambda: _llama(4),
-                                                                 {"quantized_weights": "dequantizelinear"}),
+    "mlx-lm llama 4-bit, quantized_weights='dequantizelinear'": (
+        lambda: _llama(4),
+        {"quantized_weights": "dequantizelinear"},
+    ),
 }
 # (model, runtime) pairs the runtime cannot load, with the reason it gives
 REFUSED = {("mlx-lm llama 4-bit, quantized_weights='dequantizelinear'", "tract"): "Unknown DatumType Uint4"}
@@ -74,7 +76,9 @@ def at_defaults(runtime: str, path, model, ids, **options):
     float32 tolerance whatever the arithmetic (what a float32 check would have said)."""
     report = mlx2onnx.Verifier(runtime=runtime, compare_weights=False, **options).verify(path, model, ids)
     strict = {row: FLOAT32 for row in ("float32", "bfloat16", "float16", arithmetic.INT8_ACTIVATIONS)}
-    held = mlx2onnx.Verifier(runtime=runtime, compare_weights=False, tolerances=strict, **options).verify(path, model, ids)
+    held = mlx2onnx.Verifier(runtime=runtime, compare_weights=False, tolerances=strict, **options).verify(
+        path, model, ids
+    )
     return report, held
 
 
@@ -183,8 +187,10 @@ def test_static_prediction_of_fusion_matches_onnxruntimes_optimized_graph(export
     path, _, _ = exported("mlx-lm llama 4-bit, quantized_weights='dequantizelinear'")
     pairs = arithmetic.blocked_dequantize_matmuls(onnx.load(str(path), load_external_data=False))
     assert pairs > 0
-    for level, enum in (("basic", ort.GraphOptimizationLevel.ORT_ENABLE_BASIC),
-                        ("extended", ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED)):
+    for level, enum in (
+        ("basic", ort.GraphOptimizationLevel.ORT_ENABLE_BASIC),
+        ("extended", ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED),
+    ):
         options = ort.SessionOptions()
         options.graph_optimization_level = enum
         options.optimized_model_filepath = str(tmp_path / f"{level}.onnx")

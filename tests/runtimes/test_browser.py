@@ -88,11 +88,17 @@ def measure_text_generation(root: Path, device: str, bits: int | None) -> Measur
     package = export_folder(folder, root / "package")
     named = json.loads((package / "config.json").read_text())["transformers.js_config"]["dtype"]
     texts = zoo.PACKAGE_TEXTS[:2]
-    found = run_page(GENERATE % (json.dumps(texts), json.dumps(_options(device)), NEW_TOKENS), {"pkg": package},
-                     webgpu=device == "webgpu")
+    found = run_page(
+        GENERATE % (json.dumps(texts), json.dumps(_options(device)), NEW_TOKENS),
+        {"pkg": package},
+        webgpu=device == "webgpu",
+    )
     model = load_model_folder(str(folder)).fun
-    wrong = [f"{row['text']!r}: tokens {row['tokens']}, mlx-lm {want}" for row in found["rows"]
-             if row["tokens"] != (want := zoo.mlx_tokens(model, folder, row["ids"], NEW_TOKENS))]
+    wrong = [
+        f"{row['text']!r}: tokens {row['tokens']}, mlx-lm {want}"
+        for row in found["rows"]
+        if row["tokens"] != (want := zoo.mlx_tokens(model, folder, row["ids"], NEW_TOKENS))
+    ]
     ok = not wrong and found["pipeline"] == found["rows"][0]["text"] and named == {"model": "q4" if bits else "fp32"}
     return Measured("mlx-lm's tokens" if ok else "other tokens", ok, "; ".join(wrong) + f" (dtype {named})")
 
@@ -122,8 +128,9 @@ def measure_image_classification(root: Path, device: str) -> Measured:
     image = zoo.generated_image(processor["size"]["height"], seed=3)
     (root / "images").mkdir()
     Image.fromarray(image).save(root / "images" / "image.png")
-    got = _pipeline("image-classification", package, device, "/models/images/image.png", {"top_k": 10},
-                    {"images": root / "images"})
+    got = _pipeline(
+        "image-classification", package, device, "/models/images/image.png", {"top_k": 10}, {"images": root / "images"}
+    )
     want = zoo.mlx_class_probabilities(folder, "resnet18", image, processor["crop_size"]["height"])
     scores = {row["label"]: row["score"] for row in got}
     return _close("mlxim's probabilities", [scores[f"LABEL_{i}"] for i in range(10)], want, 1e-5)
@@ -143,8 +150,14 @@ def measure_speech_recognition(root: Path, device: str) -> Measured:
     model = source.load(folder)
     tokens = source.transcription(model, source.features(audio, model.dims.n_mels))[:SPOKEN]
     assert len(set(tokens)) > 2  # a transcription that tells a wrong token from a right one
-    heard = _pipeline("automatic-speech-recognition", package, device, "/models/audio/clip.f32",
-                      {"max_new_tokens": SPOKEN}, {"audio": root / "audio"})
+    heard = _pipeline(
+        "automatic-speech-recognition",
+        package,
+        device,
+        "/models/audio/clip.f32",
+        {"max_new_tokens": SPOKEN},
+        {"audio": root / "audio"},
+    )
     want = source.tokenizer(model).decode(tokens).strip()
     ok = heard["text"].strip() == want
     return Measured("mlx-whisper's text" if ok else "other text", ok, f"{heard['text']!r}, mlx-whisper {want!r}")
@@ -176,8 +189,11 @@ def measure_image_text_to_text(root: Path, device: str) -> Measured:
     image = zoo.generated_image(json.loads((folder / "config.json").read_text())["vision_config"]["image_size"], seed=4)
     (root / "images").mkdir()
     Image.fromarray(image).save(root / "images" / "image.png")
-    heard = run_page(VLM % (json.dumps(_options(device)), json.dumps(zoo.VLM_PROMPTS["gemma3"]), NEW_TOKENS),
-                     {"pkg": package, "images": root / "images"}, webgpu=device == "webgpu")
+    heard = run_page(
+        VLM % (json.dumps(_options(device)), json.dumps(zoo.VLM_PROMPTS["gemma3"]), NEW_TOKENS),
+        {"pkg": package, "images": root / "images"},
+        webgpu=device == "webgpu",
+    )
     want = mlx_vlm_tokens(load_model(folder), mx.array([heard["ids"]]), zoo.vlm_pixels("gemma3", image), NEW_TOKENS)[0]
     ok = len(set(want)) > 1 and heard["tokens"] == want
     return Measured("mlx-vlm's tokens" if ok else "other tokens", ok, f"{heard['tokens']}, mlx-vlm {want}")
@@ -211,27 +227,61 @@ def measure_onnxruntime_web(root: Path, device: str) -> Measured:
     want = np.array(model(mx.array(ids)))
     options = {"executionProviders": ["wasm" if device == "defaults" else device]}
     feeds = {exported.graph.input[0].name: {"type": "int32", "dims": list(ids.shape), "data": ids.ravel().tolist()}}
-    got = run_page(ORT_RUN % (json.dumps(options), json.dumps(feeds)), {"plain": root / "plain"},
-                   webgpu=device == "webgpu", prelude=ORT_PRELUDE)["output_0"]
-    return _close("MLX's logits", np.array(got["data"], np.float32).reshape(got["dims"]), want, 1e-4 + 1e-4 * np.abs(want).max())
+    got = run_page(
+        ORT_RUN % (json.dumps(options), json.dumps(feeds)),
+        {"plain": root / "plain"},
+        webgpu=device == "webgpu",
+        prelude=ORT_PRELUDE,
+    )["output_0"]
+    return _close(
+        "MLX's logits", np.array(got["data"], np.float32).reshape(got["dims"]), want, 1e-4 + 1e-4 * np.abs(want).max()
+    )
 
 
 # the browser table of docs/runtimes.md: (package, how it is run, the MLX package it needs, measure(root, device))
 KINDS = [
-    ("mlx-lm llama, float32", "`AutoModelForCausalLM.generate`, 2 prompts x 12 greedy tokens; "
-     "`pipeline(\"text-generation\")`", "mlx_lm", lambda root, device: measure_text_generation(root, device, None)),
-    ("mlx-lm llama, 4-bit (`model_q4.onnx`)", "the same", "mlx_lm",
-     lambda root, device: measure_text_generation(root, device, 4)),
-    ("mlx-embeddings bert", "`pipeline(\"feature-extraction\")`, mean pooling, normalised, 4 texts",
-     "mlx_embeddings.utils", measure_feature_extraction),
-    ("mlx-image resnet18", "`pipeline(\"image-classification\")`, top 10 of a PNG", "mlxim.model",
-     measure_image_classification),
-    ("mlx-whisper", "`pipeline(\"automatic-speech-recognition\")`, a 2 s clip, 24 tokens", "mlx_whisper.decoding",
-     measure_speech_recognition),
-    ("mlx-vlm gemma3", "`AutoProcessor` + `AutoModelForImageTextToText.generate`, a PNG, 12 greedy tokens",
-     "mlx_vlm.utils", measure_image_text_to_text),
-    ("a plain export (`mlx2onnx export llama -o model.onnx`)", "onnxruntime-web's `InferenceSession`, "
-     "`wasm` / `webgpu`", "mlx", measure_onnxruntime_web),
+    (
+        "mlx-lm llama, float32",
+        '`AutoModelForCausalLM.generate`, 2 prompts x 12 greedy tokens; `pipeline("text-generation")`',
+        "mlx_lm",
+        lambda root, device: measure_text_generation(root, device, None),
+    ),
+    (
+        "mlx-lm llama, 4-bit (`model_q4.onnx`)",
+        "the same",
+        "mlx_lm",
+        lambda root, device: measure_text_generation(root, device, 4),
+    ),
+    (
+        "mlx-embeddings bert",
+        '`pipeline("feature-extraction")`, mean pooling, normalised, 4 texts',
+        "mlx_embeddings.utils",
+        measure_feature_extraction,
+    ),
+    (
+        "mlx-image resnet18",
+        '`pipeline("image-classification")`, top 10 of a PNG',
+        "mlxim.model",
+        measure_image_classification,
+    ),
+    (
+        "mlx-whisper",
+        '`pipeline("automatic-speech-recognition")`, a 2 s clip, 24 tokens',
+        "mlx_whisper.decoding",
+        measure_speech_recognition,
+    ),
+    (
+        "mlx-vlm gemma3",
+        "`AutoProcessor` + `AutoModelForImageTextToText.generate`, a PNG, 12 greedy tokens",
+        "mlx_vlm.utils",
+        measure_image_text_to_text,
+    ),
+    (
+        "a plain export (`mlx2onnx export llama -o model.onnx`)",
+        "onnxruntime-web's `InferenceSession`, `wasm` / `webgpu`",
+        "mlx",
+        measure_onnxruntime_web,
+    ),
 ]
 
 

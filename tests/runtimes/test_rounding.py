@@ -20,8 +20,25 @@ from mlx2onnx import dtypes
 from mlx2onnx.verify import runtimes
 
 RUNTIMES = ("onnxruntime", "onnxruntime-web", "onnxruntime-node", "openvino", "tract")
-SPECIAL = [0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 1, 0x80000001, 0x00008000, 0x80008000,
-           0x7F7FFFFF, 0xFF7FFFFF, 0x7F7F8000, 0x7F7F7FFF, 0x7F7E8000, 0x00800000, 0x007F8000, 0x807FFFFF]
+SPECIAL = [
+    0,
+    0x80000000,
+    0x7F800000,
+    0xFF800000,
+    0x7FC00000,
+    1,
+    0x80000001,
+    0x00008000,
+    0x80008000,
+    0x7F7FFFFF,
+    0xFF7FFFFF,
+    0x7F7F8000,
+    0x7F7F7FFF,
+    0x7F7E8000,
+    0x00800000,
+    0x007F8000,
+    0x807FFFFF,
+]
 
 
 def hard_floats(seed: int, n: int = 1 << 16) -> np.ndarray:

@@ -166,7 +166,8 @@ LOOP_OPEN: dict[tuple[str, str], str] = {
         "OpenVINO 2026.4 gives other values than onnxruntime for this graph (max error ~5 at seq 2): the loop "
         "goes wrong once the tied head's MatMul after it reads the embedding unbroadcast (the broadcast pass's "
         "55th rewrite; with that Expand kept, or optimize=False, it matches; the RNN matches): an OpenVINO "
-        "fault around Loop outputs, not localised further"),
+        "fault around Loop outputs, not localised further"
+    ),
 }
 
 

@@ -22,17 +22,25 @@ TRANSFORMERS = ROOT / "node_modules" / "@huggingface" / "transformers" / "dist" 
 # the onnxruntime-web that transformers.js itself depends on (its wasm files match its build)
 ORT = ROOT / "node_modules" / "@huggingface" / "transformers" / "node_modules" / "onnxruntime-web" / "dist"
 WASM = ("ort-wasm-simd-threaded.asyncify.mjs", "ort-wasm-simd-threaded.asyncify.wasm")
-WEBGPU_FLAGS = ["--enable-unsafe-webgpu", "--enable-features=Vulkan", "--use-angle=swiftshader",
-                "--use-webgpu-adapter=swiftshader", "--enable-unsafe-swiftshader"]
+WEBGPU_FLAGS = [
+    "--enable-unsafe-webgpu",
+    "--enable-features=Vulkan",
+    "--use-angle=swiftshader",
+    "--use-webgpu-adapter=swiftshader",
+    "--enable-unsafe-swiftshader",
+]
 
 # onnxruntime-web itself, as a page that runs a plain export imports it
 ORT_WEB = ROOT / "node_modules" / "onnxruntime-web" / "dist"
-TRANSFORMERS_PRELUDE = """import * as transformers from "/transformers.min.js";
+TRANSFORMERS_PRELUDE = (
+    """import * as transformers from "/transformers.min.js";
 const { env } = transformers;
 env.allowLocalModels = true;  // off by default in a browser
 env.allowRemoteModels = false;
 env.localModelPath = "/models/";
-env.backends.onnx.wasm.wasmPaths = { mjs: "/ort/%s", wasm: "/ort/%s" };""" % WASM
+env.backends.onnx.wasm.wasmPaths = { mjs: "/ort/%s", wasm: "/ort/%s" };"""
+    % WASM
+)
 ORT_PRELUDE = """import * as ort from "/ortweb/ort.all.min.mjs";
 ort.env.wasm.wasmPaths = "/ortweb/";"""
 
@@ -59,8 +67,13 @@ def chromium() -> str:
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
-    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, ".mjs": "text/javascript",
-                      ".js": "text/javascript", ".wasm": "application/wasm", ".json": "application/json"}
+    extensions_map = {
+        **http.server.SimpleHTTPRequestHandler.extensions_map,
+        ".mjs": "text/javascript",
+        ".js": "text/javascript",
+        ".wasm": "application/wasm",
+        ".json": "application/json",
+    }
 
     def __init__(self, *args, site: dict, results: list, done: threading.Event, **kwargs):
         self.site, self.results, self.done = site, results, done
@@ -70,7 +83,7 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         path = path.split("?", 1)[0]
         for prefix in sorted(self.site, key=len, reverse=True):  # the longest prefix serves
             if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
-                rest = path[len(prefix.rstrip("/")):].lstrip("/")
+                rest = path[len(prefix.rstrip("/")) :].lstrip("/")
                 return str(Path(self.site[prefix]) / rest) if rest else str(self.site[prefix])
         return str(Path(self.site["/"]) / path.lstrip("/"))
 
@@ -85,8 +98,13 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def run_page(script: str, models: dict[str, Path], webgpu: bool = False, timeout: float = 480,
-             prelude: str = TRANSFORMERS_PRELUDE) -> object:
+def run_page(
+    script: str,
+    models: dict[str, Path],
+    webgpu: bool = False,
+    timeout: float = 480,
+    prelude: str = TRANSFORMERS_PRELUDE,
+) -> object:
     """Run ``script`` (the body of an async function returning a JSON value, with
     ``transformers`` in scope, or ``ort`` with :data:`ORT_PRELUDE`) in a page of headless
     Chromium, with ``models`` served as ``/models/NAME/``; its result, or AssertionError
@@ -95,16 +113,29 @@ def run_page(script: str, models: dict[str, Path], webgpu: bool = False, timeout
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         (scratch / "index.html").write_text(PAGE.replace("{prelude}", prelude).replace("{script}", script))
-        site = {"/transformers.min.js": TRANSFORMERS, "/ort": ORT, "/ortweb": ORT_WEB, "/": scratch,
-                **{f"/models/{name}": path for name, path in models.items()}}
+        site = {
+            "/transformers.min.js": TRANSFORMERS,
+            "/ort": ORT,
+            "/ortweb": ORT_WEB,
+            "/": scratch,
+            **{f"/models/{name}": path for name, path in models.items()},
+        }
         results, done = [], threading.Event()
         handler = functools.partial(_Handler, site=site, results=results, done=done)
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
-        flags = ["--headless", "--no-sandbox", f"--user-data-dir={scratch / 'profile'}", "--no-first-run",
-                 *(WEBGPU_FLAGS if webgpu else ["--disable-gpu"])]
-        proc = subprocess.Popen([browser, *flags, f"http://127.0.0.1:{server.server_address[1]}/index.html"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        flags = [
+            "--headless",
+            "--no-sandbox",
+            f"--user-data-dir={scratch / 'profile'}",
+            "--no-first-run",
+            *(WEBGPU_FLAGS if webgpu else ["--disable-gpu"]),
+        ]
+        proc = subprocess.Popen(
+            [browser, *flags, f"http://127.0.0.1:{server.server_address[1]}/index.html"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             finished = done.wait(timeout)
         finally:

@@ -43,7 +43,10 @@ DTYPES_FLOAT = tuple(DTYPES[d] for d in FLOAT)
 INT = ("int32", "int8", "uint8", "uint32")  # (uint32 only as an argmax/argsort result)
 NAME_OF = {v: k for k, v in DTYPES.items()} | {mx.uint32: "uint32"}  # argmax/argsort results
 MAX_SIZE = 48
-HALF_SUM_TOLERANCES = {"float16": (0.06, 0.02), "bfloat16": (0.5, 0.06)}  # (tests/support/cases/quantized.py's LOW_PRECISION)
+HALF_SUM_TOLERANCES = {
+    "float16": (0.06, 0.02),
+    "bfloat16": (0.5, 0.06),
+}  # (tests/support/cases/quantized.py's LOW_PRECISION)
 
 
 def dname(dtype: mx.Dtype) -> str:
@@ -88,8 +91,29 @@ def where(c, a, b):
     return mx.where(c, a, b)
 
 
-UNARY_FLOAT_SMOOTH = ["exp", "sin", "cos", "tanh", "sigmoid", "erf", "arctan", "sinh", "cosh", "expm1",
-                      "log1p", "log", "sqrt", "rsqrt", "arcsin", "arccos", "arcsinh", "arccosh", "arctanh", "tan", "reciprocal"]
+UNARY_FLOAT_SMOOTH = [
+    "exp",
+    "sin",
+    "cos",
+    "tanh",
+    "sigmoid",
+    "erf",
+    "arctan",
+    "sinh",
+    "cosh",
+    "expm1",
+    "log1p",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "arcsin",
+    "arccos",
+    "arcsinh",
+    "arccosh",
+    "arctanh",
+    "tan",
+    "reciprocal",
+]
 UNARY_EXACT = ["abs", "negative", "square"]
 UNARY_TAME = ["sin", "cos", "tanh", "sigmoid", "erf", "arctan", "arcsinh", "abs", "negative"]
 UNARY_JUMPY = ["floor", "ceil", "round", "sign"]
@@ -278,8 +302,9 @@ def gather_qmm(x, seed, experts, n, k, group_size, bits, mode, rhs):
     """``mx.gather_qmm`` of ``x`` (widened to ``k``) with constant quantized expert weights
     [experts, n, k] and a constant expert index list ``rhs``."""
     q = _weights(seed, (experts, n, k), group_size, bits, mode)
-    return mx.gather_qmm(_widen(x, k), *q, rhs_indices=mx.array(np.array(rhs, np.uint32)),
-                         group_size=group_size, bits=bits, mode=mode)
+    return mx.gather_qmm(
+        _widen(x, k), *q, rhs_indices=mx.array(np.array(rhs, np.uint32)), group_size=group_size, bits=bits, mode=mode
+    )
 
 
 def weight_constant(seed, shape):
@@ -295,18 +320,54 @@ def index_constant(seed, shape, high):
 def scatter_add_axis(x, indices, axis):
     """The VJP of take_along_axis: ones scattered (summed) into zeros like ``x`` along
     ``axis`` (MLX's ScatterAxis Sum)."""
+
     def gather(t):
         return mx.take_along_axis(t, indices, axis=axis)
+
     cotangent = mx.ones(gather(x).shape, x.dtype)
     return mx.vjp(gather, [x], [cotangent])[1][0] + x
 
 
-WRAPPERS = {"getitem", "astype", "take", "conv1d", "conv2d", "pad", "split", "clip", "where", "dyn_slice",
-            "dyn_slice_update", "setitem", "at_add", "put_along_axis", "masked_set", "with_arange", "view",
-            "rfft_parts", "rms_norm", "layer_norm", "rope", "attention", "random_bits", "random_uniform",
-            "hadamard", "topk", "argpartition", "searchsorted", "conj_parts", "depends", "gather_mm",
-            "block_masked_mm", "quantized_matmul", "quantize", "gather_qmm", "scatter_add_axis",
-            "weight_constant", "index_constant"}
+WRAPPERS = {
+    "getitem",
+    "astype",
+    "take",
+    "conv1d",
+    "conv2d",
+    "pad",
+    "split",
+    "clip",
+    "where",
+    "dyn_slice",
+    "dyn_slice_update",
+    "setitem",
+    "at_add",
+    "put_along_axis",
+    "masked_set",
+    "with_arange",
+    "view",
+    "rfft_parts",
+    "rms_norm",
+    "layer_norm",
+    "rope",
+    "attention",
+    "random_bits",
+    "random_uniform",
+    "hadamard",
+    "topk",
+    "argpartition",
+    "searchsorted",
+    "conj_parts",
+    "depends",
+    "gather_mm",
+    "block_masked_mm",
+    "quantized_matmul",
+    "quantize",
+    "gather_qmm",
+    "scatter_add_axis",
+    "weight_constant",
+    "index_constant",
+}
 
 
 # -- programs ----------------------------------------------------------------------------
@@ -370,8 +431,12 @@ class Program:
 
     def source(self) -> str:
         """A reproducer: Python code building the inputs and the function."""
-        lines = ["import mlx.core as mx, numpy as np", "from tests.support.fuzzgen import *  # wrappers: getitem, astype, pad ...",
-                 "nan, inf = np.nan, np.inf", ""]
+        lines = [
+            "import mlx.core as mx, numpy as np",
+            "from tests.support.fuzzgen import *  # wrappers: getitem, astype, pad ...",
+            "nan, inf = np.nan, np.inf",
+            "",
+        ]
         names = ", ".join(f"v{i}" for i in range(len(self.inputs)))
         lines.append(f"def fn({names}):")
         k = len(self.inputs)
@@ -386,8 +451,10 @@ class Program:
         for i, a in enumerate(self.inputs):
             np_dtype = "bool" if a.dtype == mx.bool_ else ("float32" if a.dtype == mx.bfloat16 else dname(a.dtype))
             values = np.array(a.astype(mx.float32) if a.dtype == mx.bfloat16 else a).astype(np_dtype).tolist()
-            lines.append(f"v{i} = mx.array(np.array({values!r}, dtype={np_dtype!r}).reshape({tuple(a.shape)!r}))"
-                         f".astype(mx.{dname(a.dtype) if a.dtype != mx.bool_ else 'bool_'})")
+            lines.append(
+                f"v{i} = mx.array(np.array({values!r}, dtype={np_dtype!r}).reshape({tuple(a.shape)!r}))"
+                f".astype(mx.{dname(a.dtype) if a.dtype != mx.bool_ else 'bool_'})"
+            )
         lines.append(f"args = ({', '.join(f'v{i}' for i in range(len(self.inputs)))},)")
         return "\n".join(lines)
 
@@ -511,8 +578,11 @@ def _partner(b: _Builder, x: Ref, dtype: str | None = None, exact_only=False):
     (while no step exists yet) not possible, so existing values or literals only."""
     vx = b.values[x.i]
     dtype = dtype or vx.dtype
-    same = [r for r in b.refs(lambda v: v.dtype == dtype and (v.exact or not exact_only))
-            if _broadcastable(b.values[r.i].shape, vx.shape)]
+    same = [
+        r
+        for r in b.refs(lambda v: v.dtype == dtype and (v.exact or not exact_only))
+        if _broadcastable(b.values[r.i].shape, vx.shape)
+    ]
     if same and b.chance(0.75):
         return b.pick(same)
     if dtype == "bool":
@@ -715,8 +785,24 @@ def step_shape(b: _Builder) -> bool:
     x = b.pick(b.refs())
     v = b.values[x.i]
     shape, rank = v.shape, len(v.shape)
-    kind = b.pick(["reshape", "transpose", "expand_dims", "squeeze", "getitem", "getitem", "broadcast_to",
-                   "flatten", "swapaxes", "moveaxis", "flip", "tile", "repeat", "pad"])
+    kind = b.pick(
+        [
+            "reshape",
+            "transpose",
+            "expand_dims",
+            "squeeze",
+            "getitem",
+            "getitem",
+            "broadcast_to",
+            "flatten",
+            "swapaxes",
+            "moveaxis",
+            "flip",
+            "tile",
+            "repeat",
+            "pad",
+        ]
+    )
     if kind == "reshape":
         size = int(np.prod(shape))
         dims = [d for d in range(1, size + 1) if size % d == 0] if size else [0, 1, 2]
@@ -763,8 +849,9 @@ def step_shape(b: _Builder) -> bool:
     if kind == "moveaxis":
         return b.try_step("moveaxis", (x, axis, int(b.rng.integers(0, rank))))
     if kind == "flip":
-        return b.try_step("getitem", (x, tuple((None, None, -1) if i == axis % rank else (None, None, 1)
-                                              for i in range(rank))))
+        return b.try_step(
+            "getitem", (x, tuple((None, None, -1) if i == axis % rank else (None, None, 1) for i in range(rank)))
+        )
     if kind == "tile":
         return b.try_step("tile", (x, [int(b.rng.integers(1, 3)) for _ in range(int(b.rng.integers(1, rank + 2)))]))
     if kind == "repeat":
@@ -800,7 +887,9 @@ def step_join(b: _Builder) -> bool:
     if rank == 0:
         return False
     axis = int(b.rng.integers(0, rank))
-    mates = [r for r in others if all(p == q for i, (p, q) in enumerate(zip(b.values[r.i].shape, v.shape)) if i != axis)]
+    mates = [
+        r for r in others if all(p == q for i, (p, q) in enumerate(zip(b.values[r.i].shape, v.shape)) if i != axis)
+    ]
     parts = [x] + [b.pick(mates) for _ in range(int(b.rng.integers(1, 3)))]
     return b.try_step("concatenate", (parts,), {"axis": axis - rank * int(b.chance(0.3))})
 
@@ -842,8 +931,11 @@ def step_linalg(b: _Builder) -> bool:
     v = b.values[x.i]
     kind = b.pick(["matmul", "matmul", "softmax", "logsumexp", "conv"])
     if kind == "matmul":
-        mates = [r for r in b.refs(lambda w: w.dtype == v.dtype and len(w.shape) >= 1 and w.array.size > 0)
-                 if b.values[r.i].shape[-1 if len(b.values[r.i].shape) == 1 else -2] == v.shape[-1]]
+        mates = [
+            r
+            for r in b.refs(lambda w: w.dtype == v.dtype and len(w.shape) >= 1 and w.array.size > 0)
+            if b.values[r.i].shape[-1 if len(b.values[r.i].shape) == 1 else -2] == v.shape[-1]
+        ]
         if not mates:
             return False
         return b.try_step("matmul", (x, b.pick(mates)), exact=False)
@@ -943,10 +1035,34 @@ def step_special(b: _Builder) -> bool:
     x = b.pick(b.refs())
     v = b.values[x.i]
     shape, rank = v.shape, len(v.shape)
-    kind = b.pick(["erfinv", "divmod", "addmm", "stop_gradient", "unflatten", "view", "dyn_slice",
-                   "dyn_slice_update", "setitem", "at_add", "put_along_axis", "masked_set", "with_arange",
-                   "rfft", "rms_norm", "layer_norm", "rope", "attention", "random", "hadamard",
-                   "cumsum_float", "as_strided", "isnan", "nan_to_num"])
+    kind = b.pick(
+        [
+            "erfinv",
+            "divmod",
+            "addmm",
+            "stop_gradient",
+            "unflatten",
+            "view",
+            "dyn_slice",
+            "dyn_slice_update",
+            "setitem",
+            "at_add",
+            "put_along_axis",
+            "masked_set",
+            "with_arange",
+            "rfft",
+            "rms_norm",
+            "layer_norm",
+            "rope",
+            "attention",
+            "random",
+            "hadamard",
+            "cumsum_float",
+            "as_strided",
+            "isnan",
+            "nan_to_num",
+        ]
+    )
     if kind == "erfinv":
         if v.dtype not in FLOAT or not (v.exact or _tame_for_erfinv(v.array)):
             return False
@@ -968,8 +1084,12 @@ def step_special(b: _Builder) -> bool:
         cs = b.refs(lambda w: w.dtype == v.dtype and _broadcastable(w.shape, (m, n)) and len(w.shape) <= 2)
         if not cs:
             return False
-        return b.try_step("addmm", (b.pick(cs), x, y), {"alpha": float(b.pick([1.0, 0.5])), "beta": float(b.pick([1.0, 2.0]))},
-                          exact=False)
+        return b.try_step(
+            "addmm",
+            (b.pick(cs), x, y),
+            {"alpha": float(b.pick([1.0, 0.5])), "beta": float(b.pick([1.0, 2.0]))},
+            exact=False,
+        )
     if kind == "stop_gradient":
         return b.try_step("stop_gradient", (x,))
     if kind == "isnan":
@@ -983,8 +1103,14 @@ def step_special(b: _Builder) -> bool:
     if kind == "view":
         if v.dtype == "bool" or (v.dtype in FLOAT and bool(mx.any(mx.isnan(v.array)))):
             return False  # NaN bit patterns are each implementation's own
-        same = {"float32": ["int32", "float32"], "float16": ["bfloat16", "float16"], "bfloat16": ["float16"],
-                "int32": ["float32"], "int8": ["uint8"], "uint8": ["int8"]}  # (bytes other than 0/1 are no bool)
+        same = {
+            "float32": ["int32", "float32"],
+            "float16": ["bfloat16", "float16"],
+            "bfloat16": ["float16"],
+            "int32": ["float32"],
+            "int8": ["uint8"],
+            "uint8": ["int8"],
+        }  # (bytes other than 0/1 are no bool)
         if v.dtype not in same or not v.exact:
             return False  # the bits of an inexact float are no fixed answer
         return b.try_step("view", (x, b.pick(same[v.dtype])), exact=v.exact and v.dtype not in FLOAT)
@@ -998,8 +1124,14 @@ def step_special(b: _Builder) -> bool:
         size = int(b.rng.integers(0, d + 1))
         return b.try_step("dyn_slice", (x, int(b.rng.integers(0, d - size + 1)), axis, size))
     if kind == "dyn_slice_update":
-        mates = b.refs(lambda w: w.dtype == v.dtype and len(w.shape) == rank and w.shape[axis] <= d and all(
-            p == q for i, (p, q) in enumerate(zip(w.shape, shape)) if i != axis))
+        mates = b.refs(
+            lambda w: (
+                w.dtype == v.dtype
+                and len(w.shape) == rank
+                and w.shape[axis] <= d
+                and all(p == q for i, (p, q) in enumerate(zip(w.shape, shape)) if i != axis)
+            )
+        )
         if not mates:
             return False
         u = b.pick(mates)
@@ -1047,8 +1179,9 @@ def step_special(b: _Builder) -> bool:
         return b.try_step("rms_norm", (x, b.pick(ws) if ws else None), exact=False)
     if kind == "layer_norm":
         ws = b.refs(lambda w: w.dtype == v.dtype and w.shape == (last,))
-        return b.try_step("layer_norm", (x, b.pick(ws) if ws else None, b.pick(ws) if ws and b.chance(0.5) else None),
-                          exact=False)
+        return b.try_step(
+            "layer_norm", (x, b.pick(ws) if ws else None, b.pick(ws) if ws and b.chance(0.5) else None), exact=False
+        )
     if kind == "rope":
         if rank < 3 or last % 2:
             return False
@@ -1057,7 +1190,9 @@ def step_special(b: _Builder) -> bool:
     if kind == "attention":
         if rank != 4:
             return False
-        mates = b.refs(lambda w: w.dtype == v.dtype and len(w.shape) == 4 and w.shape[-1] == last and w.shape[:2] == shape[:2])
+        mates = b.refs(
+            lambda w: w.dtype == v.dtype and len(w.shape) == 4 and w.shape[-1] == last and w.shape[:2] == shape[:2]
+        )
         k = b.pick(mates)
         return b.try_step("attention", (x, k, k if b.chance(0.5) else b.pick(mates), b.chance(0.4)), exact=False)
     if kind == "random":
@@ -1079,8 +1214,21 @@ def _quantized_operand(w: _Value) -> bool:
 def step_rare(b: _Builder) -> bool:
     """Primitives no other maker reaches: ArgPartition, SearchSorted, Conjugate, Depends,
     GatherMM, BlockMaskedMM, QuantizedMatmul, Quantize, GatherQMM, ScatterAxis (Sum)."""
-    kind = b.pick(["argpartition", "searchsorted", "conj", "depends", "gather_mm", "block_masked_mm",
-                   "quantized_matmul", "quantize", "gather_qmm", "scatter_add_axis", "addmm"])
+    kind = b.pick(
+        [
+            "argpartition",
+            "searchsorted",
+            "conj",
+            "depends",
+            "gather_mm",
+            "block_masked_mm",
+            "quantized_matmul",
+            "quantize",
+            "gather_qmm",
+            "scatter_add_axis",
+            "addmm",
+        ]
+    )
     need = {  # the values each kind can start from
         "argpartition": lambda w: w.exact and len(w.shape) >= 1 and w.array.size > 0,  # (discontinuous)
         "searchsorted": lambda w: w.exact and w.dtype != "bool",
@@ -1125,8 +1273,9 @@ def step_rare(b: _Builder) -> bool:
             i = Ref(len(b.values) - 1)
         if not b.try_step("remainder", (i, shape[axis])):
             return False
-        return b.try_step("scatter_add_axis", (x, Ref(len(b.values) - 1), axis),
-                          exact=v.exact and v.dtype != "bfloat16")
+        return b.try_step(
+            "scatter_add_axis", (x, Ref(len(b.values) - 1), axis), exact=v.exact and v.dtype != "bfloat16"
+        )
     # the matrix products: float operands, non-empty (MLX's CPU BLAS aborts on empty ones)
     if v.dtype not in FLOAT or not rank or not v.array.size:
         return False
@@ -1145,14 +1294,22 @@ def step_rare(b: _Builder) -> bool:
             c = Ref(len(b.values) - 1)
         else:
             return False
-        return b.try_step("addmm", (c, x, w), {"alpha": float(b.pick([1.0, 0.5, -2.0])), "beta": float(b.pick([1.0, 2.0, 0.0]))},
-                          exact=False)
+        return b.try_step(
+            "addmm",
+            (c, x, w),
+            {"alpha": float(b.pick([1.0, 0.5, -2.0])), "beta": float(b.pick([1.0, 2.0, 0.0]))},
+            exact=False,
+        )
     if kind in ("gather_mm", "block_masked_mm"):
         shape = (1,) + shape if rank == 1 else shape  # (the wrappers: float32 matrices, as MLX's CPU kernels need)
-        mates = b.refs(lambda w: len(w.shape) >= 2 and w.dtype in FLOAT and w.shape[-2] == shape[-1] and w.array.size > 0)
+        mates = b.refs(
+            lambda w: len(w.shape) >= 2 and w.dtype in FLOAT and w.shape[-2] == shape[-1] and w.array.size > 0
+        )
         if not mates or b.chance(0.3):  # a constant weight
             wshape = tuple(int(b.rng.integers(1, 4)) for _ in range(int(b.rng.integers(0, 2)))) + (
-                shape[-1], int(b.rng.integers(1, 6)))
+                shape[-1],
+                int(b.rng.integers(1, 6)),
+            )
             if not b.try_step("weight_constant", (int(b.rng.integers(0, 1000)), wshape)):
                 return False
             mates = [Ref(len(b.values) - 1)]
@@ -1182,12 +1339,25 @@ def step_rare(b: _Builder) -> bool:
             if b.chance(0.5):
                 mask_lhs, mask_rhs = ((b.rng.random(batch + s) < 0.7).tolist() for s in ((tm, tk), (tk, tn)))
             else:
-                mask_lhs, mask_rhs = (np.round(b.rng.uniform(-2, 2, batch + s), 2).tolist() for s in ((tm, tk), (tk, tn)))
+                mask_lhs, mask_rhs = (
+                    np.round(b.rng.uniform(-2, 2, batch + s), 2).tolist() for s in ((tm, tk), (tk, tn))
+                )
         return b.try_step("block_masked_mm", (x, y, bs, mask_out, mask_lhs, mask_rhs, grow), exact=False)
     seed = int(b.rng.integers(0, 1000))
-    mode, group_size, bits = b.pick([("affine", 32, 4), ("affine", 64, 2), ("affine", 32, 3), ("affine", 128, 8),
-                                     ("affine", 32, 5), ("affine", 64, 6), ("affine", 32, 8), ("mxfp4", 32, 4),
-                                     ("mxfp8", 32, 8), ("nvfp4", 16, 4)])
+    mode, group_size, bits = b.pick(
+        [
+            ("affine", 32, 4),
+            ("affine", 64, 2),
+            ("affine", 32, 3),
+            ("affine", 128, 8),
+            ("affine", 32, 5),
+            ("affine", 64, 6),
+            ("affine", 32, 8),
+            ("mxfp4", 32, 4),
+            ("mxfp8", 32, 8),
+            ("nvfp4", 16, 4),
+        ]
+    )
     if kind == "quantize":  # the codes are a rounding of x / scale: exact finite float32 only
         if mode != "affine":
             return False
@@ -1195,15 +1365,22 @@ def step_rare(b: _Builder) -> bool:
     if kind == "gather_qmm":
         experts = int(b.rng.integers(1, 4))
         rhs = b.rng.integers(0, experts, size=shape[:-2] if rank >= 2 and b.chance(0.7) else ()).tolist()
-        return _half_sum(b, b.try_step("gather_qmm", (x, seed, experts, int(b.rng.integers(1, 5)), group_size, group_size, bits,
-                                         mode, rhs), exact=False))
+        return _half_sum(
+            b,
+            b.try_step(
+                "gather_qmm",
+                (x, seed, experts, int(b.rng.integers(1, 5)), group_size, group_size, bits, mode, rhs),
+                exact=False,
+            ),
+        )
     transpose = b.chance(0.6)
     n = int(b.rng.integers(1, 5)) if transpose else group_size
     in_graph = mode in ("affine", "mxfp4") and b.chance(0.4)  # (MLX cannot export an in-graph mxfp8/nvfp4 quantize)
     if not in_graph and mode != "mxfp8" and not _all_finite(v.array):
         return False  # a blocked low-bit product: which non-finite value a non-finite row gives is unspecified
-    return _half_sum(b, b.try_step("quantized_matmul", (x, seed, n, group_size, bits, mode, transpose, in_graph),
-                                   exact=False))
+    return _half_sum(
+        b, b.try_step("quantized_matmul", (x, seed, n, group_size, bits, mode, transpose, in_graph), exact=False)
+    )
 
 
 def _half_sum(b: _Builder, added: bool) -> bool:
@@ -1216,9 +1393,20 @@ def _half_sum(b: _Builder, added: bool) -> bool:
 
 
 MAKERS = [
-    (step_unary, 4), (step_binary, 5), (step_compare, 2), (step_where, 2), (step_reduce, 3),
-    (step_shape, 5), (step_join, 2), (step_gather, 2), (step_linalg, 2), (step_scan, 2),
-    (step_cast, 2), (step_clip, 1), (step_special, 5), (step_rare, 3),
+    (step_unary, 4),
+    (step_binary, 5),
+    (step_compare, 2),
+    (step_where, 2),
+    (step_reduce, 3),
+    (step_shape, 5),
+    (step_join, 2),
+    (step_gather, 2),
+    (step_linalg, 2),
+    (step_scan, 2),
+    (step_cast, 2),
+    (step_clip, 1),
+    (step_special, 5),
+    (step_rare, 3),
 ]
 
 
@@ -1230,7 +1418,7 @@ def generate(seed: int, max_steps: int = 5) -> Program:
     for k in range(n_inputs):
         dtype = b.pick(list(DTYPES))
         if k and b.chance(0.6):  # often related shapes, so binary ops and concatenation find partners
-            shape = tuple(d if b.chance(0.8) else 1 for d in base[int(b.rng.integers(0, len(base) + 1)):])
+            shape = tuple(d if b.chance(0.8) else 1 for d in base[int(b.rng.integers(0, len(base) + 1)) :])
             if b.chance(0.5):
                 dtype = b.values[0].dtype
         else:
@@ -1296,15 +1484,21 @@ def from_source(source: str) -> Program:
         call, targets = node.value, node.targets[0]
         targets = targets.elts if isinstance(targets, ast.Tuple) else [targets]
         op = call.func.attr if isinstance(call.func, ast.Attribute) else call.func.id
-        steps.append(Step(op, tuple(arg(a) for a in call.args), tuple((k.arg, arg(k.value)) for k in call.keywords),
-                          len(targets)))
+        steps.append(
+            Step(
+                op, tuple(arg(a) for a in call.args), tuple((k.arg, arg(k.value)) for k in call.keywords), len(targets)
+            )
+        )
         for t in targets:
             names[t.id] = len(names)
     program = Program(0, inputs, steps, returns)
     values = program._values(inputs, in_float32=False)
-    half_sums = {dname(values[len(inputs) + i].dtype) for i, step in enumerate(steps)
-                 if step.op in ("quantized_matmul", "gather_qmm")} & {"float16", "bfloat16"}
-    program.tolerances = _tolerances({dname(v.dtype) for v in values[len(inputs):]}, half_sums)
+    half_sums = {
+        dname(values[len(inputs) + i].dtype)
+        for i, step in enumerate(steps)
+        if step.op in ("quantized_matmul", "gather_qmm")
+    } & {"float16", "bfloat16"}
+    program.tolerances = _tolerances({dname(v.dtype) for v in values[len(inputs) :]}, half_sums)
     return program
 
 
@@ -1355,8 +1549,11 @@ def check(program: Program, opset: int | None = None, verifier=None, shapeless: 
     except Exception as exc:  # noqa: BLE001
         return Outcome(program.seed, opset, "mismatch", f"{type(exc).__name__}: {exc}", prims)
     if not report.passed:
-        explained = (_half_precision(program, model, verifier) or _overflow_order(program, model, verifier)
-                     or _exp_underflow(program, model, verifier))
+        explained = (
+            _half_precision(program, model, verifier)
+            or _overflow_order(program, model, verifier)
+            or _exp_underflow(program, model, verifier)
+        )
         if explained:
             return Outcome(program.seed, opset, "explained", f"{explained}\nagainst MLX itself:\n{report}", prims)
         return Outcome(program.seed, opset, "mismatch", str(report), prims)
@@ -1378,8 +1575,9 @@ def _overflow_order(program: Program, model, verifier) -> str | None:
     seed 20261212 program 10673); every other element within tolerance,
     every non-float output equal. ``None`` otherwise."""
     values = program._values(program.inputs, in_float32=False)
-    largest = max((float(_finite_magnitudes(v).max(initial=0.0)) for v in values if v.dtype in DTYPES_FLOAT),
-                  default=0.0)
+    largest = max(
+        (float(_finite_magnitudes(v).max(initial=0.0)) for v in values if v.dtype in DTYPES_FLOAT), default=0.0
+    )
     if largest < OVERFLOW_FACTOR:
         return None
     pairs = _float_outputs(program, model, verifier)
@@ -1388,18 +1586,22 @@ def _overflow_order(program: Program, model, verifier) -> str | None:
     differ = 0
     for g, w, atol, rtol in pairs:
         odd = ~np.isfinite(g) | ~np.isfinite(w)
-        overflowed = odd & (~np.isfinite(g) | (np.abs(g) > OVERFLOW_SCALE)) & (~np.isfinite(w) | (np.abs(w) > OVERFLOW_SCALE))
+        overflowed = (
+            odd & (~np.isfinite(g) | (np.abs(g) > OVERFLOW_SCALE)) & (~np.isfinite(w) | (np.abs(w) > OVERFLOW_SCALE))
+        )
         overflowed |= (np.isnan(g) & (w == 0)) | (np.isnan(w) & (g == 0))  # a product: inf * 0 or 0 * huge first
         if (odd & ~overflowed).any() or not np.all(np.abs(g - w)[~odd] <= atol + rtol * np.abs(w[~odd])):
             return None
         differ += int((odd & ~((np.isnan(g) & np.isnan(w)) | (g == w))).sum())
-    return (f"explained: float32 overflow inside a sum (the program holds values up to {largest:.3g}): the outputs "
-            f"differ only at {differ} element(s) where both sides overflowed (inf, -inf or NaN by summation order), "
-            "every other element within tolerance")
+    return (
+        f"explained: float32 overflow inside a sum (the program holds values up to {largest:.3g}): the outputs "
+        f"differ only at {differ} element(s) where both sides overflowed (inf, -inf or NaN by summation order), "
+        "every other element within tolerance"
+    )
 
 
 FLT_MIN_LOG = float(np.log(np.finfo(np.float32).tiny))  # -87.34: the log of the smallest normal float32
-SUBNORMAL_LOG = float(np.log(np.float32(2.0 ** -149)))  # -103.28: the log of the smallest subnormal
+SUBNORMAL_LOG = float(np.log(np.float32(2.0**-149)))  # -103.28: the log of the smallest subnormal
 
 
 def _exp_underflow(program: Program, model, verifier) -> str | None:
@@ -1428,9 +1630,11 @@ def _exp_underflow(program: Program, model, verifier) -> str | None:
         differ += int((flushed & ~close).sum())
     if not differ:
         return None
-    return (f"explained: MLX's exp gives 0 for a float32 subnormal result (onnxruntime keeps it): the outputs "
-            f"differ only at {differ} element(s) where MLX is -inf (0) and the export the log of a subnormal "
-            "(the subnormal), every other element within tolerance")
+    return (
+        f"explained: MLX's exp gives 0 for a float32 subnormal result (onnxruntime keeps it): the outputs "
+        f"differ only at {differ} element(s) where MLX is -inf (0) and the export the log of a subnormal "
+        "(the subnormal), every other element within tolerance"
+    )
 
 
 def _float_outputs(program: Program, model, verifier) -> list | None:
@@ -1485,7 +1689,7 @@ def _half_precision(program: Program, model, verifier) -> str | None:
         return None
     if not report.passed:
         return None
-    return f"explained: half-precision arithmetic (MLX's half-precision result is off the float32 computation " \
-           f"the export follows):\n{report}"
-
-
+    return (
+        f"explained: half-precision arithmetic (MLX's half-precision result is off the float32 computation "
+        f"the export follows):\n{report}"
+    )

@@ -39,10 +39,11 @@ class Record:
     tolerances: dict = field(default_factory=dict)
 
     def describe(self) -> str:
-        ins = ", ".join(f"{a.label}{list(a.array.shape)}:{dtypes.name(a.array.dtype)}{' const' if a.constant else ''}"
-                        for a in self.inputs)
-        return (f"{self.name} arguments={self.arguments!r} inputs=[{ins}] opset={self.opset} "
-                f"bfloat16={self.bfloat16}")
+        ins = ", ".join(
+            f"{a.label}{list(a.array.shape)}:{dtypes.name(a.array.dtype)}{' const' if a.constant else ''}"
+            for a in self.inputs
+        )
+        return f"{self.name} arguments={self.arguments!r} inputs=[{ins}] opset={self.opset} bfloat16={self.bfloat16}"
 
 
 def _randn(rng, shape, dtype, scale=1.0, edges=False):
@@ -67,18 +68,33 @@ def generate(seed: int) -> Record:
 
     def rec(name, arguments, inputs, expected, out_dtypes=None, tolerances=None):
         mx.eval(expected)
-        return Record(seed, name, list(arguments), inputs, expected, out_dtypes or [e.dtype for e in expected],
-                      opset, bf16, tolerances or {})
+        return Record(
+            seed,
+            name,
+            list(arguments),
+            inputs,
+            expected,
+            out_dtypes or [e.dtype for e in expected],
+            opset,
+            bf16,
+            tolerances or {},
+        )
 
     if kind in ("Copy", "StopGradient"):
         dt = [mx.float32, mx.float16, mx.bfloat16, mx.int32, mx.uint8, mx.bool_][int(rng.integers(6))]
         shape = tuple(int(d) for d in rng.integers(0, 4, size=int(rng.integers(0, 4))))
-        x = mx.array(rng.integers(-50, 50, size=shape)).astype(dt) if dt not in FLOATS else _randn(rng, shape, dt, 3, edges)
+        x = (
+            mx.array(rng.integers(-50, 50, size=shape)).astype(dt)
+            if dt not in FLOATS
+            else _randn(rng, shape, dt, 3, edges)
+        )
         return rec(kind, [], [Arg("x", x)], [x])
     if kind in ("RMSNorm", "LayerNorm"):
         shape = tuple(int(d) for d in rng.integers(1, 4, size=int(rng.integers(0, 3)))) + (int(rng.integers(1, 33)),)
         x = _randn(rng, shape, dtype, float(rng.choice([0.1, 1.0, 10.0])), edges)
-        x = x + mx.array(rng.uniform(-2, 2, size=shape[:-1] + (1,)).astype(np.float32)).astype(dtype)  # an offset per row
+        x = x + mx.array(rng.uniform(-2, 2, size=shape[:-1] + (1,)).astype(np.float32)).astype(
+            dtype
+        )  # an offset per row
         eps = float(np.float32(rng.choice([1e-6, 1e-5, 1e-3, 0.1])))
         weight_const = bool(rng.random() < 0.7)
         w = _randn(rng, shape[-1:], dtype) if rng.random() < 0.7 else None
@@ -112,8 +128,15 @@ def _rope(rng, dtype, edges, rec, Arg):
         inputs.append(Arg("freqs", freqs, constant=True))
 
     def rope(a):
-        return mx.fast.rope(a, dims, traditional=traditional, base=None if freqs is not None else base, scale=scale,
-                            offset=offset, freqs=freqs)
+        return mx.fast.rope(
+            a,
+            dims,
+            traditional=traditional,
+            base=None if freqs is not None else base,
+            scale=scale,
+            offset=offset,
+            freqs=freqs,
+        )
 
     expected = rope(x) if forward else mx.vjp(rope, [mx.zeros_like(x)], [x])[1][0]
     arguments = [dims, traditional, 1.0 if freqs is not None else base, scale, forward]
@@ -128,7 +151,7 @@ def _attention(rng, dtype, rec, Arg):
     q_len, k_len = int(rng.integers(1, 6)), int(rng.integers(1, 7))
     head_dim = int(rng.choice([1, 4, 8, 16]))
     v_dim = head_dim if rng.random() < 0.7 else int(rng.choice([2, 4, 8]))
-    scale = float(np.float32(rng.choice([head_dim ** -0.5, 1.0, 0.2, 1.7])))
+    scale = float(np.float32(rng.choice([head_dim**-0.5, 1.0, 0.2, 1.7])))
     mask_kind = [None, "causal", "bool", "additive"][int(rng.integers(4))]
     q = _randn(rng, (batch, q_heads, q_len, head_dim), dtype)
     k = _randn(rng, (batch, kv_heads, k_len, head_dim), dtype)
@@ -143,8 +166,14 @@ def _attention(rng, dtype, rec, Arg):
     logsumexp = bool(rng.random() < 0.2)
     causal = mask_kind == "causal"
     expected, inputs, out_dtypes = sdpa_record_io(q, k, v, scale, mask, sinks, causal, logsumexp, dtype)
-    return rec("ScaledDotProductAttention", [scale, causal, sinks is not None, logsumexp, False], inputs, expected,
-               out_dtypes, {"float32": (2e-4, 2e-4)} if logsumexp else None)
+    return rec(
+        "ScaledDotProductAttention",
+        [scale, causal, sinks is not None, logsumexp, False],
+        inputs,
+        expected,
+        out_dtypes,
+        {"float32": (2e-4, 2e-4)} if logsumexp else None,
+    )
 
 
 def check(record: Record) -> Outcome:
@@ -159,8 +188,12 @@ def check(record: Record) -> Outcome:
     from tests.support.harness import record_trace
 
     prims = frozenset([record.name])
-    trace, feeds = record_trace(record.name, record.arguments, record.inputs,
-                                [(tuple(e.shape), d) for e, d in zip(record.expected, record.output_dtypes)])
+    trace, feeds = record_trace(
+        record.name,
+        record.arguments,
+        record.inputs,
+        [(tuple(e.shape), d) for e, d in zip(record.expected, record.output_dtypes)],
+    )
     exporter = mlx2onnx.Exporter(opset=record.opset, bfloat16=record.bfloat16)
     try:
         proto = ir.serde.serialize_model(exporter.trace_to_ir(trace))

@@ -194,10 +194,14 @@ def _append_sort(model: onnx.ModelProto) -> onnx.ModelProto:
             node.output[:] = [raw if o == out.name else o for o in node.output]
         k_name = out.name + "__k"
         graph.initializer.append(helper.make_tensor(k_name, onnx.TensorProto.INT64, [1], [dim]))
-        graph.node.extend([
-            helper.make_node("Cast", [raw], [raw + "_f"], to=onnx.TensorProto.FLOAT),
-            helper.make_node("TopK", [raw + "_f", k_name], [out.name, out.name + "__idx"], axis=-1, largest=0, sorted=1),
-        ])
+        graph.node.extend(
+            [
+                helper.make_node("Cast", [raw], [raw + "_f"], to=onnx.TensorProto.FLOAT),
+                helper.make_node(
+                    "TopK", [raw + "_f", k_name], [out.name, out.name + "__idx"], axis=-1, largest=0, sorted=1
+                ),
+            ]
+        )
         out.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
     del graph.value_info[:]
     return model
@@ -216,7 +220,9 @@ def case_params(cases: Sequence[Case]):
                 marks = [pytest.mark.xfail(reason=case.xfail, strict=True)] if case.xfail else []
                 if case.opsets is None and opset != default_opset():
                     marks.append(pytest.mark.slow)
-                params.append(pytest.param(case, dtype, opset, id=f"{case.id}-{dtypes.name(dtype)}-op{opset}", marks=marks))
+                params.append(
+                    pytest.param(case, dtype, opset, id=f"{case.id}-{dtypes.name(dtype)}-op{opset}", marks=marks)
+                )
     return params
 
 
@@ -253,8 +259,13 @@ def _letters(k: int) -> str:
     return name
 
 
-def record_trace(name: str, arguments: Sequence, inputs: Sequence[Arg],
-                 outputs: Sequence[tuple[tuple[int, ...], mx.Dtype]], device: str = "Device(gpu, 0)"):
+def record_trace(
+    name: str,
+    arguments: Sequence,
+    inputs: Sequence[Arg],
+    outputs: Sequence[tuple[tuple[int, ...], mx.Dtype]],
+    device: str = "Device(gpu, 0)",
+):
     """``(trace, feeds)``: the Trace of a function made of the single primitive record
     ``name`` (``arguments`` laid out as docs/records.md says) on ``inputs``, with outputs of
     the given shapes and dtypes, as MLX would report it (on a GPU stream by default, where
@@ -271,8 +282,14 @@ def record_trace(name: str, arguments: Sequence, inputs: Sequence[Arg],
             graph_inputs.append(GraphInput(spec, arg.label, len(graph_inputs), None))
             feeds[arg.label] = dtypes.array_to_numpy(arg.array)
     record = Primitive(0, name, tuple(arguments), tuple(specs), tuple(out_specs))
-    trace = Trace(inputs=tuple(graph_inputs), outputs=tuple(GraphOutput(s, None) for s in out_specs),
-                  constants=tuple(constants), primitives=(record,), device=device, function_name=name)
+    trace = Trace(
+        inputs=tuple(graph_inputs),
+        outputs=tuple(GraphOutput(s, None) for s in out_specs),
+        constants=tuple(constants),
+        primitives=(record,),
+        device=device,
+        function_name=name,
+    )
     return trace, feeds
 
 

@@ -31,9 +31,17 @@ import numpy as np
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GROUP = 32  # GGUF's block: 32 weights sharing a scale (and, Q4_1, a minimum)
-_NAMES = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
-          "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
-          "ffn_down": "mlp.down_proj", "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}
+_NAMES = {
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+}
 
 
 def package_path(distribution: str, name: str) -> Path | None:
@@ -120,22 +128,35 @@ def smollm2_folder(folder: Path, dtype: str = "float16") -> Path | None:
     folder.mkdir(parents=True, exist_ok=True)
     mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
     config = {
-        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": _field(reader, "llama.embedding_length"),
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": _field(reader, "llama.embedding_length"),
         "intermediate_size": _field(reader, "llama.feed_forward_length"),
-        "num_hidden_layers": _field(reader, "llama.block_count"), "num_attention_heads": heads,
-        "num_key_value_heads": kv_heads, "head_dim": _field(reader, "llama.rope.dimension_count"),
+        "num_hidden_layers": _field(reader, "llama.block_count"),
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": _field(reader, "llama.rope.dimension_count"),
         "rms_norm_eps": float(np.float32(_field(reader, "llama.attention.layer_norm_rms_epsilon"))),
-        "rope_theta": _field(reader, "llama.rope.freq_base"), "vocab_size": _field(reader, "llama.vocab_size"),
-        "max_position_embeddings": _field(reader, "llama.context_length"), "tie_word_embeddings": True,
+        "rope_theta": _field(reader, "llama.rope.freq_base"),
+        "vocab_size": _field(reader, "llama.vocab_size"),
+        "max_position_embeddings": _field(reader, "llama.context_length"),
+        "tie_word_embeddings": True,
         "bos_token_id": _field(reader, "tokenizer.ggml.bos_token_id"),
         "eos_token_id": _field(reader, "tokenizer.ggml.eos_token_id"),
-        "pad_token_id": _field(reader, "tokenizer.ggml.padding_token_id"), "torch_dtype": dtype,
+        "pad_token_id": _field(reader, "tokenizer.ggml.padding_token_id"),
+        "torch_dtype": dtype,
         "quantization": {"group_size": GROUP, "bits": 4, "model.embed_tokens": {"group_size": GROUP, "bits": 8}},
     }
     (folder / "config.json").write_text(json.dumps(config, indent=2))
-    (folder / "generation_config.json").write_text(json.dumps(
-        {"bos_token_id": config["bos_token_id"], "eos_token_id": config["eos_token_id"],
-         "pad_token_id": config["pad_token_id"]}))
+    (folder / "generation_config.json").write_text(
+        json.dumps(
+            {
+                "bos_token_id": config["bos_token_id"],
+                "eos_token_id": config["eos_token_id"],
+                "pad_token_id": config["pad_token_id"],
+            }
+        )
+    )
     _write_bpe_tokenizer(reader, folder)
     return folder
 
@@ -150,20 +171,38 @@ def _write_bpe_tokenizer(reader, folder: Path) -> None:
     types = _field(reader, "tokenizer.ggml.token_type")
     merges = [tuple(m.split(" ", 1)) for m in _field(reader, "tokenizer.ggml.merges")]
     tokenizer = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
-                                                       pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
     control = [t for t, kind in zip(tokens, types) if kind == gguf_control()]
     tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in control])
     tokenizer.save(str(folder / "tokenizer.json"))
-    ids = {key: tokens[_field(reader, f"tokenizer.ggml.{key}_token_id")] for key in ("bos", "eos", "unknown", "padding")}
-    (folder / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "GPT2Tokenizer", "bos_token": ids["bos"], "eos_token": ids["eos"],
-        "unk_token": ids["unknown"], "pad_token": ids["padding"], "add_bos_token": False,
-        "add_prefix_space": False, "clean_up_tokenization_spaces": False, "model_max_length": 8192,
-        "additional_special_tokens": [t for t in control if t not in ids.values()],
-        "chat_template": _field(reader, "tokenizer.chat_template")}, indent=2))
+    ids = {
+        key: tokens[_field(reader, f"tokenizer.ggml.{key}_token_id")] for key in ("bos", "eos", "unknown", "padding")
+    }
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "GPT2Tokenizer",
+                "bos_token": ids["bos"],
+                "eos_token": ids["eos"],
+                "unk_token": ids["unknown"],
+                "pad_token": ids["padding"],
+                "add_bos_token": False,
+                "add_prefix_space": False,
+                "clean_up_tokenization_spaces": False,
+                "model_max_length": 8192,
+                "additional_special_tokens": [t for t in control if t not in ids.values()],
+                "chat_template": _field(reader, "tokenizer.chat_template"),
+            },
+            indent=2,
+        )
+    )
 
 
 def gguf_control() -> int:
@@ -206,7 +245,7 @@ def ctranslate2_variables(path: Path) -> dict[str, np.ndarray]:
         nonlocal at
         size = take("H")
         at += size
-        return data[at - size:at - 1].decode()
+        return data[at - size : at - 1].decode()
 
     version = take("I")
     if version != 6:
@@ -217,8 +256,9 @@ def ctranslate2_variables(path: Path) -> dict[str, np.ndarray]:
         name = text()
         shape = [take("I") for _ in range(take("B"))]
         kind, size = take("B"), take("I")
-        variables[name] = np.frombuffer(data, _CT2_TYPES[kind], size // np.dtype(_CT2_TYPES[kind]).itemsize,
-                                        at).reshape(shape)
+        variables[name] = np.frombuffer(
+            data, _CT2_TYPES[kind], size // np.dtype(_CT2_TYPES[kind]).itemsize, at
+        ).reshape(shape)
         at += size
     for _ in range(take("I")):
         alias, name = text(), text()
@@ -230,10 +270,14 @@ def _whisper_weights(ct2: dict[str, np.ndarray], layers: dict[str, int]) -> dict
     """mlx-whisper's parameters from CTranslate2's Whisper variables: the fused query-key-
     value (and cross key-value) projections split, the key's zero bias dropped, the
     convolutions as MLX lays them out ([out, width, in])."""
-    out = {"encoder.ln_post.weight": ct2["encoder/layer_norm/gamma"], "encoder.ln_post.bias": ct2["encoder/layer_norm/beta"],
-           "decoder.ln.weight": ct2["decoder/layer_norm/gamma"], "decoder.ln.bias": ct2["decoder/layer_norm/beta"],
-           "decoder.token_embedding.weight": ct2["decoder/embeddings/weight"],
-           "decoder.positional_embedding": ct2["decoder/position_encodings/encodings"]}
+    out = {
+        "encoder.ln_post.weight": ct2["encoder/layer_norm/gamma"],
+        "encoder.ln_post.bias": ct2["encoder/layer_norm/beta"],
+        "decoder.ln.weight": ct2["decoder/layer_norm/gamma"],
+        "decoder.ln.bias": ct2["decoder/layer_norm/beta"],
+        "decoder.token_embedding.weight": ct2["decoder/embeddings/weight"],
+        "decoder.positional_embedding": ct2["decoder/position_encodings/encodings"],
+    }
     for k in (1, 2):
         out[f"encoder.conv{k}.weight"] = ct2[f"encoder/conv{k}/weight"].transpose(0, 2, 1)
         out[f"encoder.conv{k}.bias"] = ct2[f"encoder/conv{k}/bias"]
@@ -275,15 +319,23 @@ def whisper_tiny_en_folder(folder: Path) -> Path | None:
     if source is None:
         return None
     ct2 = ctranslate2_variables(source)
-    count = {side: len({k.split("/")[1] for k in ct2 if k.startswith(f"{side}/layer_") and k.split("/")[1][6:].isdigit()})
-             for side in ("encoder", "decoder")}
+    count = {
+        side: len({k.split("/")[1] for k in ct2 if k.startswith(f"{side}/layer_") and k.split("/")[1][6:].isdigit()})
+        for side in ("encoder", "decoder")
+    }
     conv1 = ct2["encoder/conv1/weight"]
-    dims = {"n_mels": conv1.shape[1], "n_audio_ctx": ct2["encoder/position_encodings/encodings"].shape[0],
-            "n_audio_state": conv1.shape[0], "n_audio_head": int(ct2["encoder/num_heads"]),
-            "n_audio_layer": count["encoder"], "n_vocab": ct2["decoder/embeddings/weight"].shape[0],
-            "n_text_ctx": ct2["decoder/position_encodings/encodings"].shape[0],
-            "n_text_state": ct2["decoder/embeddings/weight"].shape[1], "n_text_head": int(ct2["decoder/num_heads"]),
-            "n_text_layer": count["decoder"]}
+    dims = {
+        "n_mels": conv1.shape[1],
+        "n_audio_ctx": ct2["encoder/position_encodings/encodings"].shape[0],
+        "n_audio_state": conv1.shape[0],
+        "n_audio_head": int(ct2["encoder/num_heads"]),
+        "n_audio_layer": count["encoder"],
+        "n_vocab": ct2["decoder/embeddings/weight"].shape[0],
+        "n_text_ctx": ct2["decoder/position_encodings/encodings"].shape[0],
+        "n_text_state": ct2["decoder/embeddings/weight"].shape[1],
+        "n_text_head": int(ct2["decoder/num_heads"]),
+        "n_text_layer": count["decoder"],
+    }
     weights = {k: mx.array(np.ascontiguousarray(v)) for k, v in _whisper_weights(ct2, count).items()}
     folder.mkdir(parents=True, exist_ok=True)
     mx.save_safetensors(str(folder / "weights.safetensors"), weights)

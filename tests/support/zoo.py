@@ -73,8 +73,9 @@ def tiny_vision_transformer(name):
     elif name == "swin_v2":
         model = swin.SwinTransformer(**common, block=swin.SwinTransformerBlockV2, downsample_layer=swin.PatchMergingV2)
     else:
-        model = vit.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=16,
-                                      mlp_dim=32, num_classes=10)
+        model = vit.VisionTransformer(
+            image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=16, mlp_dim=32, num_classes=10
+        )
     return randomised(model, seed=3)
 
 
@@ -93,8 +94,18 @@ def whisper_model():
     """A small whole Whisper model (16 mels, 8 audio positions, vocab 64, 16 text positions)."""
     pytest.importorskip("tiktoken")
     whisper = pytest.importorskip("mlx_whisper.whisper")
-    dims = whisper.ModelDimensions(n_mels=16, n_audio_ctx=8, n_audio_state=32, n_audio_head=4, n_audio_layer=2,
-                                   n_vocab=64, n_text_ctx=16, n_text_state=32, n_text_head=4, n_text_layer=2)
+    dims = whisper.ModelDimensions(
+        n_mels=16,
+        n_audio_ctx=8,
+        n_audio_state=32,
+        n_audio_head=4,
+        n_audio_layer=2,
+        n_vocab=64,
+        n_text_ctx=16,
+        n_text_state=32,
+        n_text_head=4,
+        n_text_layer=2,
+    )
     mx.random.seed(0)
     model = whisper.Whisper(dims, dtype=mx.float32)
     mx.eval(model.parameters())
@@ -105,7 +116,9 @@ def whisper_model():
 def flux2_decoder():
     decoder_module = pytest.importorskip("mflux.models.flux2.model.flux2_vae.decoder.decoder")
     mx.random.seed(0)
-    decoder = decoder_module.Flux2Decoder(in_channels=4, block_out_channels=(32, 64), layers_per_block=1, norm_num_groups=8)
+    decoder = decoder_module.Flux2Decoder(
+        in_channels=4, block_out_channels=(32, 64), layers_per_block=1, norm_num_groups=8
+    )
     mx.eval(decoder.parameters())
     return decoder
 
@@ -157,8 +170,14 @@ def encodec_decoder(causal: bool):
     """EnCodec's SEANet decoder (4 filters, hidden 16, ratios 2, 2, one LSTM layer). Its
     LSTM weights start at zero, so every parameter is drawn at random."""
     encodec = pytest.importorskip("mlx_audio.codec.models.encodec.encodec")
-    config = encodec.EncodecConfig(num_filters=4, hidden_size=16, upsampling_ratios=[2, 2], num_lstm_layers=1,
-                                   use_causal_conv=causal, pad_mode="reflect")
+    config = encodec.EncodecConfig(
+        num_filters=4,
+        hidden_size=16,
+        upsampling_ratios=[2, 2],
+        num_lstm_layers=1,
+        use_causal_conv=causal,
+        pad_mode="reflect",
+    )
     mx.random.seed(0)
     decoder = encodec.EncodecDecoder(config)
     decoder.update(tree_map(lambda p: mx.random.normal(p.shape) * 0.3, decoder.parameters()))
@@ -187,10 +206,20 @@ def vocoder():
 
 def parakeet_conformer():
     conformer = pytest.importorskip("mlx_audio.stt.models.parakeet.conformer")
-    args = conformer.ConformerArgs(feat_in=16, n_layers=2, d_model=32, n_heads=4, ff_expansion_factor=2,
-                                   subsampling_factor=4, self_attention_model="rel_pos", subsampling="dw_striding",
-                                   conv_kernel_size=9, subsampling_conv_channels=8, pos_emb_max_len=64,
-                                   mask_padding=True)
+    args = conformer.ConformerArgs(
+        feat_in=16,
+        n_layers=2,
+        d_model=32,
+        n_heads=4,
+        ff_expansion_factor=2,
+        subsampling_factor=4,
+        self_attention_model="rel_pos",
+        subsampling="dw_striding",
+        conv_kernel_size=9,
+        subsampling_conv_channels=8,
+        pos_emb_max_len=64,
+        mask_padding=True,
+    )
     mx.random.seed(0)
     return randomised(conformer.Conformer(args), seed=4)
 
@@ -198,8 +227,15 @@ def parakeet_conformer():
 # -- mlx-diffuser ---------------------------------------------------------------------------
 def unet2d():
     module = pytest.importorskip("mlx_diffuser.models.unet2d")
-    config = module.UNet2DConfig(in_channels=4, out_channels=4, block_out_channels=(8, 16), layers_per_block=1,
-                                 num_heads=2, norm_groups=4, cross_attention_dim=8)
+    config = module.UNet2DConfig(
+        in_channels=4,
+        out_channels=4,
+        block_out_channels=(8, 16),
+        layers_per_block=1,
+        num_heads=2,
+        norm_groups=4,
+        cross_attention_dim=8,
+    )
     mx.random.seed(0)
     unet = module.UNet2D(config)
     mx.eval(unet.parameters())
@@ -209,17 +245,38 @@ def unet2d():
 # -- mlx-embeddings ----------------------------------------------------------------------------
 EMBEDDING_VOCAB = 128
 EMBEDDING_CONFIGS = {
-    "bert": dict(model_type="bert", num_hidden_layers=2, num_attention_heads=4, hidden_size=32,
-                 intermediate_size=64, max_position_embeddings=512, vocab_size=EMBEDDING_VOCAB),
+    "bert": dict(
+        model_type="bert",
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        hidden_size=32,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        vocab_size=EMBEDDING_VOCAB,
+    ),
     # position ids are a cumsum over the non-padding tokens (pad id 1 is among the random ids),
     # so up to seq + 2 positions are read
-    "xlm_roberta": dict(model_type="xlm-roberta", num_hidden_layers=2, num_attention_heads=4, hidden_size=32,
-                        intermediate_size=64, max_position_embeddings=514, vocab_size=EMBEDDING_VOCAB),
+    "xlm_roberta": dict(
+        model_type="xlm-roberta",
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        hidden_size=32,
+        intermediate_size=64,
+        max_position_embeddings=514,
+        vocab_size=EMBEDDING_VOCAB,
+    ),
     # layers 0 and 2 attend globally, layer 1 within a window of 4 on each side, with RoPE,
     # a GLU MLP and the masked-LM head
-    "modernbert": dict(model_type="modernbert", num_hidden_layers=3, num_attention_heads=4, hidden_size=32,
-                       intermediate_size=48, vocab_size=EMBEDDING_VOCAB, local_attention=8,
-                       global_attn_every_n_layers=2),
+    "modernbert": dict(
+        model_type="modernbert",
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        hidden_size=32,
+        intermediate_size=48,
+        vocab_size=EMBEDDING_VOCAB,
+        local_attention=8,
+        global_attn_every_n_layers=2,
+    ),
 }
 
 
@@ -235,8 +292,9 @@ def embedding_models(name: str):
     folder = Path(spec.origin).parent / "models"
     package = "_mlx_embeddings_models"
     if package not in sys.modules:
-        pspec = importlib.util.spec_from_file_location(package, folder / "__init__.py",
-                                                       submodule_search_locations=[str(folder)])
+        pspec = importlib.util.spec_from_file_location(
+            package, folder / "__init__.py", submodule_search_locations=[str(folder)]
+        )
         module = importlib.util.module_from_spec(pspec)
         sys.modules[package] = module
         pspec.loader.exec_module(module)
@@ -256,23 +314,45 @@ def embedding_encoder(name: str):
         # ModernBERT builds its additive masks in the mask's own dtype, so it gets float32
         mask = attention_mask.astype(mx.float32) if name == "modernbert" else attention_mask
         out = model(input_ids, attention_mask=mask)
-        return {"last_hidden_state": out.last_hidden_state, "text_embeds": out.text_embeds,
-                "pooler_output": out.pooler_output}
+        return {
+            "last_hidden_state": out.last_hidden_state,
+            "text_embeds": out.text_embeds,
+            "pooler_output": out.pooler_output,
+        }
 
     return encode
 
 
 # -- mlx-lm ------------------------------------------------------------------------------------
 LM_VOCAB = 256
-LM_COMMON = dict(hidden_size=64, num_hidden_layers=2, intermediate_size=128, num_attention_heads=4,
-                 num_key_value_heads=2, vocab_size=LM_VOCAB)
+LM_COMMON = dict(
+    hidden_size=64,
+    num_hidden_layers=2,
+    intermediate_size=128,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=LM_VOCAB,
+)
 LM_CONFIGS = {
     "llama": dict(model_type="llama", rms_norm_eps=1e-5, **LM_COMMON),
-    "qwen3": dict(model_type="qwen3", rms_norm_eps=1e-6, head_dim=16, max_position_embeddings=512,
-                  rope_theta=1e6, tie_word_embeddings=True, **LM_COMMON),
+    "qwen3": dict(
+        model_type="qwen3",
+        rms_norm_eps=1e-6,
+        head_dim=16,
+        max_position_embeddings=512,
+        rope_theta=1e6,
+        tie_word_embeddings=True,
+        **LM_COMMON,
+    ),
     "mixtral": dict(model_type="mixtral", rms_norm_eps=1e-5, num_local_experts=4, num_experts_per_tok=2, **LM_COMMON),
-    "gemma3_text": dict(model_type="gemma3_text", head_dim=16, rms_norm_eps=1e-6, sliding_window=4,
-                        sliding_window_pattern=2, **LM_COMMON),
+    "gemma3_text": dict(
+        model_type="gemma3_text",
+        head_dim=16,
+        rms_norm_eps=1e-6,
+        sliding_window=4,
+        sliding_window_pattern=2,
+        **LM_COMMON,
+    ),
     "phi3": dict(model_type="phi3", rms_norm_eps=1e-5, **LM_COMMON),
 }
 
@@ -317,22 +397,38 @@ MATRIX = {
     "encoder (bundled)": lambda: reference_example("encoder"),
     "llama (bundled)": lambda: reference_example("llama"),
     **{f"mlx-image {n}": (lambda n=n: (mlxim_classifier(n), (_normal(1, 64, 64, 3),), {})) for n in IMAGE_MODELS},
-    **{f"mlx-image {n}": (lambda n=n: (tiny_vision_transformer(n), (_normal(1, 32, 32, 3),), {}))
-       for n in ("swin", "swin_v2", "vit")},
+    **{
+        f"mlx-image {n}": (lambda n=n: (tiny_vision_transformer(n), (_normal(1, 32, 32, 3),), {}))
+        for n in ("swin", "swin_v2", "vit")
+    },
     "mlx-whisper audio encoder": lambda: (whisper_audio_encoder(), (_normal(1, 16, 16),), {}),
-    "mlx-whisper encoder-decoder": lambda: (whisper_model(), (_normal(1, 16, 16), mx.array([[0, 17, 42, 63]], mx.int32)), {}),
+    "mlx-whisper encoder-decoder": lambda: (
+        whisper_model(),
+        (_normal(1, 16, 16), mx.array([[0, 17, 42, 63]], mx.int32)),
+        {},
+    ),
     "mflux FLUX.2 VAE decoder": lambda: (AtPrecision(flux2_decoder(), mx.float32), (_normal(1, 4, 8, 8),), {}),
-    "mflux FLUX.2 VAE decoder, bfloat16 activations": lambda: (AtPrecision(flux2_decoder(), mx.bfloat16),
-                                                               (_normal(1, 4, 8, 8),), {}),
+    "mflux FLUX.2 VAE decoder, bfloat16 activations": lambda: (
+        AtPrecision(flux2_decoder(), mx.bfloat16),
+        (_normal(1, 4, 8, 8),),
+        {},
+    ),
     "mflux Depth Pro fusion": lambda: (depth_pro_fusion(), (_normal(1, 8, 6, 6), _normal(1, 8, 6, 6)), {}),
     "mlx-audio DAC decoder": lambda: (dac_decoder(), (_normal(1, 8, 8),), {}),
     "mlx-audio EnCodec decoder": lambda: (encodec_decoder(True), (_normal(1, 6, 16),), {}),
     "mlx-audio Vocos": lambda: (vocoder(), (_normal(1, 10, 8),), {}),
     "mlx-audio Parakeet conformer": lambda: (parakeet_conformer(), (_normal(2, 32, 16), mx.array([20, 32])), {}),
     "mlx-diffuser UNet2D": lambda: (unet2d(), (_normal(1, 8, 8, 4), mx.array([300.0]), _normal(1, 5, 8)), {}),
-    **{f"mlx-embeddings {n}": (lambda n=n: (embedding_encoder(n), (lm_tokens((2, 5)) % EMBEDDING_VOCAB,),
-                                            {"attention_mask": mx.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], mx.int32)}))
-       for n in EMBEDDING_CONFIGS},
+    **{
+        f"mlx-embeddings {n}": (
+            lambda n=n: (
+                embedding_encoder(n),
+                (lm_tokens((2, 5)) % EMBEDDING_VOCAB,),
+                {"attention_mask": mx.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], mx.int32)},
+            )
+        )
+        for n in EMBEDDING_CONFIGS
+    },
     **{f"mlx-lm {n}": (lambda n=n: (mlx_lm_model(n), (lm_tokens((2, 7)),), {})) for n in LM_CONFIGS},
     "mlx-lm llama 4-bit": lambda: (quantized(mlx_lm_model("llama")), (lm_tokens((1, 7)),), {}),
     # the experts (GatherQMM) unpacked from their bytes: OpenVINO misread the uint32 words
@@ -342,11 +438,24 @@ MATRIX = {
 
 
 # -- mlx-lm model folders (for the package export) ----------------------------------------
-PACKAGE_TEXTS = ["the quick brown fox jumps over the lazy dog", "hello world from mlx to onnx",
-                 "a small tokenizer for tests"]
-MAMBA_CONFIG = dict(model_type="mamba", vocab_size=LM_VOCAB, hidden_size=32, intermediate_size=64, state_size=4,
-                    num_hidden_layers=2, conv_kernel=4, use_bias=False, use_conv_bias=True, time_step_rank=4,
-                    tie_word_embeddings=True)
+PACKAGE_TEXTS = [
+    "the quick brown fox jumps over the lazy dog",
+    "hello world from mlx to onnx",
+    "a small tokenizer for tests",
+]
+MAMBA_CONFIG = dict(
+    model_type="mamba",
+    vocab_size=LM_VOCAB,
+    hidden_size=32,
+    intermediate_size=64,
+    state_size=4,
+    num_hidden_layers=2,
+    conv_kernel=4,
+    use_bias=False,
+    use_conv_bias=True,
+    time_step_rank=4,
+    tie_word_embeddings=True,
+)
 
 
 def byte_level_bpe(folder, specials: list[str]):
@@ -357,8 +466,12 @@ def byte_level_bpe(folder, specials: list[str]):
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.train_from_iterator(PACKAGE_TEXTS * 20, trainers.BpeTrainer(
-        vocab_size=300, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tokenizer.train_from_iterator(
+        PACKAGE_TEXTS * 20,
+        trainers.BpeTrainer(
+            vocab_size=300, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
     tokenizer.save(str(Path(folder) / "tokenizer.json"))
     return tokenizer
 
@@ -367,14 +480,30 @@ def train_tokenizer(folder):
     """A byte-level BPE tokenizer trained on PACKAGE_TEXTS, saved as tokenizer.json and
     tokenizer_config.json in ``folder``; returns its vocabulary size."""
     tokenizer = byte_level_bpe(folder, ["<unk>", "<s>", "</s>"])
-    (Path(folder) / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
-        "model_max_length": 512, "add_bos_token": False}))
+    (Path(folder) / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "bos_token": "<s>",
+                "eos_token": "</s>",
+                "unk_token": "<unk>",
+                "model_max_length": 512,
+                "add_bos_token": False,
+            }
+        )
+    )
     return tokenizer.get_vocab_size()
 
 
-def as_variant(model, settings: dict, dtype=None, bits: int | None = None, group_size: int = 32,
-               predicate=None, record_dtype: bool = True) -> None:
+def as_variant(
+    model,
+    settings: dict,
+    dtype=None,
+    bits: int | None = None,
+    group_size: int = 32,
+    predicate=None,
+    record_dtype: bool = True,
+) -> None:
     """The folder's variant of ``model``, as the MLX packages' converters make it: cast to
     ``dtype`` (named in ``settings`` as ``torch_dtype`` where the package's config takes
     it), or quantized to ``bits`` (``settings["quantization"]``, which their loaders read);
@@ -389,8 +518,15 @@ def as_variant(model, settings: dict, dtype=None, bits: int | None = None, group
     mx.eval(model.parameters())
 
 
-def write_model_folder(folder, name: str, bits: int | None = None, group_size: int = 64, seed: int = 0,
-                       config: dict | None = None, dtype=None):
+def write_model_folder(
+    folder,
+    name: str,
+    bits: int | None = None,
+    group_size: int = 64,
+    seed: int = 0,
+    config: dict | None = None,
+    dtype=None,
+):
     """An mlx-lm model folder as people hold them: config.json (``quantization`` when
     ``bits``), model.safetensors, generation_config.json and a trained tokenizer. The
     weights are drawn wider than mlx-lm's initialisation (std 0.5) so that greedy
@@ -398,15 +534,20 @@ def write_model_folder(folder, name: str, bits: int | None = None, group_size: i
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     vocab = train_tokenizer(folder)
-    settings = dict(config or LM_CONFIGS[name], vocab_size=vocab, bos_token_id=1, eos_token_id=2,
-                    max_position_embeddings=512)
+    settings = dict(
+        config or LM_CONFIGS[name], vocab_size=vocab, bos_token_id=1, eos_token_id=2, max_position_embeddings=512
+    )
     if "text_config" in settings:  # a vision-language folder: the text model's settings are nested
         settings["text_config"] = dict(settings["text_config"], vocab_size=vocab)
     module = importlib.import_module(f"mlx_lm.models.{settings['model_type']}")
     mx.random.seed(seed)
     model = module.Model(module.ModelArgs.from_dict(settings))
-    model.update(tree_map(lambda a: mx.random.normal(a.shape) * 0.5 if a.ndim > 1 else 1 + 0.1 * mx.random.normal(a.shape),
-                          model.parameters()))
+    model.update(
+        tree_map(
+            lambda a: mx.random.normal(a.shape) * 0.5 if a.ndim > 1 else 1 + 0.1 * mx.random.normal(a.shape),
+            model.parameters(),
+        )
+    )
     as_variant(model, settings, dtype, bits, group_size)
     mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())))
     (folder / "config.json").write_text(json.dumps(settings))
@@ -417,21 +558,66 @@ def write_model_folder(folder, name: str, bits: int | None = None, group_size: i
 # -- mlx-lm mixture-of-experts architectures (tiny configs) --------------------------------
 MOE_ARCHITECTURES = ("mixtral", "qwen3_moe", "olmoe", "granitemoe", "gpt_oss", "deepseek_v3", "phimoe")
 _MOE_FIELDS = dict(
-    hidden_size=64, num_hidden_layers=2, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
-    vocab_size=LM_VOCAB, rms_norm_eps=1e-5, head_dim=16, max_position_embeddings=512, rope_theta=10000.0,
-    tie_word_embeddings=False, num_experts=4, num_local_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
-    decoder_sparse_step=1, norm_topk_prob=True, mlp_only_layers=[], n_routed_experts=4, n_shared_experts=1,
-    first_k_dense_replace=0, moe_layer_freq=1, kv_lora_rank=16, q_lora_rank=None, qk_rope_head_dim=8,
-    qk_nope_head_dim=8, v_head_dim=16, n_group=1, topk_group=1, routed_scaling_factor=1.0, topk_method="noaux_tc",
-    scoring_func="sigmoid", sliding_window=128, layer_types=None, embedding_multiplier=1.0,
-    attention_multiplier=1.0, logits_scaling=1.0, residual_multiplier=1.0, attention_bias=False, rope_scaling=None,
+    hidden_size=64,
+    num_hidden_layers=2,
+    intermediate_size=128,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=LM_VOCAB,
+    rms_norm_eps=1e-5,
+    head_dim=16,
+    max_position_embeddings=512,
+    rope_theta=10000.0,
+    tie_word_embeddings=False,
+    num_experts=4,
+    num_local_experts=4,
+    num_experts_per_tok=2,
+    moe_intermediate_size=32,
+    decoder_sparse_step=1,
+    norm_topk_prob=True,
+    mlp_only_layers=[],
+    n_routed_experts=4,
+    n_shared_experts=1,
+    first_k_dense_replace=0,
+    moe_layer_freq=1,
+    kv_lora_rank=16,
+    q_lora_rank=None,
+    qk_rope_head_dim=8,
+    qk_nope_head_dim=8,
+    v_head_dim=16,
+    n_group=1,
+    topk_group=1,
+    routed_scaling_factor=1.0,
+    topk_method="noaux_tc",
+    scoring_func="sigmoid",
+    sliding_window=128,
+    layer_types=None,
+    embedding_multiplier=1.0,
+    attention_multiplier=1.0,
+    logits_scaling=1.0,
+    residual_multiplier=1.0,
+    attention_bias=False,
+    rope_scaling=None,
 )
 
 
 _OTHER_FIELDS = dict(
-    n_embd=64, n_layer=2, n_head=4, n_inner=128, n_positions=512, layer_norm_epsilon=1e-5, multi_query=True,
-    attention_window_size=4, block_types=["recurrent", "attention"], conv1d_width=4, embeddings_scale_by_sqrt_dim=True,
-    final_w_init_variance_scale=1.0, lru_width=64, logits_soft_cap=30.0, rnn_num_heads=4, partial_rotary_factor=0.5,
+    n_embd=64,
+    n_layer=2,
+    n_head=4,
+    n_inner=128,
+    n_positions=512,
+    layer_norm_epsilon=1e-5,
+    multi_query=True,
+    attention_window_size=4,
+    block_types=["recurrent", "attention"],
+    conv1d_width=4,
+    embeddings_scale_by_sqrt_dim=True,
+    final_w_init_variance_scale=1.0,
+    lru_width=64,
+    logits_soft_cap=30.0,
+    rnn_num_heads=4,
+    partial_rotary_factor=0.5,
 )
 
 
@@ -453,43 +639,159 @@ def moe_model(name: str, seed: int = 0) -> nn.Module:
 # -- mlx-lm architectures that loop over the sequence in Python (tiny configs) ---------------
 RECURRENT_CONFIGS = {
     "mamba": MAMBA_CONFIG,
-    "rwkv7": dict(model_type="rwkv7", vocab_size=LM_VOCAB, hidden_size=32, intermediate_size=64, norm_eps=1e-5,
-                  head_dim=8, num_hidden_layers=2, a_low_rank_dim=8, v_low_rank_dim=8, gate_low_rank_dim=8,
-                  decay_low_rank_dim=8, tie_word_embeddings=False),
-    "jamba": dict(model_type="jamba", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, attn_layer_offset=1, attn_layer_period=2, expert_layer_offset=1,
-                  expert_layer_period=2, mamba_d_conv=4, mamba_d_state=8, mamba_expand=2, num_experts=4,
-                  num_experts_per_tok=2, rms_norm_eps=1e-5, max_position_embeddings=512, vocab_size=LM_VOCAB),
-    "qwen3_next": dict(model_type="qwen3_next", hidden_size=64, num_hidden_layers=4, intermediate_size=128,
-                       num_attention_heads=4, linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=16,
-                       linear_value_head_dim=16, linear_conv_kernel_dim=4, num_experts=4, num_experts_per_tok=2,
-                       decoder_sparse_step=1, shared_expert_intermediate_size=32, mlp_only_layers=[],
-                       moe_intermediate_size=32, rms_norm_eps=1e-5, vocab_size=LM_VOCAB, num_key_value_heads=2,
-                       rope_theta=10000.0, partial_rotary_factor=0.5, max_position_embeddings=512, head_dim=16,
-                       full_attention_interval=4),
-    "qwen3_5": dict(model_type="qwen3_5", text_config=dict(
-        model_type="qwen3_5_text", hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
-        rms_norm_eps=1e-5, vocab_size=LM_VOCAB, num_key_value_heads=2, max_position_embeddings=512,
-        linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=16, linear_value_head_dim=16,
-        linear_conv_kernel_dim=4, head_dim=16, full_attention_interval=4,
-        rope_parameters={"type": "default", "mrope_section": [2, 1, 1], "rope_theta": 10000, "partial_rotary_factor": 0.5})),
-    "kimi_linear": dict(model_type="kimi_linear", vocab_size=LM_VOCAB, hidden_size=64, num_hidden_layers=2,
-                        num_attention_heads=4, num_key_value_heads=4, intermediate_size=128, head_dim=16,
-                        rope_theta=10000.0, rms_norm_eps=1e-5, model_max_length=512, num_experts=4,
-                        linear_attn_config={"num_heads": 4, "head_dim": 16, "kda_layers": [1], "full_attn_layers": [2],
-                                            "short_conv_kernel_size": 4},
-                        moe_intermediate_size=32, kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=16,
-                        num_experts_per_token=2),
-    "olmo_hybrid": dict(model_type="olmo_hybrid", hidden_size=64, intermediate_size=128, num_hidden_layers=4,
-                        num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5, vocab_size=LM_VOCAB,
-                        max_position_embeddings=512, linear_num_key_heads=2, linear_num_value_heads=4,
-                        linear_key_head_dim=16, linear_value_head_dim=16, linear_conv_kernel_dim=4,
-                        linear_allow_neg_eigval=False, tie_word_embeddings=False, attention_bias=False),
-    "bailing_moe_linear": dict(model_type="bailing_moe_linear", hidden_size=64, intermediate_size=128,
-                               max_position_embeddings=512, moe_intermediate_size=32, num_experts=4,
-                               num_shared_experts=1, norm_topk_prob=True, num_attention_heads=4, num_experts_per_tok=2,
-                               num_hidden_layers=4, num_key_value_heads=2, rms_norm_eps=1e-5, rope_theta=10000.0,
-                               vocab_size=LM_VOCAB, first_k_dense_replace=0, layer_group_size=2, group_norm_size=1),
+    "rwkv7": dict(
+        model_type="rwkv7",
+        vocab_size=LM_VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        norm_eps=1e-5,
+        head_dim=8,
+        num_hidden_layers=2,
+        a_low_rank_dim=8,
+        v_low_rank_dim=8,
+        gate_low_rank_dim=8,
+        decay_low_rank_dim=8,
+        tie_word_embeddings=False,
+    ),
+    "jamba": dict(
+        model_type="jamba",
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        attn_layer_offset=1,
+        attn_layer_period=2,
+        expert_layer_offset=1,
+        expert_layer_period=2,
+        mamba_d_conv=4,
+        mamba_d_state=8,
+        mamba_expand=2,
+        num_experts=4,
+        num_experts_per_tok=2,
+        rms_norm_eps=1e-5,
+        max_position_embeddings=512,
+        vocab_size=LM_VOCAB,
+    ),
+    "qwen3_next": dict(
+        model_type="qwen3_next",
+        hidden_size=64,
+        num_hidden_layers=4,
+        intermediate_size=128,
+        num_attention_heads=4,
+        linear_num_value_heads=4,
+        linear_num_key_heads=2,
+        linear_key_head_dim=16,
+        linear_value_head_dim=16,
+        linear_conv_kernel_dim=4,
+        num_experts=4,
+        num_experts_per_tok=2,
+        decoder_sparse_step=1,
+        shared_expert_intermediate_size=32,
+        mlp_only_layers=[],
+        moe_intermediate_size=32,
+        rms_norm_eps=1e-5,
+        vocab_size=LM_VOCAB,
+        num_key_value_heads=2,
+        rope_theta=10000.0,
+        partial_rotary_factor=0.5,
+        max_position_embeddings=512,
+        head_dim=16,
+        full_attention_interval=4,
+    ),
+    "qwen3_5": dict(
+        model_type="qwen3_5",
+        text_config=dict(
+            model_type="qwen3_5_text",
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            rms_norm_eps=1e-5,
+            vocab_size=LM_VOCAB,
+            num_key_value_heads=2,
+            max_position_embeddings=512,
+            linear_num_value_heads=4,
+            linear_num_key_heads=2,
+            linear_key_head_dim=16,
+            linear_value_head_dim=16,
+            linear_conv_kernel_dim=4,
+            head_dim=16,
+            full_attention_interval=4,
+            rope_parameters={
+                "type": "default",
+                "mrope_section": [2, 1, 1],
+                "rope_theta": 10000,
+                "partial_rotary_factor": 0.5,
+            },
+        ),
+    ),
+    "kimi_linear": dict(
+        model_type="kimi_linear",
+        vocab_size=LM_VOCAB,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        intermediate_size=128,
+        head_dim=16,
+        rope_theta=10000.0,
+        rms_norm_eps=1e-5,
+        model_max_length=512,
+        num_experts=4,
+        linear_attn_config={
+            "num_heads": 4,
+            "head_dim": 16,
+            "kda_layers": [1],
+            "full_attn_layers": [2],
+            "short_conv_kernel_size": 4,
+        },
+        moe_intermediate_size=32,
+        kv_lora_rank=16,
+        qk_nope_head_dim=8,
+        qk_rope_head_dim=8,
+        v_head_dim=16,
+        num_experts_per_token=2,
+    ),
+    "olmo_hybrid": dict(
+        model_type="olmo_hybrid",
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        rms_norm_eps=1e-5,
+        vocab_size=LM_VOCAB,
+        max_position_embeddings=512,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=16,
+        linear_value_head_dim=16,
+        linear_conv_kernel_dim=4,
+        linear_allow_neg_eigval=False,
+        tie_word_embeddings=False,
+        attention_bias=False,
+    ),
+    "bailing_moe_linear": dict(
+        model_type="bailing_moe_linear",
+        hidden_size=64,
+        intermediate_size=128,
+        max_position_embeddings=512,
+        moe_intermediate_size=32,
+        num_experts=4,
+        num_shared_experts=1,
+        norm_topk_prob=True,
+        num_attention_heads=4,
+        num_experts_per_tok=2,
+        num_hidden_layers=4,
+        num_key_value_heads=2,
+        rms_norm_eps=1e-5,
+        rope_theta=10000.0,
+        vocab_size=LM_VOCAB,
+        first_k_dense_replace=0,
+        layer_group_size=2,
+        group_norm_size=1,
+    ),
 }
 
 
@@ -548,8 +850,10 @@ def node_available() -> bool:
     """Whether Node and transformers.js (npm ci --ignore-scripts) are here."""
     import shutil
 
-    return shutil.which("node") is not None and \
-        (Path(__file__).resolve().parents[2] / "node_modules" / "@huggingface" / "transformers").is_dir()
+    return (
+        shutil.which("node") is not None
+        and (Path(__file__).resolve().parents[2] / "node_modules" / "@huggingface" / "transformers").is_dir()
+    )
 
 
 def transformers_js_pipeline(task: str, package, options: dict, inputs) -> Any:
@@ -570,10 +874,13 @@ def _node(script: str, *args: str) -> list[str]:
     return done.stdout.splitlines()
 
 
-
 # -- task folders: mlx-embeddings and mlx-image, as those packages write them ----------------
-EMBEDDING_TEXTS = ["the quick brown fox jumps over the lazy dog", "hello world from mlx to onnx",
-                   "a small tokenizer for tests", "sentence embeddings pooled in javascript"]
+EMBEDDING_TEXTS = [
+    "the quick brown fox jumps over the lazy dog",
+    "hello world from mlx to onnx",
+    "a small tokenizer for tests",
+    "sentence embeddings pooled in javascript",
+]
 _EMBEDDING_SPECIALS = {  # the special tokens, and the template around a text, of each family's tokenizer
     "bert": (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], "[CLS]", "[SEP]", "BertTokenizer"),
     "modernbert": (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], "[CLS]", "[SEP]", "PreTrainedTokenizerFast"),
@@ -602,15 +909,40 @@ def train_encoder_tokenizer(folder, name: str) -> dict:
     tokenizer.train_from_iterator(EMBEDDING_TEXTS * 20, trainer)
     ids = {token: tokenizer.token_to_id(token) for token in specials}
     tokenizer.post_processor = processors.TemplateProcessing(
-        single=f"{first} $A {last}", pair=f"{first} $A {last} $B:1 {last}:1",
-        special_tokens=[(first, ids[first]), (last, ids[last])])
+        single=f"{first} $A {last}",
+        pair=f"{first} $A {last} $B:1 {last}:1",
+        special_tokens=[(first, ids[first]), (last, ids[last])],
+    )
     tokenizer.save(str(Path(folder) / "tokenizer.json"))
-    pad, unk, mask = specials[0 if name != "xlm_roberta" else 1], specials[1 if name != "xlm_roberta" else 3], specials[4]
-    (Path(folder) / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": kind, "cls_token": first, "sep_token": last, "pad_token": pad, "unk_token": unk,
-        "mask_token": mask, "bos_token": first, "eos_token": last, "model_max_length": 512, "do_lower_case": True}))
-    return {"vocab_size": tokenizer.get_vocab_size(), "pad_token_id": ids[pad], "bos_token_id": ids[first],
-            "eos_token_id": ids[last], "cls_token_id": ids[first], "sep_token_id": ids[last]}
+    pad, unk, mask = (
+        specials[0 if name != "xlm_roberta" else 1],
+        specials[1 if name != "xlm_roberta" else 3],
+        specials[4],
+    )
+    (Path(folder) / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": kind,
+                "cls_token": first,
+                "sep_token": last,
+                "pad_token": pad,
+                "unk_token": unk,
+                "mask_token": mask,
+                "bos_token": first,
+                "eos_token": last,
+                "model_max_length": 512,
+                "do_lower_case": True,
+            }
+        )
+    )
+    return {
+        "vocab_size": tokenizer.get_vocab_size(),
+        "pad_token_id": ids[pad],
+        "bos_token_id": ids[first],
+        "eos_token_id": ids[last],
+        "cls_token_id": ids[first],
+        "sep_token_id": ids[last],
+    }
 
 
 def write_embedding_folder(folder, name: str, bits: int | None = None, dtype=None):
@@ -627,8 +959,9 @@ def write_embedding_folder(folder, name: str, bits: int | None = None, dtype=Non
     module = embedding_models(name)
     mx.random.seed(0)
     model = module.Model(module.ModelArgs.from_dict(settings))
-    as_variant(model, settings, dtype, bits,
-               predicate=lambda p, m: hasattr(m, "to_quantized") and m.weight.size % 64 == 0)
+    as_variant(
+        model, settings, dtype, bits, predicate=lambda p, m: hasattr(m, "to_quantized") and m.weight.size % 64 == 0
+    )
     saving.save_weights(folder, dict(tree_flatten(model.parameters())))
     saving.save_config(settings, folder / "config.json")
     return folder
@@ -657,8 +990,18 @@ def generated_image(size: int, seed: int = 0, width: int | None = None) -> np.nd
     return np.clip(image, 0, 255).astype(np.uint8)
 
 
-WHISPER_DIMS = dict(n_mels=80, n_audio_ctx=1500, n_audio_state=64, n_audio_head=4, n_audio_layer=2, n_vocab=51865,
-                    n_text_ctx=64, n_text_state=64, n_text_head=4, n_text_layer=2)
+WHISPER_DIMS = dict(
+    n_mels=80,
+    n_audio_ctx=1500,
+    n_audio_state=64,
+    n_audio_head=4,
+    n_audio_layer=2,
+    n_vocab=51865,
+    n_text_ctx=64,
+    n_text_state=64,
+    n_text_head=4,
+    n_text_layer=2,
+)
 ENGLISH_WHISPER_DIMS = dict(WHISPER_DIMS, n_vocab=51864)  # an English-only model (tiny.en ...): GPT-2's vocabulary
 
 
@@ -667,8 +1010,14 @@ def _wandering_whisper(build):
     decoding wander over the vocabulary."""
     mx.random.seed(0)
     model = build()
-    model.update(tree_map(lambda a: mx.random.normal(a.shape) * (0.3 if a.ndim > 1 else 0.1)
-                          if mx.issubdtype(a.dtype, mx.floating) else a, model.parameters()))
+    model.update(
+        tree_map(
+            lambda a: (
+                mx.random.normal(a.shape) * (0.3 if a.ndim > 1 else 0.1) if mx.issubdtype(a.dtype, mx.floating) else a
+            ),
+            model.parameters(),
+        )
+    )
     return model
 
 
@@ -689,18 +1038,27 @@ def write_whisper_folder(folder, dims: dict | None = None, bits: int | None = No
 
 
 # MLX Whisper names -> Transformers' (mlx-audio's sanitize maps them back)
-_TRANSFORMERS_WHISPER_NAMES = [("decoder.positional_embedding", "decoder.embed_positions.weight"),
-                               ("encoder.ln_post.", "encoder.layer_norm."), ("decoder.ln.", "decoder.layer_norm."),
-                               ("encoder.blocks.", "encoder.layers."), ("decoder.blocks.", "decoder.layers."),
-                               (".attn_ln.", ".self_attn_layer_norm."), (".mlp_ln.", ".final_layer_norm."),
-                               (".cross_attn_ln.", ".encoder_attn_layer_norm."), (".mlp1.", ".fc1."),
-                               (".mlp2.", ".fc2."), (".cross_attn.query.", ".encoder_attn.q_proj."),
-                               (".cross_attn.key.", ".encoder_attn.k_proj."),
-                               (".cross_attn.value.", ".encoder_attn.v_proj."),
-                               (".cross_attn.out.", ".encoder_attn.out_proj."), (".attn.query.", ".self_attn.q_proj."),
-                               (".attn.key.", ".self_attn.k_proj."), (".attn.value.", ".self_attn.v_proj."),
-                               (".attn.out.", ".self_attn.out_proj."),
-                               ("decoder.token_embedding.", "decoder.embed_tokens.")]
+_TRANSFORMERS_WHISPER_NAMES = [
+    ("decoder.positional_embedding", "decoder.embed_positions.weight"),
+    ("encoder.ln_post.", "encoder.layer_norm."),
+    ("decoder.ln.", "decoder.layer_norm."),
+    ("encoder.blocks.", "encoder.layers."),
+    ("decoder.blocks.", "decoder.layers."),
+    (".attn_ln.", ".self_attn_layer_norm."),
+    (".mlp_ln.", ".final_layer_norm."),
+    (".cross_attn_ln.", ".encoder_attn_layer_norm."),
+    (".mlp1.", ".fc1."),
+    (".mlp2.", ".fc2."),
+    (".cross_attn.query.", ".encoder_attn.q_proj."),
+    (".cross_attn.key.", ".encoder_attn.k_proj."),
+    (".cross_attn.value.", ".encoder_attn.v_proj."),
+    (".cross_attn.out.", ".encoder_attn.out_proj."),
+    (".attn.query.", ".self_attn.q_proj."),
+    (".attn.key.", ".self_attn.k_proj."),
+    (".attn.value.", ".self_attn.v_proj."),
+    (".attn.out.", ".self_attn.out_proj."),
+    ("decoder.token_embedding.", "decoder.embed_tokens."),
+]
 
 
 def _transformers_whisper_weights(weights: dict) -> dict:
@@ -714,8 +1072,9 @@ def _transformers_whisper_weights(weights: dict) -> dict:
     return out
 
 
-def write_mlx_audio_whisper_folder(folder, bits: int | None = None, dtype=None, layout: str = "transformers",
-                                   dims: dict | None = None):
+def write_mlx_audio_whisper_folder(
+    folder, bits: int | None = None, dtype=None, layout: str = "transformers", dims: dict | None = None
+):
     """An mlx-audio Whisper folder as the hub holds them: config.json (Transformers'
     WhisperConfig, or with ``layout="dimensions"`` Whisper's dimensions), model.safetensors
     in MLX's layout (``layout="transformers-weights"``: Transformers' names and convolution
@@ -733,11 +1092,21 @@ def write_mlx_audio_whisper_folder(folder, bits: int | None = None, dtype=None, 
     folder.mkdir(parents=True, exist_ok=True)
     dims = dict(dims or WHISPER_DIMS)
     model = _wandering_whisper(lambda: whisper.Model(whisper.ModelDimensions(**dims), dtype=mx.float32))
-    settings = ({"model_type": "whisper", **dims} if layout == "dimensions" else WhisperConfig(
-        vocab_size=dims["n_vocab"], num_mel_bins=dims["n_mels"], d_model=dims["n_audio_state"],
-        encoder_layers=dims["n_audio_layer"], encoder_attention_heads=dims["n_audio_head"],
-        decoder_layers=dims["n_text_layer"], decoder_attention_heads=dims["n_text_head"],
-        max_source_positions=dims["n_audio_ctx"], max_target_positions=dims["n_text_ctx"]).to_dict())
+    settings = (
+        {"model_type": "whisper", **dims}
+        if layout == "dimensions"
+        else WhisperConfig(
+            vocab_size=dims["n_vocab"],
+            num_mel_bins=dims["n_mels"],
+            d_model=dims["n_audio_state"],
+            encoder_layers=dims["n_audio_layer"],
+            encoder_attention_heads=dims["n_audio_head"],
+            decoder_layers=dims["n_text_layer"],
+            decoder_attention_heads=dims["n_text_head"],
+            max_source_positions=dims["n_audio_ctx"],
+            max_target_positions=dims["n_text_ctx"],
+        ).to_dict()
+    )
     as_variant(model, settings, dtype or mx.float16, bits)
     weights = dict(tree_flatten(model.parameters()))
     if layout == "transformers-weights":  # a Transformers checkpoint as the hub holds it, which mlx-audio reads too
@@ -747,8 +1116,9 @@ def write_mlx_audio_whisper_folder(folder, bits: int | None = None, dtype=None, 
     source = pytest.importorskip("mlx_whisper.whisper")
     vocabulary = whisper_files.whisper_tokenizer(source.Whisper(source.ModelDimensions(**dims)))
     whisper_files.write_tokenizer(vocabulary, folder)
-    WhisperProcessor(WhisperFeatureExtractor(feature_size=dims["n_mels"]),
-                     WhisperTokenizer.from_pretrained(str(folder))).save_pretrained(str(folder))
+    WhisperProcessor(
+        WhisperFeatureExtractor(feature_size=dims["n_mels"]), WhisperTokenizer.from_pretrained(str(folder))
+    ).save_pretrained(str(folder))
     return folder
 
 
@@ -756,9 +1126,16 @@ def _float32_sums(x, layer):
     def wide(a):
         return None if a is None else a.astype(mx.float32)
 
-    return mx.quantized_matmul(wide(x), layer["weight"], scales=wide(layer["scales"]), biases=wide(layer.get("biases")),
-                               transpose=True, group_size=layer.group_size, bits=layer.bits,
-                               mode=layer.mode).astype(x.dtype)
+    return mx.quantized_matmul(
+        wide(x),
+        layer["weight"],
+        scales=wide(layer["scales"]),
+        biases=wide(layer.get("biases")),
+        transpose=True,
+        group_size=layer.group_size,
+        bits=layer.bits,
+        mode=layer.mode,
+    ).astype(x.dtype)
 
 
 class _Float32SumsLinear(nn.QuantizedLinear):
@@ -795,9 +1172,19 @@ def speech_clip(seconds: float = 2.0, seed: int = 0) -> np.ndarray:
     return (0.2 * tone / 4 + 0.01 * rng.standard_normal(t.size)).astype(np.float32)
 
 
-MOONSHINE_CONFIG = dict(model_type="moonshine", hidden_size=32, intermediate_size=64, encoder_num_hidden_layers=2,
-                        decoder_num_hidden_layers=2, encoder_num_attention_heads=4, decoder_num_attention_heads=4,
-                        max_position_embeddings=512, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)
+MOONSHINE_CONFIG = dict(
+    model_type="moonshine",
+    hidden_size=32,
+    intermediate_size=64,
+    encoder_num_hidden_layers=2,
+    decoder_num_hidden_layers=2,
+    encoder_num_attention_heads=4,
+    decoder_num_attention_heads=4,
+    max_position_embeddings=512,
+    bos_token_id=1,
+    eos_token_id=2,
+    decoder_start_token_id=1,
+)
 
 
 def write_moonshine_folder(folder, bits: int | None = None, dtype=None):
@@ -814,8 +1201,10 @@ def write_moonshine_folder(folder, bits: int | None = None, dtype=None):
     model = moonshine.Model(config.ModelConfig.from_dict(settings))
     model.update(tree_map(lambda a: mx.random.normal(a.shape) * (1.0 if a.ndim > 1 else 0.1), model.parameters()))
     as_variant(model, settings, dtype, bits)
-    weights = {k: (v.transpose(0, 2, 1) if "conv" in k and k.endswith("weight") and v.ndim == 3 else v)
-               for k, v in tree_flatten(model.parameters())}
+    weights = {
+        k: (v.transpose(0, 2, 1) if "conv" in k and k.endswith("weight") and v.ndim == 3 else v)
+        for k, v in tree_flatten(model.parameters())
+    }
     mx.save_safetensors(str(folder / "model.safetensors"), weights)
     (folder / "config.json").write_text(json.dumps(settings))
     return folder
@@ -844,7 +1233,7 @@ def mlx_class_probabilities(folder, name, image, crop):
     model = create_model(name, weights=str(folder / "model.safetensors"), num_classes=10)
     model.eval()
     top, left = (image.shape[0] - crop) // 2, (image.shape[1] - crop) // 2
-    image = image[top:top + crop, left:left + crop]
+    image = image[top : top + crop, left : left + crop]
     pixels = (image / 255.0 - np.array([0.485, 0.456, 0.406])) / np.array([0.229, 0.224, 0.225])
     logits = np.array(model(mx.array(pixels[None].astype(np.float32))).astype(mx.float32))[0].astype(np.float64)
     p = np.exp(logits - logits.max())
@@ -872,8 +1261,11 @@ def genai_transcription(package, wav, max_length: int) -> list[int]:
     model = og.Model(str(package))
     processor = model.create_multimodal_processor()
     multilingual = json.loads((Path(package) / "generation_config.json").read_text())["is_multilingual"]
-    prompt = "<|startoftranscript|><|en|><|transcribe|><|notimestamps|>" if multilingual else \
-        "<|startoftranscript|><|notimestamps|>"
+    prompt = (
+        "<|startoftranscript|><|en|><|transcribe|><|notimestamps|>"
+        if multilingual
+        else "<|startoftranscript|><|notimestamps|>"
+    )
     inputs = processor(prompt, audios=og.Audios.open(str(wav)))
     params = og.GeneratorParams(model)
     params.set_search_options(do_sample=False, max_length=max_length)
@@ -887,14 +1279,33 @@ def genai_transcription(package, wav, max_length: int) -> list[int]:
 # -- mlx-vlm folders ---------------------------------------------------------------------------
 VLM_SPECIALS = {
     "gemma3": ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_image>", "<end_of_image>", "<image_soft_token>"],
-    "idefics3": ["<pad>", "<eos>", "<bos>", "<unk>", "<fake_token_around_image>", "<global-img>", "<image>",
-                 "<end_of_utterance>", *(f"<row_{r}_col_{c}>" for r in (1, 2) for c in (1, 2))],
-    "qwen2_vl": ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
-                 "<|video_pad|>"],
+    "idefics3": [
+        "<pad>",
+        "<eos>",
+        "<bos>",
+        "<unk>",
+        "<fake_token_around_image>",
+        "<global-img>",
+        "<image>",
+        "<end_of_utterance>",
+        *(f"<row_{r}_col_{c}>" for r in (1, 2) for c in (1, 2)),
+    ],
+    "qwen2_vl": [
+        "<|endoftext|>",
+        "<|im_start|>",
+        "<|im_end|>",
+        "<|vision_start|>",
+        "<|vision_end|>",
+        "<|image_pad|>",
+        "<|video_pad|>",
+    ],
 }
 VLM_SPECIALS["qwen2_5_vl"] = VLM_SPECIALS["qwen2_vl"]
-VLM_PROMPTS = {"gemma3": "<start_of_image> a small tokenizer", "idefics3": "<image> a small tokenizer",
-               "qwen2_vl": "<|vision_start|><|image_pad|><|vision_end|> a small tokenizer"}
+VLM_PROMPTS = {
+    "gemma3": "<start_of_image> a small tokenizer",
+    "idefics3": "<image> a small tokenizer",
+    "qwen2_vl": "<|vision_start|><|image_pad|><|vision_end|> a small tokenizer",
+}
 VLM_PROMPTS["qwen2_5_vl"] = VLM_PROMPTS["qwen2_vl"]
 VLM_SCALES = {"qwen2_vl": 0.5, "qwen2_5_vl": 0.5}  # weight scales at which greedy tokens differ (the others: 0.1)
 # qwen2_vl: 8 x 8 patches of 14, 16 image tokens; qwen2_5_vl: 16 x 16, 64 tokens in 4 attention windows
@@ -905,41 +1316,130 @@ VLM_IMAGE_SIZES = {"qwen2_vl": 112, "qwen2_5_vl": 224}
 def _vlm_settings(architecture: str, ids: dict, vocab: int) -> dict:
     if architecture == "qwen2_5_vl":
         settings = _vlm_settings("qwen2_vl", ids, vocab)
-        return dict(settings, model_type="qwen2_5_vl", vision_config=dict(
-            model_type="qwen2_5_vl", depth=2, hidden_size=32, intermediate_size=64, out_hidden_size=64, num_heads=2,
-            patch_size=14, spatial_patch_size=14, spatial_merge_size=2, temporal_patch_size=2, in_channels=3,
-            window_size=112, fullatt_block_indexes=[1], tokens_per_second=2))
+        return dict(
+            settings,
+            model_type="qwen2_5_vl",
+            vision_config=dict(
+                model_type="qwen2_5_vl",
+                depth=2,
+                hidden_size=32,
+                intermediate_size=64,
+                out_hidden_size=64,
+                num_heads=2,
+                patch_size=14,
+                spatial_patch_size=14,
+                spatial_merge_size=2,
+                temporal_patch_size=2,
+                in_channels=3,
+                window_size=112,
+                fullatt_block_indexes=[1],
+                tokens_per_second=2,
+            ),
+        )
     if architecture == "qwen2_vl":  # the text settings at the top, as Qwen2-VL's config.json has them
-        return dict(model_type="qwen2_vl", hidden_size=64, num_hidden_layers=2, intermediate_size=128,
-                    num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6, vocab_size=vocab,
-                    rope_theta=10000.0, rope_scaling={"type": "mrope", "mrope_section": [4, 2, 2]},
-                    tie_word_embeddings=False, image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-                    vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
-                    eos_token_id=[ids["<|im_end|>"]], pad_token_id=ids["<|endoftext|>"],
-                    vision_config=dict(model_type="qwen2_vl", depth=2, embed_dim=32, hidden_size=64, num_heads=2,
-                                       mlp_ratio=2.0, patch_size=14, spatial_patch_size=14, spatial_merge_size=2,
-                                       temporal_patch_size=2, in_channels=3))
+        return dict(
+            model_type="qwen2_vl",
+            hidden_size=64,
+            num_hidden_layers=2,
+            intermediate_size=128,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            rms_norm_eps=1e-6,
+            vocab_size=vocab,
+            rope_theta=10000.0,
+            rope_scaling={"type": "mrope", "mrope_section": [4, 2, 2]},
+            tie_word_embeddings=False,
+            image_token_id=ids["<|image_pad|>"],
+            video_token_id=ids["<|video_pad|>"],
+            vision_start_token_id=ids["<|vision_start|>"],
+            vision_end_token_id=ids["<|vision_end|>"],
+            eos_token_id=[ids["<|im_end|>"]],
+            pad_token_id=ids["<|endoftext|>"],
+            vision_config=dict(
+                model_type="qwen2_vl",
+                depth=2,
+                embed_dim=32,
+                hidden_size=64,
+                num_heads=2,
+                mlp_ratio=2.0,
+                patch_size=14,
+                spatial_patch_size=14,
+                spatial_merge_size=2,
+                temporal_patch_size=2,
+                in_channels=3,
+            ),
+        )
     if architecture == "gemma3":
-        return dict(model_type="gemma3", image_token_index=ids["<image_soft_token>"], hidden_size=64,
-                    pad_token_id=ids["<pad>"], vocab_size=vocab, eos_token_id=[ids["<eos>"]],
-                    text_config=dict(model_type="gemma3_text", hidden_size=64, num_hidden_layers=2,
-                                     intermediate_size=128, num_attention_heads=4, head_dim=16, num_key_value_heads=2,
-                                     vocab_size=vocab, sliding_window=8, sliding_window_pattern=2,
-                                     mm_tokens_per_image=256, query_pre_attn_scalar=16),
-                    # 16 x 16 patches, one token each: the 256 image tokens onnxruntime-genai's gemma3 processor expands
-                    vision_config=dict(model_type="siglip_vision_model", num_hidden_layers=2, hidden_size=32,
-                                       intermediate_size=64, num_attention_heads=4, patch_size=4, image_size=64))
-    return dict(model_type="idefics3", image_token_id=ids["<image>"], vocab_size=vocab, scale_factor=2,
-                eos_token_id=[ids["<end_of_utterance>"]], pad_token_id=ids["<pad>"],
-                text_config=dict(model_type="llama", hidden_size=64, intermediate_size=128, num_attention_heads=4,
-                                 num_key_value_heads=2, num_hidden_layers=2, rms_norm_eps=1e-5, vocab_size=vocab),
-                # 8 x 8 patches, pixel-shuffled by 2: 16 image tokens
-                vision_config=dict(model_type="idefics3_vision", hidden_size=32, num_attention_heads=4, patch_size=4,
-                                   num_hidden_layers=2, intermediate_size=64, image_size=32))
+        return dict(
+            model_type="gemma3",
+            image_token_index=ids["<image_soft_token>"],
+            hidden_size=64,
+            pad_token_id=ids["<pad>"],
+            vocab_size=vocab,
+            eos_token_id=[ids["<eos>"]],
+            text_config=dict(
+                model_type="gemma3_text",
+                hidden_size=64,
+                num_hidden_layers=2,
+                intermediate_size=128,
+                num_attention_heads=4,
+                head_dim=16,
+                num_key_value_heads=2,
+                vocab_size=vocab,
+                sliding_window=8,
+                sliding_window_pattern=2,
+                mm_tokens_per_image=256,
+                query_pre_attn_scalar=16,
+            ),
+            # 16 x 16 patches, one token each: the 256 image tokens onnxruntime-genai's gemma3 processor expands
+            vision_config=dict(
+                model_type="siglip_vision_model",
+                num_hidden_layers=2,
+                hidden_size=32,
+                intermediate_size=64,
+                num_attention_heads=4,
+                patch_size=4,
+                image_size=64,
+            ),
+        )
+    return dict(
+        model_type="idefics3",
+        image_token_id=ids["<image>"],
+        vocab_size=vocab,
+        scale_factor=2,
+        eos_token_id=[ids["<end_of_utterance>"]],
+        pad_token_id=ids["<pad>"],
+        text_config=dict(
+            model_type="llama",
+            hidden_size=64,
+            intermediate_size=128,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            num_hidden_layers=2,
+            rms_norm_eps=1e-5,
+            vocab_size=vocab,
+        ),
+        # 8 x 8 patches, pixel-shuffled by 2: 16 image tokens
+        vision_config=dict(
+            model_type="idefics3_vision",
+            hidden_size=32,
+            num_attention_heads=4,
+            patch_size=4,
+            num_hidden_layers=2,
+            intermediate_size=64,
+            image_size=32,
+        ),
+    )
 
 
-def write_vlm_folder(folder, architecture: str = "gemma3", scale: float | None = None, dtype=None,
-                     bits: int | None = None, split: bool = False):
+def write_vlm_folder(
+    folder,
+    architecture: str = "gemma3",
+    scale: float | None = None,
+    dtype=None,
+    bits: int | None = None,
+    split: bool = False,
+):
     """An mlx-vlm folder as mlx-vlm's save functions write it (config.json with text and
     vision configs, model.safetensors with the vision tower), a byte-level BPE tokenizer
     trained here with the architecture's image tokens, its tokenizer_config naming them (as
@@ -955,8 +1455,15 @@ def write_vlm_folder(folder, architecture: str = "gemma3", scale: float | None =
     specials = VLM_SPECIALS[architecture]
     tokenizer = byte_level_bpe(folder, specials)
     ids = {t: tokenizer.token_to_id(t) for t in specials}
-    names = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<bos>", "eos_token": "<eos>",
-             "pad_token": "<pad>", "unk_token": "<unk>", "add_bos_token": False, "model_max_length": 512}
+    names = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<bos>",
+        "eos_token": "<eos>",
+        "pad_token": "<pad>",
+        "unk_token": "<unk>",
+        "add_bos_token": False,
+        "model_max_length": 512,
+    }
     if architecture in ("qwen2_vl", "qwen2_5_vl"):
         names.update(bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None)
     if architecture == "gemma3":
@@ -968,25 +1475,56 @@ def write_vlm_folder(folder, architecture: str = "gemma3", scale: float | None =
     config.vision_config = configs.VisionConfig.from_dict(settings["vision_config"])
     mx.random.seed(0)
     model = module.Model(config)
-    model.update(tree_map(lambda a: mx.random.normal(a.shape) * scale if a.ndim > 1 else 1 + 0.1 * mx.random.normal(a.shape),
-                          model.parameters()))
-    as_variant(model, settings, dtype, bits, record_dtype=False,
-               predicate=lambda p, m: hasattr(m, "to_quantized") and m.weight.shape[-1] % 32 == 0)
+    model.update(
+        tree_map(
+            lambda a: mx.random.normal(a.shape) * scale if a.ndim > 1 else 1 + 0.1 * mx.random.normal(a.shape),
+            model.parameters(),
+        )
+    )
+    as_variant(
+        model,
+        settings,
+        dtype,
+        bits,
+        record_dtype=False,
+        predicate=lambda p, m: hasattr(m, "to_quantized") and m.weight.shape[-1] % 32 == 0,
+    )
     saving.save_weights(folder, model)
     saving.save_config(dict(settings), folder / "config.json")
-    (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": settings["eos_token_id"][0],
-                                                               "pad_token_id": settings["pad_token_id"],
-                                                               "bos_token_id": ids.get("<bos>")}))
+    (folder / "generation_config.json").write_text(
+        json.dumps(
+            {
+                "eos_token_id": settings["eos_token_id"][0],
+                "pad_token_id": settings["pad_token_id"],
+                "bos_token_id": ids.get("<bos>"),
+            }
+        )
+    )
     (folder / "chat_template.jinja").write_text(
-        "{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n{% endfor %}")
+        "{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n{% endfor %}"
+    )
     if split:
         tile = settings["vision_config"]["image_size"]
-        (folder / "preprocessor_config.json").write_text(json.dumps({
-            "image_processor_type": "Idefics3ImageProcessor", "processor_class": "Idefics3Processor",
-            "do_convert_rgb": True, "do_image_splitting": True, "do_normalize": True, "do_pad": True,
-            "do_rescale": True, "do_resize": True, "image_mean": [0.5] * 3, "image_std": [0.5] * 3,
-            "max_image_size": {"longest_edge": tile}, "resample": 1, "rescale_factor": 1 / 255,
-            "size": {"longest_edge": 2 * tile}}))
+        (folder / "preprocessor_config.json").write_text(
+            json.dumps(
+                {
+                    "image_processor_type": "Idefics3ImageProcessor",
+                    "processor_class": "Idefics3Processor",
+                    "do_convert_rgb": True,
+                    "do_image_splitting": True,
+                    "do_normalize": True,
+                    "do_pad": True,
+                    "do_rescale": True,
+                    "do_resize": True,
+                    "image_mean": [0.5] * 3,
+                    "image_std": [0.5] * 3,
+                    "max_image_size": {"longest_edge": tile},
+                    "resample": 1,
+                    "rescale_factor": 1 / 255,
+                    "size": {"longest_edge": 2 * tile},
+                }
+            )
+        )
     return folder
 
 
@@ -994,10 +1532,14 @@ def transformers_vlm_tiles(package, png, prompt: str, where) -> tuple[dict, dict
     """transformers.js's image-text-to-text run of :func:`_node`'s transformers_vlm.mjs
     (12 new tokens) with the pixels its processor made: (its JSON line, those pixels and
     their all-true mask as mlx-vlm's idefics3 reads them)."""
-    heard = json.loads(_node("transformers_vlm.mjs", str(package), str(png), "12", prompt,
-                             str(Path(where) / "pixels.f32"))[-1])
+    heard = json.loads(
+        _node("transformers_vlm.mjs", str(package), str(png), "12", prompt, str(Path(where) / "pixels.f32"))[-1]
+    )
     pixels = np.fromfile(Path(where) / "pixels.f32", np.float32).reshape(heard["pixel_dims"])
-    return heard, {"pixel_values": pixels, "pixel_attention_mask": np.ones((*pixels.shape[:2], *pixels.shape[3:]), bool)}
+    return heard, {
+        "pixel_values": pixels,
+        "pixel_attention_mask": np.ones((*pixels.shape[:2], *pixels.shape[3:]), bool),
+    }
 
 
 def vlm_pixels(architecture: str, image: np.ndarray) -> dict[str, np.ndarray]:
@@ -1008,8 +1550,11 @@ def vlm_pixels(architecture: str, image: np.ndarray) -> dict[str, np.ndarray]:
     if architecture in ("qwen2_vl", "qwen2_5_vl"):
         from mlx2onnx.tasks.vlm_qwen2_vl import normalised, patches
 
-        return patches(normalised(image), {"patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2},
-                       "grid_thw" if architecture == "qwen2_vl" else "image_grid_thw")
+        return patches(
+            normalised(image),
+            {"patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2},
+            "grid_thw" if architecture == "qwen2_vl" else "image_grid_thw",
+        )
     pixels = ((image.astype(np.float32) / 255 - 0.5) / 0.5).transpose(2, 0, 1)[None]
     if architecture == "gemma3":
         return {"pixel_values": pixels}
@@ -1029,8 +1574,9 @@ def genai_vlm_tokens(package, png, text: str, new_tokens: int) -> tuple[list[int
     if "<start_of_image>" in text:
         from tokenizers import Tokenizer
 
-        expanded = text.replace("<start_of_image>",
-                                "\n\n<start_of_image>" + "<image_soft_token>" * 256 + "<end_of_image>\n\n")
+        expanded = text.replace(
+            "<start_of_image>", "\n\n<start_of_image>" + "<image_soft_token>" * 256 + "<end_of_image>\n\n"
+        )
         assert ids == Tokenizer.from_file(str(package / "tokenizer.json")).encode(expanded).ids
     params = og.GeneratorParams(model)
     params.set_search_options(do_sample=False, max_length=len(ids) + new_tokens)
@@ -1039,5 +1585,5 @@ def genai_vlm_tokens(package, png, text: str, new_tokens: int) -> tuple[list[int
     while not generator.is_done():
         generator.generate_next_token()
     sequence = [int(t) for t in generator.get_sequence(0)]
-    assert sequence[:len(ids)] == ids
-    return ids, sequence[len(ids):]
+    assert sequence[: len(ids)] == ids
+    return ids, sequence[len(ids) :]

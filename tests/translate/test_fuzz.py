@@ -14,8 +14,7 @@ from tests.support.harness import ort_session
 
 
 @pytest.mark.slow
-@settings(max_examples=40, derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, derandomize=True, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(min_value=0, max_value=2**40), low_opset=st.booleans())
 def test_random_programs_agree(seed, low_opset):
     program = fuzzgen.generate(seed)
@@ -23,8 +22,7 @@ def test_random_programs_agree(seed, low_opset):
     assert outcome.status in ("pass", "skip", "explained"), f"{outcome.status}: {outcome.detail}\n\n{program.source()}"
 
 
-@settings(max_examples=12, derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, derandomize=True, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(min_value=0, max_value=2**40), low_opset=st.booleans())
 def test_shapeless_traces_agree(seed, low_opset):
     """The same programs traced with MLX's shapeless=True (as dynamic exports trace)."""
@@ -33,8 +31,7 @@ def test_shapeless_traces_agree(seed, low_opset):
     assert outcome.status in ("pass", "skip", "explained"), f"{outcome.status}: {outcome.detail}\n\n{program.source()}"
 
 
-@settings(max_examples=24, derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=24, derandomize=True, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(min_value=0, max_value=2**40))
 def test_random_records_agree(seed):
     """Random records of the primitives MLX on this CPU never emits (tests/support/fuzzrecords.py)."""
@@ -157,9 +154,30 @@ def test_generator_reaches_the_corners():
     assert set(fuzzgen.DTYPES.values()) <= dtypes
     assert () in shapes
     assert any(0 in s for s in shapes) and any(1 in s for s in shapes)
-    for op in ("sum", "matmul", "take", "concatenate", "split", "cumsum", "argsort", "astype", "pad",
-               "where", "softmax", "logsumexp", "reshape", "transpose", "getitem", "take_along_axis",
-               "argpartition", "searchsorted", "depends", "gather_mm", "quantized_matmul", "scatter_add_axis"):
+    for op in (
+        "sum",
+        "matmul",
+        "take",
+        "concatenate",
+        "split",
+        "cumsum",
+        "argsort",
+        "astype",
+        "pad",
+        "where",
+        "softmax",
+        "logsumexp",
+        "reshape",
+        "transpose",
+        "getitem",
+        "take_along_axis",
+        "argpartition",
+        "searchsorted",
+        "depends",
+        "gather_mm",
+        "quantized_matmul",
+        "scatter_add_axis",
+    ):
         assert op in ops, op
 
 
@@ -185,15 +203,27 @@ def test_reduction_over_an_empty_axis_is_the_identity():
 
     def fn(a):
         t = mx.transpose(a, [2, 3, 0, 1])
-        return (mx.sum(t, axis=[1, 2]), mx.prod(t, axis=[1, 2]), mx.all(a, axis=0), mx.any(t, axis=2),
-                mx.prod(a), mx.prod(a.astype(mx.int32)))
+        return (
+            mx.sum(t, axis=[1, 2]),
+            mx.prod(t, axis=[1, 2]),
+            mx.all(a, axis=0),
+            mx.any(t, axis=2),
+            mx.prod(a),
+            mx.prod(a.astype(mx.int32)),
+        )
 
     for opset in (MIN_OPSET, default_opset()):
         model = mlx2onnx.Exporter(opset=opset).export(fn, mx.array(x))
         session = ort_session(model)
         got = session.run(None, {session.get_inputs()[0].name: x})
-        want = [np.zeros((3, 5)), np.ones((3, 5)), np.ones((5, 3, 2), bool), np.zeros((3, 2, 5), bool),
-                np.float32(1), np.int32(1)]  # (MLX 0.32 says 0 for both products)
+        want = [
+            np.zeros((3, 5)),
+            np.ones((3, 5)),
+            np.ones((5, 3, 2), bool),
+            np.zeros((3, 2, 5), bool),
+            np.float32(1),
+            np.int32(1),
+        ]  # (MLX 0.32 says 0 for both products)
         for g, w in zip(got, want):
             assert g.shape == w.shape and np.array_equal(g, w), (g, w)
 
@@ -248,7 +278,11 @@ def test_record_reproducers_name_the_right_dtypes():
     from tests.support.fuzzrecords import Record
     from tests.support.harness import Arg
 
-    inputs = [Arg("q", mx.zeros((2,), mx.bfloat16) + 1), Arg("m", mx.array([True, False])),
-              Arg("x", mx.ones((1,), mx.float16)), Arg("i", mx.array([3], mx.uint32))]
+    inputs = [
+        Arg("q", mx.zeros((2,), mx.bfloat16) + 1),
+        Arg("m", mx.array([True, False])),
+        Arg("x", mx.ones((1,), mx.float16)),
+        Arg("i", mx.array([3], mx.uint32)),
+    ]
     text = Record(0, "RMSNorm", [], inputs, [], [], 17).describe()
     assert "q[2]:bfloat16" in text and "m[2]:bool" in text and "x[1]:float16" in text and "i[1]:uint32" in text, text

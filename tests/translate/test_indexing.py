@@ -79,7 +79,9 @@ def test_gather_no_index_is_a_slice(opset):
     a = mx.array(RNG.standard_normal((3, 4)).astype(np.float32))
     i = mx.array([1])
     trace = single_record_trace((a, i), "Gather", [[], (2, 3)], (2, 3))
-    trace = dataclasses.replace(trace, primitives=(dataclasses.replace(trace.primitives[0], inputs=trace.primitives[0].inputs[:1]),))
+    trace = dataclasses.replace(
+        trace, primitives=(dataclasses.replace(trace.primitives[0], inputs=trace.primitives[0].inputs[:1]),)
+    )
     trace = dataclasses.replace(trace, inputs=trace.inputs[:1])
     (got,) = run_onnx(mlx2onnx.Exporter(opset=opset).trace_to_ir(trace), a)
     np.testing.assert_array_equal(got, np.array(a[:2, :3]))
@@ -87,6 +89,7 @@ def test_gather_no_index_is_a_slice(opset):
 
 def test_scatter_none_duplicates_last_write_wins_large():
     """Thousands of writes to 4 rows: every row ends up with its last writer's values."""
+
     def fn(x, i, u):
         x[i] = u
         return x

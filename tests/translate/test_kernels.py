@@ -20,8 +20,11 @@ def kernels_run(node, inputs: dict[str, np.ndarray], opset: int, folder) -> coll
     """The op types whose kernels ran for a one-node model, or None if onnxruntime refused it."""
     types = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int8): TensorProto.INT8}
     graph = helper.make_graph(
-        [node], "one", [helper.make_tensor_value_info(k, types[v.dtype], v.shape) for k, v in inputs.items()],
-        [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)])
+        [node],
+        "one",
+        [helper.make_tensor_value_info(k, types[v.dtype], v.shape) for k, v in inputs.items()],
+        [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     options = ort.SessionOptions()
     options.enable_profiling = True
@@ -34,8 +37,9 @@ def kernels_run(node, inputs: dict[str, np.ndarray], opset: int, folder) -> coll
     session.run(None, inputs)
     with open(session.end_profiling()) as f:
         events = json.load(f)
-    return collections.Counter(e["args"]["op_name"] for e in events
-                               if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"))
+    return collections.Counter(
+        e["args"]["op_name"] for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")
+    )
 
 
 @pytest.mark.parametrize("opset", [23, 24, 25, 28])
@@ -43,14 +47,18 @@ def test_attention_kernel_is_reported_where_onnxruntime_runs_it(opset, tmp_path)
     """From opset 25 the model holds Attention 25; onnxruntime's kernel is registered for
     24 onwards but runs only Attention 24, so Attention 25 runs as its function body."""
     rng = np.random.default_rng(opset)
-    feeds = {name: rng.standard_normal(shape).astype(np.float32)
-             for name, shape in (("q", (1, 4, 5, 8)), ("k", (1, 2, 5, 8)), ("v", (1, 2, 5, 8)))}
+    feeds = {
+        name: rng.standard_normal(shape).astype(np.float32)
+        for name, shape in (("q", (1, 4, 5, 8)), ("k", (1, 2, 5, 8)), ("v", (1, 2, 5, 8)))
+    }
     ran = kernels_run(helper.make_node("Attention", ["q", "k", "v"], ["y"], is_causal=1), feeds, opset, tmp_path)
     native = ran is not None and set(ran) == {"Attention"}
     assert kernels.has_kernel("Attention", mx.float32, opset, "T1") == native, ran
 
 
-@pytest.mark.parametrize("op_type, opset", [("DequantizeLinear", 23), ("DequantizeLinear", 28), ("Gelu", 20), ("Gelu", 28)])
+@pytest.mark.parametrize(
+    "op_type, opset", [("DequantizeLinear", 23), ("DequantizeLinear", 28), ("Gelu", 20), ("Gelu", 28)]
+)
 def test_open_ended_registrations_serve_their_first_version_only(op_type, opset, tmp_path):
     if op_type == "Gelu":
         feeds = {"x": np.linspace(-3, 3, 8, dtype=np.float32)}

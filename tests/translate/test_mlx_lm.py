@@ -17,7 +17,9 @@ from mlx.utils import tree_flatten
 
 import mlx2onnx
 from mlx2onnx.errors import ExportOptionError
-from mlx2onnx.llm import decoder as llm
+from mlx2onnx.llm import decoder
+from mlx2onnx.llm.decoder import export_decoder
+from mlx2onnx.llm.greedy import generate, mlx_generate
 from tests.capture.test_loops import loops_in
 from tests.support import zoo
 from tests.support.zoo import LM_CONFIGS as CONFIGS
@@ -74,10 +76,10 @@ def test_greedy_decoding_matches_mlx(name, group_size, tmp_path):
     if group_size is not None:
         nn.quantize(model, group_size=group_size, bits=4)
         mx.eval(model.parameters())
-    exported = llm.export_decoder(model, tmp_path, prompt_length=5, max_length=16)
+    exported = export_decoder(model, tmp_path, prompt_length=5, max_length=16)
     prompt = tokens((1, 5), seed=3)
-    ours = llm.generate(exported, np.array(prompt), max_new_tokens=8)
-    reference = llm.mlx_generate(model, prompt, max_new_tokens=8)
+    ours = generate(exported, np.array(prompt), max_new_tokens=8)
+    reference = mlx_generate(model, prompt, max_new_tokens=8)
     np.testing.assert_array_equal(ours, reference)
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["model.decode.onnx", "model.prefill.onnx", "model.weights"]
@@ -89,18 +91,18 @@ def test_dynamic_decoder_serves_any_batch_and_prompt_length(name, tmp_path):
     """One export with dynamic=True: greedy tokens equal MLX's at batch 1 to 3 and prompts
     of 1 to 20 tokens (max_length 32); the graphs' inputs carry the symbols."""
     model = build(name)
-    exported = llm.export_decoder(model, tmp_path, prompt_length=5, max_length=32, dynamic=True)
+    exported = export_decoder(model, tmp_path, prompt_length=5, max_length=32, dynamic=True)
     for batch, length in [(1, 1), (3, 9), (2, 20)]:
         prompt = tokens((batch, length), seed=batch * 100 + length)
-        ours = llm.generate(exported, np.array(prompt), max_new_tokens=6)
-        np.testing.assert_array_equal(ours, llm.mlx_generate(model, prompt, max_new_tokens=6))
+        ours = generate(exported, np.array(prompt), max_new_tokens=6)
+        np.testing.assert_array_equal(ours, mlx_generate(model, prompt, max_new_tokens=6))
     prefill = onnx.load(str(exported.prefill), load_external_data=False)
     decode = onnx.load(str(exported.decode), load_external_data=False)
     dims = [d.dim_param or d.dim_value for d in prefill.graph.input[0].type.tensor_type.shape.dim]
     assert dims == ["batch", "prompt"]
     assert [d.dim_param or d.dim_value for d in decode.graph.input[2].type.tensor_type.shape.dim][0] == "batch"
     with pytest.raises(ExportOptionError, match="do not fit max_length=32"):
-        llm.generate(exported, np.zeros((1, 30), np.int32), max_new_tokens=6)
+        generate(exported, np.zeros((1, 30), np.int32), max_new_tokens=6)
 
 
 def test_dynamic_mixtral_from_a_small_example_past_its_sorting_threshold():
@@ -131,13 +133,16 @@ def test_a_program_that_truly_changes_with_a_size_is_still_refused():
     """A branch on the size whose programs never settle (here: odd and even lengths)
     is refused with the first difference, even after the retrace from larger sizes, and
     the refusal names the line that branches."""
+
     def branchy(x):
         if x.shape[1] % 2:
             return mx.exp(x)
         return mx.sin(x)
 
-    with pytest.raises(mlx2onnx.DynamicShapeError,
-                       match=r"the traced program changes with it.* Line \d+ of .*test_mlx_lm\.py \(`if x\.shape\[1\] % 2:`\) branches"):
+    with pytest.raises(
+        mlx2onnx.DynamicShapeError,
+        match=r"the traced program changes with it.* Line \d+ of .*test_mlx_lm\.py \(`if x\.shape\[1\] % 2:`\) branches",
+    ):
         mlx2onnx.Exporter(dynamic={"x": {1: "n"}}).export(branchy, mx.ones((2, 8)))
 
 
@@ -153,9 +158,19 @@ def test_dynamic_gpt_bigcode_positions_made_with_numpy():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, loops", [("mamba", 2), ("rwkv7", 2), ("recurrent_gemma", 1), ("qwen3_next", 3),
-                                         ("qwen3_5", 3), ("kimi_linear", 1), ("olmo_hybrid", 3),
-                                         ("bailing_moe_linear", 2)])
+@pytest.mark.parametrize(
+    "name, loops",
+    [
+        ("mamba", 2),
+        ("rwkv7", 2),
+        ("recurrent_gemma", 1),
+        ("qwen3_next", 3),
+        ("qwen3_5", 3),
+        ("kimi_linear", 1),
+        ("olmo_hybrid", 3),
+        ("bailing_moe_linear", 2),
+    ],
+)
 def test_dynamic_recurrence_becomes_an_onnx_loop(name, loops):
     """Each layer of these loops over the sequence in Python (mamba's selective scan,
     rwkv7's state update, recurrent_gemma's linear recurrence written with slice updates,
@@ -183,8 +198,12 @@ def test_dynamic_recurrence_in_narrow_weights(variant):
     if variant == "bfloat16":
         model.set_dtype(mx.bfloat16)
     else:
-        nn.quantize(model, group_size=32, bits=4,
-                    class_predicate=lambda _, m: isinstance(m, nn.Linear) and m.weight.shape[-1] % 32 == 0)
+        nn.quantize(
+            model,
+            group_size=32,
+            bits=4,
+            class_predicate=lambda _, m: isinstance(m, nn.Linear) and m.weight.shape[-1] % 32 == 0,
+        )
     mx.eval(model.parameters())
     proto = mlx2onnx.Exporter(dynamic={"inputs": {0: "batch", 1: "seq"}}).export(model, tokens((2, 8)))
     assert len(loops_in(proto)) == 2
@@ -208,7 +227,7 @@ def test_decode_step_reads_only_the_filled_cache(tmp_path):
     """The decode graph's past has a dynamic length and each present is one longer: no
     tensor in it is max_length long, so a step costs what the tokens so far cost."""
     model = build("llama")
-    exported = llm.export_decoder(model, tmp_path, prompt_length=4, max_length=4096)
+    exported = export_decoder(model, tmp_path, prompt_length=4, max_length=4096)
     decode = onnx.load(str(exported.decode), load_external_data=False)
     past = decode.graph.input[2].type.tensor_type.shape.dim
     present = decode.graph.output[1].type.tensor_type.shape.dim
@@ -216,13 +235,14 @@ def test_decode_step_reads_only_the_filled_cache(tmp_path):
     floats = [v for v in decode.graph.value_info if v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT]
     assert 4096 not in [d.dim_value for v in floats for d in v.type.tensor_type.shape.dim]
     prompt = tokens((1, 4), seed=2)
-    np.testing.assert_array_equal(llm.generate(exported, np.array(prompt), max_new_tokens=6),
-                                  llm.mlx_generate(model, prompt, max_new_tokens=6))
+    np.testing.assert_array_equal(
+        generate(exported, np.array(prompt), max_new_tokens=6), mlx_generate(model, prompt, max_new_tokens=6)
+    )
 
 
 def test_prefill_and_decode_share_one_weights_file(tmp_path):
     model = build("llama")
-    exported = llm.export_decoder(model, tmp_path, prompt_length=4, max_length=12)
+    exported = export_decoder(model, tmp_path, prompt_length=4, max_length=12)
     weight_bytes = sum(v.nbytes for _, v in tree_flatten(model.parameters()) if v.nbytes >= 1024)
     size = os.path.getsize(exported.weights)
     assert weight_bytes <= size < 1.2 * weight_bytes  # stored once, not once per graph
@@ -233,25 +253,32 @@ def test_prefill_and_decode_share_one_weights_file(tmp_path):
         assert {e.value for t in external for e in t.external_data if e.key == "location"} == {"model.weights"}
     decode = onnx.load(str(exported.decode), load_external_data=False)
     assert [i.name for i in decode.graph.input][:4] == [
-        "input_ids", "position", "past_key_values.0.key", "past_key_values.0.value"]
+        "input_ids",
+        "position",
+        "past_key_values.0.key",
+        "past_key_values.0.value",
+    ]
     assert [o.name for o in decode.graph.output][:3] == ["logits", "present.0.key", "present.0.value"]
 
 
 def test_decoder_makes_its_directory_and_removes_it_when_it_fails(tmp_path, monkeypatch):
     model = build("llama")
-    exported = llm.export_decoder(model, tmp_path / "out", prompt_length=4, max_length=12)
+    exported = export_decoder(model, tmp_path / "out", prompt_length=4, max_length=12)
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
-        "model.decode.onnx", "model.prefill.onnx", "model.weights"]
+        "model.decode.onnx",
+        "model.prefill.onnx",
+        "model.weights",
+    ]
     assert exported.decode.parent == tmp_path / "out"
     with pytest.raises(ExportOptionError, match="does not exist"):
-        llm.export_decoder(model, tmp_path / "no" / "out", prompt_length=4, max_length=12)
+        export_decoder(model, tmp_path / "no" / "out", prompt_length=4, max_length=12)
 
     def fail(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(llm, "save_sharing_weights", fail)
+    monkeypatch.setattr(decoder, "save_sharing_weights", fail)
     with pytest.raises(OSError, match="disk full"):
-        llm.export_decoder(model, tmp_path / "failed", prompt_length=4, max_length=12)
+        export_decoder(model, tmp_path / "failed", prompt_length=4, max_length=12)
     assert not (tmp_path / "failed").exists() and not (tmp_path / "no").exists()
 
 
@@ -275,15 +302,18 @@ def test_decoder_refuses_overwriting_bad_positions_and_token_ids(tmp_path):
     for a position outside 0..max_length-1 (MLX would write its cache out of bounds);
     generate refuses token ids outside the vocabulary."""
     model = build("llama")
-    exported = llm.export_decoder(model, tmp_path, prompt_length=4, max_length=12)
+    exported = export_decoder(model, tmp_path, prompt_length=4, max_length=12)
     before = {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
     with pytest.raises(ExportOptionError, match="already exists"):
-        llm.export_decoder(model, tmp_path, prompt_length=4, max_length=12)
+        export_decoder(model, tmp_path, prompt_length=4, max_length=12)
     assert {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()} == before
-    exported = llm.export_decoder(model, tmp_path, prompt_length=4, max_length=12, overwrite=True)
+    exported = export_decoder(model, tmp_path, prompt_length=4, max_length=12, overwrite=True)
     _, decode = exported.sessions()
-    feeds = {i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape], np.float32)
-             for i in decode.get_inputs() if i.name.startswith("past")}
+    feeds = {
+        i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape], np.float32)
+        for i in decode.get_inputs()
+        if i.name.startswith("past")
+    }
     feeds["input_ids"] = np.array([[3]], np.int32)
     for position in (0, 11):
         decode.run(None, {**feeds, "position": np.array(position, np.int32)})
@@ -291,11 +321,11 @@ def test_decoder_refuses_overwriting_bad_positions_and_token_ids(tmp_path):
         with pytest.raises(Exception, match="out of bounds|out of range|indices"):
             decode.run(None, {**feeds, "position": np.array(position, np.int32)})
     with pytest.raises(ExportOptionError, match="token ids"):
-        llm.generate(exported, np.array([[1, -1, 2, 3]], np.int32), max_new_tokens=2)
+        generate(exported, np.array([[1, -1, 2, 3]], np.int32), max_new_tokens=2)
     with pytest.raises(ExportOptionError, match="token ids"):
-        llm.generate(exported, np.array([[1, 10**6, 2, 3]], np.int32), max_new_tokens=2)
-    ours = llm.generate(exported, np.array(tokens((1, 4), seed=5)), max_new_tokens=5)
-    np.testing.assert_array_equal(ours, llm.mlx_generate(model, tokens((1, 4), seed=5), max_new_tokens=5))
+        generate(exported, np.array([[1, 10**6, 2, 3]], np.int32), max_new_tokens=2)
+    ours = generate(exported, np.array(tokens((1, 4), seed=5)), max_new_tokens=5)
+    np.testing.assert_array_equal(ours, mlx_generate(model, tokens((1, 4), seed=5), max_new_tokens=5))
 
 
 @pytest.mark.slow
@@ -303,12 +333,29 @@ def test_dynamic_phi3small_masks_its_logits_with_a_dynamic_scatter():
     """phi3small writes -inf into 91 fixed logit columns (``out[..., ids] = -inf``): the
     Scatter is exported with batch and sequence dynamic, and matches at 1 x 1 and 3 x 13."""
     module = importlib.import_module("mlx_lm.models.phi3small")
-    args = module.ModelArgs.from_dict(dict(
-        model_type="phi3small", hidden_size=64, dense_attention_every_n_layers=2, ff_intermediate_size=128,
-        gegelu_limit=20.0, num_hidden_layers=2, num_attention_heads=4, layer_norm_epsilon=1e-5, vocab_size=100400,
-        num_key_value_heads=2, mup_attn_multiplier=1.0, mup_use_scaling=True, mup_embedding_multiplier=10.0,
-        mup_width_multiplier=8.0, rope_embedding_base=1e6, rope_position_scale=1.0, blocksparse_block_size=64,
-        blocksparse_num_local_blocks=16, blocksparse_vert_stride=8))
+    args = module.ModelArgs.from_dict(
+        dict(
+            model_type="phi3small",
+            hidden_size=64,
+            dense_attention_every_n_layers=2,
+            ff_intermediate_size=128,
+            gegelu_limit=20.0,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            layer_norm_epsilon=1e-5,
+            vocab_size=100400,
+            num_key_value_heads=2,
+            mup_attn_multiplier=1.0,
+            mup_use_scaling=True,
+            mup_embedding_multiplier=10.0,
+            mup_width_multiplier=8.0,
+            rope_embedding_base=1e6,
+            rope_position_scale=1.0,
+            blocksparse_block_size=64,
+            blocksparse_num_local_blocks=16,
+            blocksparse_vert_stride=8,
+        )
+    )
     mx.random.seed(0)
     model = module.Model(args)
     mx.eval(model.parameters())

@@ -56,8 +56,11 @@ def test_4bit_lm_stays_packed_on_disk(tmp_path):
     blocks = [t for t in packed.graph.initializer if t.data_type == onnx.TensorProto.UINT8 and len(t.dims) == 3]
     assert len(blocks) == 15, [t.name for t in blocks]  # 7 Linear per block x 2 + the tied head
     assert sum(n.op_type == "MatMulNBits" for n in packed.graph.node) == 15
-    words = [t for t in packed.graph.initializer
-             if t.data_type in (onnx.TensorProto.UINT32, onnx.TensorProto.UINT8) and len(t.dims) == 2]
+    words = [
+        t
+        for t in packed.graph.initializer
+        if t.data_type in (onnx.TensorProto.UINT32, onnx.TensorProto.UINT8) and len(t.dims) == 2
+    ]
     assert [t.name for t in words] == ["embed_tokens.weight"]
     report = mlx2onnx.Verifier(random_inputs=False).verify(tmp_path / "q4.onnx", model, ids)
     assert report.passed and not report.arithmetic, str(report)
@@ -94,8 +97,11 @@ def test_packed_is_the_default():
     stored = {i.name: onnx.numpy_helper.to_array(i) for i in proto.graph.initializer}
     assert sum(a.size for a in stored.values() if a.dtype == np.uint8 and a.ndim == 3) == packed  # 4-bit blocks
     assert max(a.size for a in stored.values() if a.dtype == np.float32) < packed // 4  # no unpacked copy
-    levels = [next(a.i for a in n.attribute if a.name == "accuracy_level") for n in proto.graph.node
-              if n.op_type == "MatMulNBits"]
+    levels = [
+        next(a.i for a in n.attribute if a.name == "accuracy_level")
+        for n in proto.graph.node
+        if n.op_type == "MatMulNBits"
+    ]
     assert levels == [0, 0]  # float32 arithmetic, whatever the session's settings
 
 
@@ -107,7 +113,9 @@ def test_unknown_option_is_refused():
 @pytest.mark.parametrize("opset", OPSETS)
 def test_gather_qmm_dequantized_experts(opset):
     rng = rng_for("moe", opset)
-    wq, scales, biases = mx.quantize(mx.array(rng.standard_normal((4, 32, 64)).astype(np.float32)), group_size=32, bits=4)
+    wq, scales, biases = mx.quantize(
+        mx.array(rng.standard_normal((4, 32, 64)).astype(np.float32)), group_size=32, bits=4
+    )
     mx.eval(wq, scales, biases)
 
     def moe(x, experts):
@@ -132,10 +140,20 @@ def run(trace, feeds, opset):
 
 
 @pytest.mark.parametrize("opset", OPSETS)
-@pytest.mark.parametrize("mode, bits, group_size", [
-    ("affine", 2, 32), ("affine", 3, 64), ("affine", 4, 32), ("affine", 5, 32), ("affine", 6, 128),
-    ("affine", 8, 64), ("mxfp4", 4, 32), ("mxfp8", 8, 32), ("nvfp4", 4, 16),
-])
+@pytest.mark.parametrize(
+    "mode, bits, group_size",
+    [
+        ("affine", 2, 32),
+        ("affine", 3, 64),
+        ("affine", 4, 32),
+        ("affine", 5, 32),
+        ("affine", 6, 128),
+        ("affine", 8, 64),
+        ("mxfp4", 4, 32),
+        ("mxfp8", 8, 32),
+        ("nvfp4", 4, 16),
+    ],
+)
 def test_dequantize_record(opset, mode, bits, group_size):
     """Quantize(dequantize=True), which MLX traces only on a GPU stream, against
     mx.dequantize on the CPU for random packed words."""
@@ -152,8 +170,9 @@ def test_dequantize_record(opset, mode, bits, group_size):
         low, high = (100, 140) if mode != "nvfp4" else (0, 127)  # E8M0 near 1 / finite E4M3
         scales = rng.integers(low, high, size=(rows, cols // group_size)).astype(np.uint8)
         operands = [words, scales]
-        expected = mx.dequantize(mx.array(words), mx.array(scales), group_size=group_size, bits=bits, mode=mode,
-                                 dtype=mx.float32)
+        expected = mx.dequantize(
+            mx.array(words), mx.array(scales), group_size=group_size, bits=bits, mode=mode, dtype=mx.float32
+        )
     (got,) = run(*hand_built("Quantize", [group_size, bits, code, True], operands, [((rows, cols), mx.float32)]), opset)
     np.testing.assert_allclose(got, np.array(expected), rtol=1e-6, atol=1e-6)
 
@@ -165,8 +184,12 @@ def test_quantize_record_matches_mlx_bits(opset, bits):
     rng = rng_for("quantize_record", bits, opset)
     w = (rng.standard_normal((6, 128)) * 3).astype(np.float32)
     words, scales, biases = (np.array(a) for a in mx.quantize(mx.array(w), group_size=64, bits=bits))
-    trace, feeds = hand_built("Quantize", [64, bits, 0, False], [w],
-                              [(words.shape, mx.uint32), (scales.shape, mx.float32), (biases.shape, mx.float32)])
+    trace, feeds = hand_built(
+        "Quantize",
+        [64, bits, 0, False],
+        [w],
+        [(words.shape, mx.uint32), (scales.shape, mx.float32), (biases.shape, mx.float32)],
+    )
     got = run(trace, feeds, opset)
     for a, b in zip(got, (words, scales, biases)):
         np.testing.assert_array_equal(a, b)
@@ -174,21 +197,32 @@ def test_quantize_record_matches_mlx_bits(opset, bits):
 
 def test_runtime_fp_quantize_is_refused():
     rng = rng_for("fp_quantize")
-    trace, _ = hand_built("Quantize", [32, 4, 1, False], [rng.standard_normal((4, 64)).astype(np.float32)],
-                          [((4, 8), mx.uint32), ((4, 2), mx.uint8)])
+    trace, _ = hand_built(
+        "Quantize",
+        [32, 4, 1, False],
+        [rng.standard_normal((4, 64)).astype(np.float32)],
+        [((4, 8), mx.uint32), ((4, 2), mx.uint8)],
+    )
     with pytest.raises(ConversionError, match=r"mode=1 \(mxfp4\)"):
         mlx2onnx.Exporter().trace_to_ir(trace)
 
 
-@pytest.mark.parametrize("arguments, message", [
-    ([64, 7, 0, True], "bits=7"),
-    ([64, 4, 5, True], "mode=5"),
-    ([64, 8, 1, True], "bits=8 is not supported for mxfp4"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ([64, 7, 0, True], "bits=7"),
+        ([64, 4, 5, True], "mode=5"),
+        ([64, 8, 1, True], "bits=8 is not supported for mxfp4"),
+    ],
+)
 def test_bad_quantized_matmul_arguments(arguments, message):
     rng = rng_for("bad_qmm", *arguments)
-    operands = [rng.standard_normal((2, 64)).astype(np.float32), rng.integers(0, 2**32, (8, 8), dtype=np.uint64).astype(np.uint32),
-                rng.standard_normal((8, 1)).astype(np.float32), rng.standard_normal((8, 1)).astype(np.float32)]
+    operands = [
+        rng.standard_normal((2, 64)).astype(np.float32),
+        rng.integers(0, 2**32, (8, 8), dtype=np.uint64).astype(np.uint32),
+        rng.standard_normal((8, 1)).astype(np.float32),
+        rng.standard_normal((8, 1)).astype(np.float32),
+    ]
     trace, _ = hand_built("QuantizedMatmul", arguments, operands, [((2, 8), mx.float32)])
     with pytest.raises(ConversionError, match=message):
         mlx2onnx.Exporter().trace_to_ir(trace)

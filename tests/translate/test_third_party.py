@@ -30,8 +30,12 @@ def export_and_verify(model, *args, opset=None, tolerances=None, bound=None):
     verifier = mlx2onnx.Verifier(tolerances=tolerances)
     report = verifier.verify(proto, model, *args)
     assert report.passed, str(report)
-    others = [mx.random.normal(a.shape).astype(a.dtype) if isinstance(a, mx.array) and mx.issubdtype(a.dtype, mx.floating) else a
-              for a in args]
+    others = [
+        mx.random.normal(a.shape).astype(a.dtype)
+        if isinstance(a, mx.array) and mx.issubdtype(a.dtype, mx.floating)
+        else a
+        for a in args
+    ]
     first, second = (np.array(_main_output(model(*a)).astype(mx.float32)) for a in (args, others))
     scale = max(1.0, float(np.abs(first).max()))
     worst = max(o.max_abs_error for o in report.outputs)

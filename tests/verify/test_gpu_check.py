@@ -25,8 +25,12 @@ has_gpu = shutil.which("nvidia-smi") is not None or (platform.system() == "Darwi
 
 @pytest.mark.skipif(has_gpu, reason="this machine has a GPU: the script would run the whole GPU check")
 def test_the_script_says_there_is_no_gpu(tmp_path):
-    run = subprocess.run(["bash", os.path.join(ROOT, "scripts", "gpu_check.sh"), str(tmp_path)],
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        ["bash", os.path.join(ROOT, "scripts", "gpu_check.sh"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 0, run.stderr
     assert "no GPU here" in run.stdout
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -36,7 +40,10 @@ def test_the_script_says_there_is_no_gpu(tmp_path):
 
 def test_the_driver_exports_and_checks_models_on_a_stream(tmp_path):
     out = tmp_path / "models.json"
-    assert gpu_models.main(["--device", "cpu", "--only", "llama (bundled)", "--only", "llama 4-bit", "--out", str(out)]) == 0
+    assert (
+        gpu_models.main(["--device", "cpu", "--only", "llama (bundled)", "--only", "llama 4-bit", "--out", str(out)])
+        == 0
+    )
     summary = json.loads(out.read_text())
     assert summary["tally"] == {"pass": 2, "fail": 0, "error": 0}
     assert summary["device"]["default_device"] == "Device(cpu, 0)"

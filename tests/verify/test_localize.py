@@ -62,8 +62,9 @@ def first_record(model_name, primitive):
     [("mlp", "Erf", "Mul", 1.01), ("llama", "Softmax", "Add", 0.01)],
 )
 def test_localize_names_the_broken_handler(tmp_path, model, primitive, op, value):
-    (tmp_path / "broken.py").write_text(textwrap.dedent(BREAK.format(model=model, primitive=primitive, op=op,
-                                                                     value=value)))
+    (tmp_path / "broken.py").write_text(
+        textwrap.dedent(BREAK.format(model=model, primitive=primitive, op=op, value=value))
+    )
     out = cli("export", "broken:build", "-o", "b.onnx", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     index = first_record(model, primitive)

@@ -115,10 +115,20 @@ def test_output_count(work, capsys):
     report = mlx2onnx.verify(one_out, targets.two, x)
     assert not report.passed and "the model has only 1 output" in str(report)
     for model, target in (("two.onnx", "targets:two"), ("one.onnx", "targets:two")):
-        rc, out, _ = run("check", model, "targets:one" if model == "two.onnx" else target, "-i", "x=8x4", cwd=work, capsys=capsys)
+        rc, out, _ = run(
+            "check", model, "targets:one" if model == "two.onnx" else target, "-i", "x=8x4", cwd=work, capsys=capsys
+        )
         assert rc == 1, out
-        rc, out, _ = run("check", model, "targets:one" if model == "two.onnx" else target, "-i", "x=8x4", "--json",
-                         cwd=work, capsys=capsys)
+        rc, out, _ = run(
+            "check",
+            model,
+            "targets:one" if model == "two.onnx" else target,
+            "-i",
+            "x=8x4",
+            "--json",
+            cwd=work,
+            capsys=capsys,
+        )
         assert rc == 1 and json.loads(out)["passed"] is False
 
 
@@ -230,10 +240,12 @@ def test_out_of_range_indices_never_reach_mlx(work):
 @pytest.mark.parametrize("n", [9, 17, 40, 100])
 def test_topk_and_argpartition_compare_as_sets(work, n):
     x = mx.random.normal((3, n))
-    for name, fun in (("topk", lambda a: mx.topk(a, 5, axis=-1)),
-                      ("argpartition", lambda a: mx.argpartition(a, 4, axis=-1)),
-                      ("partition0", lambda a: mx.partition(a, 2, axis=0)),
-                      ("topk_of_sum", lambda a: mx.topk(a, 3).sum(axis=-1))):
+    for name, fun in (
+        ("topk", lambda a: mx.topk(a, 5, axis=-1)),
+        ("argpartition", lambda a: mx.argpartition(a, 4, axis=-1)),
+        ("partition0", lambda a: mx.partition(a, 2, axis=0)),
+        ("topk_of_sum", lambda a: mx.topk(a, 3).sum(axis=-1)),
+    ):
         path = export_file(fun, (x,), work / f"{name}{n}.onnx")
         report = mlx2onnx.verify(path, fun, x)
         assert report.passed, f"{name}: {report}"
@@ -245,9 +257,13 @@ def test_topk_and_argpartition_compare_as_sets(work, n):
 def test_order_free_axis_recorded_only_for_whole_runs():
 
     x = mx.random.normal((2, 12))
-    for fun, axis in ((lambda a: mx.topk(a, 4), 1), (lambda a: mx.partition(a, 3, axis=1), 1),
-                      (lambda a: mx.partition(a, 3, axis=1)[:, :3], 1), (lambda a: mx.partition(a, 3, axis=1)[:, 1:5], None),
-                      (lambda a: mx.sort(a, axis=1), None)):
+    for fun, axis in (
+        (lambda a: mx.topk(a, 4), 1),
+        (lambda a: mx.partition(a, 3, axis=1), 1),
+        (lambda a: mx.partition(a, 3, axis=1)[:, :3], 1),
+        (lambda a: mx.partition(a, 3, axis=1)[:, 1:5], None),
+        (lambda a: mx.sort(a, axis=1), None),
+    ):
         trace = mlx2onnx.capture(fun, (x,), {})
         assert trace.order_free_axis(trace.outputs[0].spec.name) == axis
 
@@ -314,8 +330,18 @@ def test_verify_of_a_directory_or_missing_file(work):
         mlx2onnx.verify(str(work / "nope.onnx"), lambda a: a, x84())
 
 
-@pytest.mark.parametrize("spec", ["x=²", "x=4:int32:0.5..0.7", "x=4:float32:-1e999..0", "x=4:int64:0..1e30",
-                                  "x=100000x100000x100000", "x=4:uint8:0..300", "x=4:float16:0..1e30"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "x=²",
+        "x=4:int32:0.5..0.7",
+        "x=4:float32:-1e999..0",
+        "x=4:int64:0..1e30",
+        "x=100000x100000x100000",
+        "x=4:uint8:0..300",
+        "x=4:float16:0..1e30",
+    ],
+)
 def test_bad_input_specs_are_usage_errors(work, capsys, spec):
     rc, _, err = run("export", "targets:one", "-i", spec, "-o", "never.onnx", cwd=work, capsys=capsys)
     assert rc == 2 and "internal error" not in err and "--input" in err, err

@@ -14,22 +14,38 @@ from mlx2onnx.errors import CheckOptionError
 from mlx2onnx.verify import reference
 
 
-@pytest.mark.parametrize("environ, tf32", [
-    ({}, True), ({"MLX_ENABLE_TF32": "1"}, True), ({"MLX_ENABLE_TF32": "0"}, False),
-    ({"MLX_ENABLE_TF32": "2"}, True), ({"MLX_ENABLE_TF32": " 1x"}, True), ({"MLX_ENABLE_TF32": "off"}, False),
-    ({"MLX_ENABLE_TF32": ""}, False), ({"MLX_ENABLE_TF32": "-0"}, False),
-])
+@pytest.mark.parametrize(
+    "environ, tf32",
+    [
+        ({}, True),
+        ({"MLX_ENABLE_TF32": "1"}, True),
+        ({"MLX_ENABLE_TF32": "0"}, False),
+        ({"MLX_ENABLE_TF32": "2"}, True),
+        ({"MLX_ENABLE_TF32": " 1x"}, True),
+        ({"MLX_ENABLE_TF32": "off"}, False),
+        ({"MLX_ENABLE_TF32": ""}, False),
+        ({"MLX_ENABLE_TF32": "-0"}, False),
+    ],
+)
 def test_the_setting_reads_as_mlx_reads_it(environ, tf32):
     """MLX reads MLX_ENABLE_TF32 with C's atoi, default 1: "off" and "" are 0."""
     assert reference.decide("Device(gpu, 0)", "cuda", environ).tf32 is tf32
     assert reference.decide("Device(cpu, 0)", "cpu", environ).tf32 is False
 
 
-@pytest.mark.parametrize("architecture, macos, tf32", [
-    ("applegpu_g17s", (26, 2), True), ("applegpu_g17g", (26, 3), True), ("applegpu_g16s", (26, 2), False),
-    ("applegpu_g17s", (26, 1), False), ("applegpu_g17p", (26, 2), False), ("applegpu_g18p", (27, 0), True),
-    ("", (26, 2), False), ("applegpu_g15d", (15, 4), False),
-])
+@pytest.mark.parametrize(
+    "architecture, macos, tf32",
+    [
+        ("applegpu_g17s", (26, 2), True),
+        ("applegpu_g17g", (26, 3), True),
+        ("applegpu_g16s", (26, 2), False),
+        ("applegpu_g17s", (26, 1), False),
+        ("applegpu_g17p", (26, 2), False),
+        ("applegpu_g18p", (27, 0), True),
+        ("", (26, 2), False),
+        ("applegpu_g15d", (15, 4), False),
+    ],
+)
 def test_metal_uses_tf32_only_on_neural_accelerators(architecture, macos, tf32):
     """M5-class GPUs (generation 17, 18 for 'p' parts) on macOS 26.2 or later."""
     decided = reference.decide("Device(gpu, 0)", "metal", {}, architecture, macos)
@@ -62,8 +78,10 @@ def _product_in_tf32(x, w):
 @pytest.fixture
 def operands():
     rng = np.random.default_rng(7)
-    return (mx.array(rng.standard_normal((16, 1024)).astype(np.float32)),
-            mx.array(rng.standard_normal((1024, 32)).astype(np.float32)))
+    return (
+        mx.array(rng.standard_normal((16, 1024)).astype(np.float32)),
+        mx.array(rng.standard_normal((1024, 32)).astype(np.float32)),
+    )
 
 
 def _on(monkeypatch, decided):

@@ -21,7 +21,7 @@ def find_loops(short: Trace, ka: list, kb: list) -> list[tuple[int, int, int]]:
             return loops
         shift = j - i
         for p in range(1, (i - segment) // 2 + 1):
-            if ka[i - p:i] != ka[i - 2 * p:i - p] or kb[j:j + p] != kb[j - p:j]:
+            if ka[i - p : i] != ka[i - 2 * p : i - p] or kb[j : j + p] != kb[j - p : j]:
                 continue
             lo = i - p
             while lo > segment and ka[lo - 1] == ka[lo - 1 + p]:
@@ -37,7 +37,8 @@ def find_loops(short: Trace, ka: list, kb: list) -> list[tuple[int, int, int]]:
             where = short.primitives[min(i, len(ka) - 1)]
             raise LoopError(
                 f"the traces part at record {where.index} ({where.name}) and no block of records repeats there "
-                "the same way at both sizes")
+                "the same way at both sizes"
+            )
     return loops
 
 
@@ -47,7 +48,7 @@ def _phase(trace: Trace, ka, kb, lo: int, p: int, shift: int):
     reason = None
     for start in range(lo, lo + p):
         blocks = repeats(ka, start, p)
-        more = repeats(kb, start + shift, p, ka[start:start + p])
+        more = repeats(kb, start + shift, p, ka[start : start + p])
         if blocks < 2 or more <= blocks:
             continue
         try:  # this loop alone (the loops before it are outside it)
@@ -63,9 +64,9 @@ def _phase(trace: Trace, ka, kb, lo: int, p: int, shift: int):
 def repeats(keys: list, start: int, p: int, template: list | None = None) -> int:
     """How many whole blocks of ``template`` (default: the block at ``start``) follow
     each other from ``start``."""
-    template = keys[start:start + p] if template is None else template
+    template = keys[start : start + p] if template is None else template
     n = 0
-    while keys[start + n * p:start + (n + 1) * p] == template:
+    while keys[start + n * p : start + (n + 1) * p] == template:
         n += 1
     return n
 
@@ -76,10 +77,10 @@ def locate(kx: list, ka: list, loops: list) -> list[tuple[int, int, int]]:
     found, a, x = [], 0, 0
     for start, p, blocks in loops:
         n = start - a
-        if kx[x:x + n] != ka[a:start]:
+        if kx[x : x + n] != ka[a:start]:
             raise LoopError("the records around the loop differ between the traced sizes")
         x += n
-        count = repeats(kx, x, p, ka[start:start + p])
+        count = repeats(kx, x, p, ka[start : start + p])
         found.append((x, p, count))
         a, x = start + blocks * p, x + count * p
     if kx[x:] != ka[a:]:
@@ -114,10 +115,14 @@ def recover_loops(traces: list, plan) -> tuple[list, str | None]:
 def _follow_sizes(blocks: list, plan) -> None:
     """Each loop's number of blocks must be a size less a fixed number in every trace."""
     for counts in zip(*blocks):
-        if not any(affine_fit(counts, sizes) == (1, b) for sizes in plan.sizes.values() for b in [counts[0] - sizes[0]]):
+        if not any(
+            affine_fit(counts, sizes) == (1, b) for sizes in plan.sizes.values() for b in [counts[0] - sizes[0]]
+        ):
             sizes = ", ".join(f"{s}={list(v)}" for s, v in plan.sizes.items())
-            raise LoopError(f"the loop repeats {list(counts)} times at the traced sizes ({sizes}), not once per "
-                            "position of a dynamic dimension less a fixed number")
+            raise LoopError(
+                f"the loop repeats {list(counts)} times at the traced sizes ({sizes}), not once per "
+                "position of a dynamic dimension less a fixed number"
+            )
 
 
 def check_trips(trace: Trace, plan) -> None:
@@ -135,7 +140,8 @@ def check_trips(trace: Trace, plan) -> None:
             error = DynamicShapeError(
                 f"dimension {axis} ({symbol!r}) of input {label!r}: the loop recovered over it runs {trips!r} times "
                 f"after {need} iterations unrolled before it, so it needs {symbol} >= {need}: declare "
-                f"mlx2onnx.Dim({symbol!r}, min={need})")
+                f"mlx2onnx.Dim({symbol!r}, min={need})"
+            )
             error.trace = next(t for t, v in enumerate(trips.values) if v != trips.values[0])
             error.constant = None
             raise error

@@ -33,8 +33,16 @@ def fold_one(records: list, outputs: list, lo: int, p: int, r: int, tag: str, tr
         return _fold_blocks(records, outputs, lo, p, r, tag, trace, last=False)
 
 
-UNSAFE = ("Gather", "GatherAxis", "GatherMM", "GatherQMM", "Scatter", "ScatterAxis", "DynamicSlice",
-          "DynamicSliceUpdate")  # records that would index out of range in a step that never ran
+UNSAFE = (
+    "Gather",
+    "GatherAxis",
+    "GatherMM",
+    "GatherQMM",
+    "Scatter",
+    "ScatterAxis",
+    "DynamicSlice",
+    "DynamicSliceUpdate",
+)  # records that would index out of range in a step that never ran
 
 
 def _fold_blocks(records: list, outputs: list, lo: int, p: int, r: int, tag: str, trace: Trace, last: bool):
@@ -43,8 +51,12 @@ def _fold_blocks(records: list, outputs: list, lo: int, p: int, r: int, tag: str
     slice the state after its last update). The loop then runs that step whole: only
     when the missing records can run there (their slices inside the input)."""
     blocks = _blocks(records, lo, p, r, last)
-    where = {s.name: (k, i, o) for k, block in enumerate(blocks)
-             for i, rec in enumerate(block) for o, s in enumerate(rec.outputs)}
+    where = {
+        s.name: (k, i, o)
+        for k, block in enumerate(blocks)
+        for i, rec in enumerate(block)
+        for o, s in enumerate(rec.outputs)
+    }
     template = blocks[1]
     counters = _counters(blocks, where, trace)
     classes = _classes(blocks, where, counters)
@@ -53,26 +65,31 @@ def _fold_blocks(records: list, outputs: list, lo: int, p: int, r: int, tag: str
     for i in range(len(blocks[-1]), p):  # the records the last step skips run there too
         _runs_in_last_step(template[i], arguments[i], len(blocks) - 1)
     exits = _Exits(blocks, where, list(carried), tag)
-    rest = [exits.read(rec) for rec in records[lo + (len(blocks) - 1) * p + len(blocks[-1]):]]
+    rest = [exits.read(rec) for rec in records[lo + (len(blocks) - 1) * p + len(blocks[-1]) :]]
     outputs = [replace(o, spec=exits.last(o.spec, "an output")) if o.spec.name in where else o for o in outputs]
     body, outer = _body(template, classes, counters, arguments, exits, tag, trace)
-    loop = LoopRecord(blocks[0][0].index, len(blocks), body, len(carried),
-                      tuple(carried.values()) + tuple(outer),
-                      tuple(exits.finals.values()) + tuple(exits.scans.values()))
+    loop = LoopRecord(
+        blocks[0][0].index,
+        len(blocks),
+        body,
+        len(carried),
+        tuple(carried.values()) + tuple(outer),
+        tuple(exits.finals.values()) + tuple(exits.scans.values()),
+    )
     return records[:lo] + [loop] + exits.extra + rest, outputs
 
 
 def _blocks(records: list, lo: int, p: int, r: int, last: bool) -> list[list]:
     """The ``r`` blocks of ``p`` records from ``lo``, and with ``last`` the partial block
     after them (:class:`LoopError` when there is none)."""
-    blocks = [records[lo + k * p:lo + (k + 1) * p] for k in range(r)]
+    blocks = [records[lo + k * p : lo + (k + 1) * p] for k in range(r)]
     if last:
         keys, start, e = [coarse_key(rec) for rec in blocks[-1]], lo + r * p, 0
         while e < p - 1 and start + e < len(records) and coarse_key(records[start + e]) == keys[e]:
             e += 1
         if e == 0:
             raise LoopError("no partial last step")
-        blocks.append(records[start:start + e])
+        blocks.append(records[start : start + e])
     return blocks
 
 
@@ -93,7 +110,9 @@ def _classes(blocks: list, where: dict, counters: dict) -> dict[tuple, tuple]:
                 elif source[0] in (k, k - 1):
                     kind = ("in" if source[0] == k else "prev", source[1], source[2])
                 else:
-                    raise LoopError(f"record {rec.index} ({rec.name}) reads a value from {k - source[0]} iterations back")
+                    raise LoopError(
+                        f"record {rec.index} ({rec.name}) reads a value from {k - source[0]} iterations back"
+                    )
                 if k and classes.setdefault((i, m), kind) != kind:
                     raise LoopError(f"record {rec.index} ({rec.name}) reads other values in other iterations")
     return classes
@@ -109,10 +128,18 @@ def _first_values(blocks: list, where: dict, classes: dict) -> dict[tuple, Tenso
             if kind[0] == "prev":
                 first = carried.setdefault(kind[1:], spec)
                 produced = blocks[1][kind[1]].outputs[kind[2]]
-                if spec.name in where or first.name != spec.name or \
-                        (tuple(spec.shape), spec.dtype) != (tuple(produced.shape), produced.dtype):
+                if (
+                    spec.name in where
+                    or first.name != spec.name
+                    or (tuple(spec.shape), spec.dtype) != (tuple(produced.shape), produced.dtype)
+                ):
                     raise LoopError(f"the first iteration of record {rec.index} ({rec.name}) starts from another value")
-            elif kind[0] == "in" and where.get(spec.name) != (0, *kind[1:]) or kind[0] == "outer" and kind[1] != spec.name:
+            elif (
+                kind[0] == "in"
+                and where.get(spec.name) != (0, *kind[1:])
+                or kind[0] == "outer"
+                and kind[1] != spec.name
+            ):
                 raise LoopError(f"the first iteration of record {rec.index} ({rec.name}) reads other values")
     return carried
 
@@ -143,8 +170,10 @@ class _Exits:
         if k == len(self.blocks) - 1 and (i, o) in self.finals:
             return self.finals[(i, o)]
         rec = self.blocks[k][i]
-        raise LoopError(f"{what} reads the value of record {rec.index} ({rec.name}) of iteration {k} alone, not as "
-                        "a state the loop carries or a stack of every iteration")
+        raise LoopError(
+            f"{what} reads the value of record {rec.index} ({rec.name}) of iteration {k} alone, not as "
+            "a state the loop carries or a stack of every iteration"
+        )
 
     def stacked(self, key: tuple, axis: int, index: int) -> TensorSpec:
         trips, (shape, dtype) = len(self.blocks), _layout(self.blocks[1], key)
@@ -154,15 +183,16 @@ class _Exits:
             scan = self.scans[key]
             perm = tuple(range(1, axis + 1)) + (0,) + tuple(range(axis + 1, len(shape) + 1))
             moved = TensorSpec(f"{scan.name}/t{axis}", (*shape[:axis], trips, *shape[axis:]), dtype)
-            merged = TensorSpec(f"{scan.name}/r{axis}", (*shape[:axis], trips * shape[axis], *shape[axis + 1:]), dtype)
+            merged = TensorSpec(f"{scan.name}/r{axis}", (*shape[:axis], trips * shape[axis], *shape[axis + 1 :]), dtype)
             self.extra.append(Primitive(index, "Transpose", (perm,), (scan,), (moved,)))
             self.extra.append(Primitive(index, "Reshape", (merged.shape,), (moved,), (merged,)))
             self.reshaped[(key, axis)] = merged
         return self.reshaped[(key, axis)]
 
 
-def _body(template: list, classes: dict, counters: dict, arguments: list, exits: _Exits, tag: str,
-          trace: Trace) -> tuple[Trace, list[TensorSpec]]:
+def _body(
+    template: list, classes: dict, counters: dict, arguments: list, exits: _Exits, tag: str, trace: Trace
+) -> tuple[Trace, list[TensorSpec]]:
     """The loop's body (one block: the carried values and the outside values it reads as
     inputs, the carried values' next values and the stacked values as outputs) and the
     outside values."""
@@ -190,7 +220,10 @@ def _body(template: list, classes: dict, counters: dict, arguments: list, exits:
     body = Trace(
         inputs=tuple(GraphInput(s, s.name, None, None) for s in [*carry_in.values(), *outer.values()]),
         outputs=tuple(GraphOutput(s, None) for s in produced),
-        constants=(), primitives=tuple(records), device=trace.device, function_name=tag,
+        constants=(),
+        primitives=tuple(records),
+        device=trace.device,
+        function_name=tag,
     )
     return body, list(outer.values())
 
@@ -218,9 +251,11 @@ def _counters(blocks: list, where: dict, trace: Trace) -> dict[tuple, tuple[int,
         for m, spec in enumerate(rec.inputs):
             names = [b[i].inputs[m].name for b in blocks if i < len(b)]
             arrays = [constants.get(n) for n in names]
-            if len(set(names)) == 1 or any(n in where for n in names) or any(
-                    a is None or a.size != 1 or not mx.issubdtype(a.dtype, mx.integer)
-                    for a in arrays):
+            if (
+                len(set(names)) == 1
+                or any(n in where for n in names)
+                or any(a is None or a.size != 1 or not mx.issubdtype(a.dtype, mx.integer) for a in arrays)
+            ):
                 continue
             values = [int(a.item()) for a in arrays]
             step = values[1] - values[0]
@@ -235,9 +270,12 @@ def _layout(template: list, key: tuple) -> tuple:
 
 
 def _same_record(rec: Primitive, like: Primitive) -> None:
-    if rec.name != like.name or len(rec.inputs) != len(like.inputs) or any(
-            (tuple(a.shape), a.dtype) != (tuple(b.shape), b.dtype) for a, b in zip(rec.outputs, like.outputs)) \
-            or len(rec.outputs) != len(like.outputs):
+    if (
+        rec.name != like.name
+        or len(rec.inputs) != len(like.inputs)
+        or any((tuple(a.shape), a.dtype) != (tuple(b.shape), b.dtype) for a, b in zip(rec.outputs, like.outputs))
+        or len(rec.outputs) != len(like.outputs)
+    ):
         raise LoopError(f"record {rec.index} ({rec.name}) differs from its place in the next iteration")
 
 
@@ -247,8 +285,12 @@ def _runs(inputs: list, where: dict, r: int, stacked) -> list:
     out, m = [], 0
     while m < len(inputs):
         source = where.get(inputs[m].name)
-        if source is not None and source[0] == 0 and m + r <= len(inputs) and all(
-                where.get(inputs[m + k].name) == (k, *source[1:]) for k in range(r)):
+        if (
+            source is not None
+            and source[0] == 0
+            and m + r <= len(inputs)
+            and all(where.get(inputs[m + k].name) == (k, *source[1:]) for k in range(r))
+        ):
             out.append(stacked(source[1:]))
             m += r
         else:
@@ -271,5 +313,7 @@ def _stepped(values: list, rec: Primitive):
     a = values[1] - first if numbers else None
     if rec.name in STEPPED and numbers and all(v == first + a * k for k, v in enumerate(values)):
         return Step(a, first)
-    raise LoopError(f"record {rec.index} ({rec.name}) has arguments {values[0]!r}, {values[1]!r}, ... in its "
-                    "iterations, not one position that moves by the same step")
+    raise LoopError(
+        f"record {rec.index} ({rec.name}) has arguments {values[0]!r}, {values[1]!r}, ... in its "
+        "iterations, not one position that moves by the same step"
+    )

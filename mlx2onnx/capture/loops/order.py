@@ -20,8 +20,12 @@ def hoisted(trace: Trace, order: str = "listed") -> Trace:
             live.update(s.name for s in rec.outputs)
             rest.append(rec)
             continue
-        key = (rec.name, repr(rec.arguments), tuple(s.name for s in rec.inputs),
-               tuple((tuple(s.shape), str(s.dtype)) for s in rec.outputs))
+        key = (
+            rec.name,
+            repr(rec.arguments),
+            tuple(s.name for s in rec.inputs),
+            tuple((tuple(s.shape), str(s.dtype)) for s in rec.outputs),
+        )
         if key in seen:
             rename.update({a.name: b for a, b in zip(rec.outputs, seen[key].outputs)})
             continue
@@ -47,9 +51,10 @@ def _sunk(records: list) -> list:
                 readers[made[s.name]].append(n)
                 depth[n] = max(depth[n], depth[made[s.name]] + 1)
     key: list = [None] * len(records)
-    anchors = sorted((n for n, rec in enumerate(records)
-                      if all(records[c].name == "Concatenate" for c in readers[n])),
-                     key=lambda n: (depth[n], n))
+    anchors = sorted(
+        (n for n, rec in enumerate(records) if all(records[c].name == "Concatenate" for c in readers[n])),
+        key=lambda n: (depth[n], n),
+    )
     for rank, n in enumerate(anchors):
         key[n] = (rank, 1)
     for n in range(len(records) - 1, -1, -1):
@@ -68,8 +73,12 @@ def _renamed(rec: Primitive, rename: dict) -> Primitive:
 def coarse_key(rec: Primitive) -> tuple:
     """What two traces at other sizes, and two blocks of one loop, have in common (a
     Concatenate may stack every iteration: its number of inputs is not)."""
-    return (rec.name, _erased(rec.arguments), None if rec.name == "Concatenate" else len(rec.inputs),
-            tuple((len(o.shape), str(o.dtype)) for o in rec.outputs))
+    return (
+        rec.name,
+        _erased(rec.arguments),
+        None if rec.name == "Concatenate" else len(rec.inputs),
+        tuple((len(o.shape), str(o.dtype)) for o in rec.outputs),
+    )
 
 
 def _erased(x):

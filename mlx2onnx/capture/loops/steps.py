@@ -14,5 +14,3 @@ class Step:
 
     a: int
     b: int
-
-

@@ -77,8 +77,11 @@ def blocked_dequantize_matmuls(proto: onnx.ModelProto) -> int:
     four_bit = {t.name for g in graphs for t in g.initializer if t.data_type in _FOUR_BIT}
     count = 0
     for graph in graphs:
-        weights = {n.output[0] for n in graph.node if n.op_type == "DequantizeLinear" and n.input[0] in four_bit
-                   and _attribute(n, "block_size", 0) > 0}
+        weights = {
+            n.output[0]
+            for n in graph.node
+            if n.op_type == "DequantizeLinear" and n.input[0] in four_bit and _attribute(n, "block_size", 0) > 0
+        }
         count += sum(1 for n in graph.node if n.op_type == "MatMul" and len(n.input) > 1 and n.input[1] in weights)
     return count
 
@@ -94,14 +97,20 @@ def onnxruntime(proto: onnx.ModelProto, config: Mapping[str, str], level: str, w
         return []
     explicit = sum(1 for level_ in matmul_nbits_levels(proto) if level_ == ORT_INT8_ACCURACY)
     session_level = str(config.get(ORT_ACCURACY_KEY, ORT_DEFAULT_ACCURACY))
-    fused = blocked_dequantize_matmuls(proto) if level in ("all", "extended") and session_level == str(ORT_INT8_ACCURACY) else 0
+    fused = (
+        blocked_dequantize_matmuls(proto)
+        if level in ("all", "extended") and session_level == str(ORT_INT8_ACCURACY)
+        else 0
+    )
     reasons = []
     if explicit:
         reasons.append(f"{explicit} MatMulNBits node(s) carry accuracy_level 4")
     if fused:
-        setting = ("the session's default" if ORT_ACCURACY_KEY not in config else "the session's")
-        reasons.append(f"{fused} 4-bit DequantizeLinear + MatMul pair(s) fused into MatMulNBits at "
-                       f"{setting} {ORT_ACCURACY_KEY}={session_level}")
+        setting = "the session's default" if ORT_ACCURACY_KEY not in config else "the session's"
+        reasons.append(
+            f"{fused} 4-bit DequantizeLinear + MatMul pair(s) fused into MatMulNBits at "
+            f"{setting} {ORT_ACCURACY_KEY}={session_level}"
+        )
     if not reasons:
         return []
     return [Arithmetic("int8 activations in 4-bit products", "; ".join(reasons), INT8_ACTIVATIONS)]
@@ -121,8 +130,14 @@ def tract(proto: onnx.ModelProto, base_dir: str = "") -> list[Arithmetic]:
             rounded += 1
     if not rounded:
         return []
-    return [Arithmetic("float16 scales in 4-bit products", f"tract runs {rounded} MatMulNBits of 32-code blocks as "
-                       "its own blocks with float16 scales; quantized_weights='bytes' keeps them float32", "float16")]
+    return [
+        Arithmetic(
+            "float16 scales in 4-bit products",
+            f"tract runs {rounded} MatMulNBits of 32-code blocks as "
+            "its own blocks with float16 scales; quantized_weights='bytes' keeps them float32",
+            "float16",
+        )
+    ]
 
 
 def openvino(proto: onnx.ModelProto, precision: str, group_size: int) -> list[Arithmetic]:
@@ -132,11 +147,20 @@ def openvino(proto: onnx.ModelProto, precision: str, group_size: int) -> list[Ar
     out = []
     narrow = {"bf16": "bfloat16", "f16": "float16"}.get(precision)
     if narrow:
-        out.append(Arithmetic(f"{narrow} inference precision", f"INFERENCE_PRECISION_HINT={precision}; "
-                              "INFERENCE_PRECISION_HINT=f32 computes in float32", narrow))
+        out.append(
+            Arithmetic(
+                f"{narrow} inference precision",
+                f"INFERENCE_PRECISION_HINT={precision}; INFERENCE_PRECISION_HINT=f32 computes in float32",
+                narrow,
+            )
+        )
     products = low_bit_products(proto)
     if group_size > 0 and products:
-        out.append(Arithmetic("int8 activations in low-bit products",
-                              f"DYNAMIC_QUANTIZATION_GROUP_SIZE={group_size} over {products} low-bit product(s); "
-                              "0 turns it off", INT8_ACTIVATIONS))
+        out.append(
+            Arithmetic(
+                "int8 activations in low-bit products",
+                f"DYNAMIC_QUANTIZATION_GROUP_SIZE={group_size} over {products} low-bit product(s); 0 turns it off",
+                INT8_ACTIVATIONS,
+            )
+        )
     return out

@@ -18,8 +18,10 @@ from . import arithmetic
 from .base import ModelFile, Runner
 
 SCRIPT = Path(__file__).with_name("ort_js.cjs")
-_JS_TYPES = {np.dtype(t): t for t in ("float32", "float64", "float16", "int8", "uint8", "int16", "uint16",
-                                      "int32", "uint32", "int64", "uint64")}
+_JS_TYPES = {
+    np.dtype(t): t
+    for t in ("float32", "float64", "float16", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
+}
 _JS_TYPES[np.dtype(bool)] = "bool"
 
 
@@ -58,8 +60,14 @@ class NodeRunner(Runner):
         self._work = tempfile.TemporaryDirectory(prefix="mlx2onnx-node-")
         env = dict(os.environ, NODE_PATH=str(folder))
         settings = json.dumps({"level": level, "config": self.options})
-        self._process = subprocess.Popen([node, str(SCRIPT), package, self._file.path, settings], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self._process = subprocess.Popen(
+            [node, str(SCRIPT), package, self._file.path, settings],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         hello = self._answer()
         if "error" in hello:
             self.close()

@@ -16,8 +16,13 @@ class OnnxruntimeRunner(Runner):
 
     name = "onnxruntime"
 
-    def __init__(self, source, level: str = "all", providers: Sequence[str] = ("CPUExecutionProvider",),
-                 options: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        source,
+        level: str = "all",
+        providers: Sequence[str] = ("CPUExecutionProvider",),
+        options: Mapping[str, str] | None = None,
+    ):
         import onnxruntime
 
         self.version = onnxruntime.__version__

@@ -44,8 +44,13 @@ def available(name: str) -> bool:
     return runtime_version(name) is not None
 
 
-def open_runtime(name: str, source, level: str = "all", providers: Sequence[str] = ("CPUExecutionProvider",),
-                 options: Mapping[str, str] | None = None) -> Runner:
+def open_runtime(
+    name: str,
+    source,
+    level: str = "all",
+    providers: Sequence[str] = ("CPUExecutionProvider",),
+    options: Mapping[str, str] | None = None,
+) -> Runner:
     """Open ``source`` (a model path, or serialised bytes) in runtime ``name`` with the
     user's ``options`` (onnxruntime's session config entries, OpenVINO's compile
     properties; none: the runtime's defaults); a clear

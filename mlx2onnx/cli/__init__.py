@@ -1,4 +1,4 @@
-"""The ``mlx2onnx`` command line (:mod:`mlx2onnx.cli.main`)."""
+"""The ``mlx2onnx`` command line: :func:`main`, the console script (:mod:`.app`)."""
 
 from .app import main
 

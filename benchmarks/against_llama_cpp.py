@@ -13,7 +13,8 @@ the first token), decode tokens/s over the rest, and the process's peak RSS, eac
 warm-up request. Medians over the
 rounds, with each system's ratio to llama.cpp and whether its tokens are MLX's.
 
-Systems: llama.cpp on the GGUF; onnxruntime-genai and transformers.js (Node, onnxruntime-node)
+Systems: llama.cpp on the GGUF; onnxruntime-genai, transformers.js under Node (onnxruntime-node)
+and transformers.js in headless Chromium (its browser build's defaults: onnxruntime-web, wasm)
 on the default package; genai on the int8-activations package; genai on a float32 package of
 the same weights; mlx-lm on the folder (with the wheel's BLAS, and with the system OpenBLAS
 preloaded when it is there). llama.cpp on ``--threads`` threads (the machine's cores, which
@@ -160,7 +161,25 @@ def transformers_js(package: Path, ids: list[int], new: int, threads: int) -> di
     return json.loads(lines[-1])
 
 
+def transformers_js_browser(package: Path, ids: list[int], new: int, threads: int) -> dict:
+    """The same in headless Chromium, on transformers.js's browser build with its defaults
+    (wasm; tests.support.browser serves the page on 127.0.0.1): the browser's memory is not
+    one process's, so no peak RSS."""
+    from tests.support.browser import run_page
+
+    script = (
+        'const { timedGenerate } = await import("/models/bench/decode_timing.mjs");\n'
+        f'return await timedGenerate(transformers, "pkg", {json.dumps(ids)}, {new});'
+    )
+    try:
+        result = run_page(script, {"pkg": package, "bench": HERE}, timeout=1800)
+    except AssertionError as exc:
+        return {"error": str(exc).splitlines()[-3:]}
+    return {**result, "peak_rss_mb": float("nan")}
+
+
 WORKERS = {"llama.cpp": llama_cpp_worker, "genai": genai_worker, "mlx": mlx_worker}
+JS = {"node": transformers_js, "browser": transformers_js_browser}  # run from this process
 
 
 # -- the run ------------------------------------------------------------------------------------
@@ -176,7 +195,7 @@ def export(folder: Path, out: Path, *options: str) -> Path:
 
 
 def systems(where: Path, gguf: Path, folders: dict, threads: int) -> dict:
-    """name -> (worker kind or None for Node, its path, extra environment)."""
+    """name -> (worker kind: a WORKERS or a JS key, its path, extra environment)."""
     env = {}
     table = {
         "llama.cpp, GGUF Q4_1": ("llama.cpp", gguf, env),
@@ -186,7 +205,8 @@ def systems(where: Path, gguf: Path, folders: dict, threads: int) -> dict:
             export(folders["4bit"], where / "q4i8", "--int8-activations"),
             env,
         ),
-        "transformers.js (Node), 4-bit package": (None, where / "q4", env),
+        "transformers.js (Node), 4-bit package": ("node", where / "q4", env),
+        "transformers.js (Chromium, wasm), 4-bit package": ("browser", where / "q4", env),
         "genai, float32 package": ("genai", export(folders["float32"], where / "f32"), env),
         "mlx-lm, 4-bit folder": ("mlx", folders["4bit"], env),
     }
@@ -218,6 +238,11 @@ def float32_folder(source: Path, out: Path) -> Path:
         if path.suffix != ".safetensors" and path.name not in ("config.json", "model.safetensors.index.json"):
             shutil.copy(path, out / path.name)
     return out
+
+
+def mib(x: float) -> str:
+    """A peak RSS for the table; a browser's tab runs in processes the script does not own."""
+    return "not measured" if x != x else f"{x:.4g} MiB"
 
 
 def main() -> None:
@@ -262,8 +287,8 @@ def main() -> None:
         results = {name: [] for name in table}
         for round_ in range(args.rounds):
             for name, (kind, path, env) in table.items():
-                if kind is None:
-                    result = transformers_js(path, ids, args.new, args.threads)
+                if kind in JS:
+                    result = JS[kind](path, ids, args.new, args.threads)
                 else:
                     result = run_worker(
                         Path(__file__).name,
@@ -286,7 +311,7 @@ def main() -> None:
                 results[name].append(result)
                 print(
                     f"round {round_ + 1} {name}: first token {result['first_token_s'] * 1000:.0f} ms, "
-                    f"{result['decode_tok_s']:.1f} tok/s, peak RSS {result['peak_rss_mb']:.0f} MiB",
+                    f"{result['decode_tok_s']:.1f} tok/s, peak RSS {mib(result['peak_rss_mb'])}",
                     flush=True,
                 )
         facts = graphs(table, folders, Path(gguf))
@@ -349,7 +374,7 @@ def report(results: dict, args) -> None:
         print(
             f"| {name} | {m['decode_tok_s']:.1f} | {fmt(m['decode_tok_s'] / base['decode_tok_s'])} | "
             f"{m['first_token_s'] * 1000:.0f} ms | {fmt(m['first_token_s'] / base['first_token_s'])} | "
-            f"{m['peak_rss_mb']:.0f} MiB | {same}/{len(mlx)} |"
+            f"{mib(m['peak_rss_mb'])} | {same}/{len(mlx)} |"
         )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -135,6 +136,8 @@ def run_page(
             [browser, *flags, f"http://127.0.0.1:{server.server_address[1]}/index.html"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            # Chromium's singleton socket goes in TMPDIR and stays when it is killed: keep it here
+            env={**os.environ, "TMPDIR": str(scratch)},
         )
         try:
             finished = done.wait(timeout)

@@ -22,6 +22,7 @@ from . import (
     layout,
     norms,
     pooling,
+    products,
     rotary,
     shapes,
     weights,
@@ -144,6 +145,12 @@ PIPELINE: list[Pass] = [
         "max_zero_to_relu",
         conv_fold.max_zero_to_relu,
         "Max(x, +0.0) of a float x that can hold no -0.0 (a Conv or bias add before it) is Relu(x)",
+    ),
+    Pass(
+        "stack_sibling_products",
+        products.fuse_sibling_products,
+        "low-bit products (MatMulNBits) of one input, with their affine centre terms, are one product over "
+        "their stacked rows and a Split (bit for bit the same: each output column is its own sum)",
     ),
     Pass(
         "cse_and_dce",

@@ -25,7 +25,7 @@ _SAME_AS_INPUTS = frozenset(
     "Reshape Transpose Squeeze Unsqueeze Expand Concat Slice Gather GatherElements GatherND "
     "Flatten Tile Pad MatMul Gemm ReduceSum ReduceMax ReduceMin ReduceProd ReduceMean "
     "ReduceLogSumExp Softmax LogSoftmax CumSum BitwiseAnd BitwiseOr BitwiseXor BitShift "
-    "ScatterND ScatterElements Trilu".split()
+    "ScatterND ScatterElements Trilu MatMulNBits".split()  # MatMulNBits: com.microsoft, T1 of A
 )
 
 

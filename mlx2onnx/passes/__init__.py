@@ -25,6 +25,7 @@ from . import (
     products,
     rotary,
     shapes,
+    tied_codes,
     weights,
     zero_sign,
 )
@@ -145,6 +146,12 @@ PIPELINE: list[Pass] = [
         "max_zero_to_relu",
         conv_fold.max_zero_to_relu,
         "Max(x, +0.0) of a float x that can hold no -0.0 (a Conv or bias add before it) is Relu(x)",
+    ),
+    Pass(
+        "read_tied_tables_from_the_head",
+        tied_codes.read_tied_tables_from_the_head,
+        "no table of codes or scales is stored twice: an embedding lookup whose table is the head's low-bit "
+        "product's codes (or scales) reads them from the product's blocks (the bytes rebuilt exactly)",
     ),
     Pass(
         "stack_sibling_products",

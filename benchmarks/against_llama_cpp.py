@@ -18,7 +18,9 @@ and transformers.js in headless Chromium (its browser build's defaults: onnxrunt
 on the default package; genai on the int8-activations package; genai on a float32 package of
 the same weights; mlx-lm on the folder (with the wheel's BLAS, and with the system OpenBLAS
 preloaded when it is there). llama.cpp on ``--threads`` threads (the machine's cores, which
-onnxruntime's and MLX's pools take by default).
+onnxruntime's and MLX's pools take by default). Each round also times each 4-bit package's
+products alone (its MatMulNBits nodes, one row each, nothing else in the graph): the floor of
+a decode step with onnxruntime's kernels, printed beside llama.cpp's whole step.
 
     python benchmarks/against_llama_cpp.py                  # 64-token prompt, 128 new tokens, 3 rounds
     python benchmarks/against_llama_cpp.py --rounds 4
@@ -147,6 +149,53 @@ def mlx_worker(folder: str, ids: list[int], new: int, threads: int) -> dict:
     return timed(session, ids, new)
 
 
+def kernel_floor_worker(package: str, ids: list[int], new: int, threads: int) -> dict:
+    """The package's low-bit products alone (its MatMulNBits nodes, each fed one row of its
+    width, nothing else in the graph) in onnxruntime on ``threads`` threads: the time a decode
+    step cannot go below with these kernels, whatever the rest of the graph does. The median
+    of ``new - 1`` runs after a warm-up."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper
+
+    (path,) = sorted((Path(package) / "onnx").glob("*.onnx"))
+    model = onnx.load(str(path))
+    products = [node for node in model.graph.node if node.op_type == "MatMulNBits"]
+    widths = sorted({next(a.i for a in node.attribute if a.name == "K") for node in products})
+    used = {name for node in products for name in node.input[1:]}
+    nodes, outputs = [], []
+    for k, node in enumerate(products):
+        alone = onnx.NodeProto()
+        alone.CopyFrom(node)
+        alone.input[0] = f"x{next(a.i for a in node.attribute if a.name == 'K')}"
+        alone.output[:] = [f"y{k}"]
+        nodes.append(alone)
+        outputs.append(helper.make_tensor_value_info(f"y{k}", onnx.TensorProto.FLOAT, None))
+    graph = helper.make_graph(
+        nodes,
+        "products",
+        [helper.make_tensor_value_info(f"x{w}", onnx.TensorProto.FLOAT, [1, w]) for w in widths],
+        outputs,
+        [t for t in model.graph.initializer if t.name in used],
+    )
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    session = ort.InferenceSession(
+        helper.make_model(graph, opset_imports=model.opset_import).SerializeToString(), options
+    )
+    rng = np.random.default_rng(0)
+    feeds = {f"x{w}": rng.standard_normal((1, w)).astype(np.float32) for w in widths}
+    for _ in range(10):
+        session.run(None, feeds)
+    times = []
+    for _ in range(new - 1):
+        start = time.perf_counter()
+        session.run(None, feeds)
+        times.append(time.perf_counter() - start)
+    return {"floor_ms": statistics.median(times) * 1000, "products": len(products)}
+
+
 def transformers_js(package: Path, ids: list[int], new: int, threads: int) -> dict:
     done = subprocess.run(
         ["node", str(HERE / "transformers_js_decode.mjs"), str(package), json.dumps(ids), str(new)],
@@ -178,7 +227,7 @@ def transformers_js_browser(package: Path, ids: list[int], new: int, threads: in
     return {**result, "peak_rss_mb": float("nan")}
 
 
-WORKERS = {"llama.cpp": llama_cpp_worker, "genai": genai_worker, "mlx": mlx_worker}
+WORKERS = {"llama.cpp": llama_cpp_worker, "genai": genai_worker, "mlx": mlx_worker, "floor": kernel_floor_worker}
 JS = {"node": transformers_js, "browser": transformers_js_browser}  # run from this process
 
 
@@ -285,27 +334,17 @@ def main() -> None:
         ids = prompt_ids(folders["4bit"], args.prompt)
         table = systems(where, Path(gguf), folders, args.threads)
         results = {name: [] for name in table}
+        floors = {name: [] for name, (kind, path, _) in table.items() if kind == "genai" and "float32" not in name}
+
+        def worker(kind: str, path: Path, env: dict) -> dict:
+            command = ["--worker", kind, "--path", str(path), "--ids", json.dumps(ids)]
+            return run_worker(
+                Path(__file__).name, [*command, "--new", str(args.new), "--threads", str(args.threads)], env=env
+            )
+
         for round_ in range(args.rounds):
             for name, (kind, path, env) in table.items():
-                if kind in JS:
-                    result = JS[kind](path, ids, args.new, args.threads)
-                else:
-                    result = run_worker(
-                        Path(__file__).name,
-                        [
-                            "--worker",
-                            kind,
-                            "--path",
-                            str(path),
-                            "--ids",
-                            json.dumps(ids),
-                            "--new",
-                            str(args.new),
-                            "--threads",
-                            str(args.threads),
-                        ],
-                        env=env,
-                    )
+                result = JS[kind](path, ids, args.new, args.threads) if kind in JS else worker(kind, path, env)
                 if "error" in result:
                     raise SystemExit(f"{name}: {result['error']}")
                 results[name].append(result)
@@ -314,9 +353,36 @@ def main() -> None:
                     f"{result['decode_tok_s']:.1f} tok/s, peak RSS {mib(result['peak_rss_mb'])}",
                     flush=True,
                 )
+            for name in floors:
+                result = worker("floor", table[name][1], table[name][2])
+                if "error" in result:
+                    raise SystemExit(f"{name}, its products alone: {result['error']}")
+                floors[name].append(result)
+                print(f"round {round_ + 1} {name}, its products alone: {result['floor_ms']:.2f} ms a step", flush=True)
         facts = graphs(table, folders, Path(gguf))
     report(results, args)
+    report_floors(floors, results)
     print("\n".join(facts))
+
+
+def report_floors(floors: dict, results: dict) -> None:
+    """Each 4-bit package's products alone against its whole decode step and llama.cpp's."""
+    llama = statistics.median(r["decode_tok_s"] for r in results["llama.cpp, GGUF Q4_1"])
+    print(
+        "\nThe 4-bit products alone (the package's MatMulNBits nodes, one row each, nothing else), "
+        "a decode step, medians\n"
+    )
+    print(
+        "| package | MatMulNBits | products alone | its decode step in genai | llama.cpp's step | products alone / llama.cpp's step |"
+    )
+    print("|---|---|---|---|---|---|")
+    for name, runs in floors.items():
+        floor = statistics.median(r["floor_ms"] for r in runs)
+        step = 1000 / statistics.median(r["decode_tok_s"] for r in results[name])
+        print(
+            f"| {name.removeprefix('genai, ')} | {runs[0]['products']} | {floor:.1f} ms | {step:.1f} ms | "
+            f"{1000 / llama:.1f} ms | {fmt(floor * llama / 1000)} |"
+        )
 
 
 def size_mb(path: Path) -> float:

@@ -245,7 +245,10 @@ def genai_config(config: dict, layout: list, vocab: int, folder: Path) -> tuple[
         pad = eos[0] if isinstance(eos, list) else eos
     model_type = config.get("model_type", "llama")
     decoder = {
-        "session_options": {"log_id": "onnxruntime-genai", "provider_options": []},
+        # intra_op_num_threads 0: onnxruntime's own default, one thread per physical core (as the
+        # Python and Node front ends run it); genai's default, half the logical CPUs, left one of
+        # two cores idle on a machine without hyper-threading (1.5x slower decode: benchmarks/README.md)
+        "session_options": {"log_id": "onnxruntime-genai", "intra_op_num_threads": 0, "provider_options": []},
         "filename": "onnx/model.onnx",
         "head_size": kdim,
         "hidden_size": int(config.get("hidden_size", heads * kdim)),

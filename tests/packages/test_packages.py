@@ -96,6 +96,7 @@ def test_package_layout(packages):
     assert dims["logits"][:2] == ["batch_size", "sequence"] and dims["present.1.value"][0] == "batch_size"
     genai = json.loads((package / "genai_config.json").read_text())["model"]
     assert genai["decoder"]["filename"] == "onnx/model.onnx" and genai["decoder"]["num_hidden_layers"] == 2
+    assert genai["decoder"]["session_options"]["intra_op_num_threads"] == 0  # onnxruntime's thread count
 
 
 @pytest.mark.genai

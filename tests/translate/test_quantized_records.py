@@ -41,8 +41,9 @@ def token_ids(seed=0):
 @pytest.mark.slow
 def test_4bit_lm_stays_packed_on_disk(tmp_path):
     """A 4-bit (group 64, float16 scales and biases) llama-style LM: every quantized Linear
-    is stored as 4-bit blocks (MatMulNBits, two codes a byte), the embedding as MLX's packed
-    bytes (its rows are gathered first), the file is about a third of the float16 export
+    is stored as 4-bit blocks (MatMulNBits, two codes a byte; a layer's products of one input
+    stacked into one), the tied embedding once (its rows gathered from the head's blocks),
+    the file is about a third of the float16 export
     (4 bits per weight, float32 scales and biases, graph and norms), and it matches MLX in a
     default session."""
     ids = token_ids()
@@ -54,14 +55,17 @@ def test_4bit_lm_stays_packed_on_disk(tmp_path):
     print(f"4-bit LM: {q4_size} bytes, float16 LM: {f16_size} bytes, ratio {ratio:.3f}")
     assert ratio < 0.4, ratio
     blocks = [t for t in packed.graph.initializer if t.data_type == onnx.TensorProto.UINT8 and len(t.dims) == 3]
-    assert len(blocks) == 15, [t.name for t in blocks]  # 7 Linear per block x 2 + the tied head
-    assert sum(n.op_type == "MatMulNBits" for n in packed.graph.node) == 15
+    # per block q/k/v, o, gate/up, down: 4 products x 2 blocks + the tied head
+    assert len(blocks) == 9, [t.name for t in blocks]
+    assert sum(n.op_type == "MatMulNBits" for n in packed.graph.node) == 9
     words = [
         t
         for t in packed.graph.initializer
         if t.data_type in (onnx.TensorProto.UINT32, onnx.TensorProto.UINT8) and len(t.dims) == 2
     ]
-    assert [t.name for t in words] == ["embed_tokens.weight"]
+    assert words == []  # no second table of the embedding's codes
+    head = [n for n in packed.graph.node if n.op_type == "MatMulNBits"][-1]  # the last product
+    assert any(n.op_type == "Gather" and n.input[0] == head.input[1] for n in packed.graph.node)
     report = mlx2onnx.Verifier(random_inputs=False).verify(tmp_path / "q4.onnx", model, ids)
     assert report.passed and not report.arithmetic, str(report)
 

@@ -193,8 +193,8 @@ def _rebuilt_bytes(graph, gather, planes, ids, k) -> ir.Value:
 
 def _gathered_flat(graph, gather, flat: ir.Value, ids: ir.Value, width: int) -> ir.Value:
     """Rows of ``width`` read from a flat table: Gather(flat, ids * width + [0 .. width))."""
-    index_type = ids.dtype or ir.DataType.INT64
-    ids64 = ids if index_type == ir.DataType.INT64 else _emit(graph, gather, "Cast", [ids], ir.DataType.INT64, to=7)
+    int64 = ir.DataType.INT64  # (ids of unknown type are cast too: a Cast to int64 of int64 is free)
+    ids64 = ids if ids.dtype == int64 else _emit(graph, gather, "Cast", [ids], int64, to=int64.value)
     last = _ints(graph, [-1], f"{gather.name}/last_axis")
     start = _emit(
         graph,

@@ -7,8 +7,9 @@ PACKAGE``, ``mlx2onnx check PACKAGE FOLDER``, then the runtimes' own pipelines o
 this script makes (texts, a generated image, a synthesised clip), compared with the MLX
 package's result on the same input:
 
-- feature-extraction: transformers.js ``pipeline("feature-extraction")`` with mean pooling
-  and normalisation against mlx-embeddings' ``text_embeds`` (largest difference);
+- feature-extraction: transformers.js ``pipeline("feature-extraction")`` with the pooling
+  and normalisation the package records (or ``AutoModel``'s ``sentence_embedding`` where
+  it records none) against mlx-embeddings' ``text_embeds`` (largest difference);
 - image-classification: transformers.js ``pipeline("image-classification")`` on a PNG (its
   own resize, crop and normalisation) against mlx-image's class probabilities;
 - automatic-speech-recognition: transformers.js ``pipeline("automatic-speech-recognition")``
@@ -43,7 +44,13 @@ ROWS = [  # (task, MLX package, architecture, variant)
     ("feature-extraction", "mlx-embeddings", "bert", "float32"),
     ("feature-extraction", "mlx-embeddings", "xlm_roberta", "float32"),
     ("feature-extraction", "mlx-embeddings", "modernbert", "float32"),
+    ("feature-extraction", "mlx-embeddings", "qwen3", "float32"),
+    ("feature-extraction", "mlx-embeddings", "gemma3_text", "float32"),
+    ("feature-extraction", "mlx-embeddings", "llama_bidirec", "float32"),
+    ("feature-extraction", "mlx-embeddings", "lfm2", "float32"),
     ("feature-extraction", "mlx-embeddings", "bert", "4-bit"),
+    ("feature-extraction", "mlx-embeddings", "qwen3", "4-bit"),
+    ("feature-extraction", "mlx-embeddings", "gemma3_text", "bfloat16"),
     ("feature-extraction", "mlx-embeddings", "bert", "bfloat16"),
     ("image-classification", "mlx-image", "resnet18", "float32"),
     ("image-classification", "mlx-image", "mobilenet_v2", "float32"),
@@ -115,10 +122,11 @@ def transformers_js(
     from tests.support import zoo
 
     if task == "feature-extraction":
-        got = zoo.transformers_js_pipeline(task, package, {"pooling": "mean", "normalize": True}, zoo.EMBEDDING_TEXTS)
-        got = np.array(got["data"]).reshape(got["dims"])
+        got = zoo.transformers_js_embeddings(package, zoo.EMBEDDING_TEXTS)
         error = np.abs(got - zoo.mlx_embeddings(folder, zoo.EMBEDDING_TEXTS)).max()
-        return f"{'PASS' if error <= 2e-5 else 'FAIL'}: embeddings of 4 texts, max abs {error:.2g}"
+        pooling = json.loads((package / "config.json").read_text())["mlx2onnx"]["pooling"]
+        read = "AutoModel's sentence_embedding" if pooling is None else f"pooling {pooling}"
+        return f"{'PASS' if error <= 2e-5 else 'FAIL'}: embeddings of 4 texts ({read}), max abs {error:.2g}"
     if task == "image-classification":
         from PIL import Image
 

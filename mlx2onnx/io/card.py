@@ -14,7 +14,11 @@ _TRANSFORMERS_JS = {  # task -> how a transformers.js user calls the package
     "text-generation": 'const generator = await pipeline("text-generation", "{name}");\n'
     'const out = await generator("Hello", {{ max_new_tokens: 32 }});',
     "feature-extraction": 'const extractor = await pipeline("feature-extraction", "{name}");\n'
-    'const embeddings = await extractor(["Hello"], {{ pooling: "{pooling}", normalize: true }});',
+    'const embeddings = await extractor(["Hello"], {{ pooling: "{pooling}", normalize: {normalize} }});',
+    # an embedding no pipeline pooling gives (dense layers after the mean): the graph's own output
+    "sentence-embedding": 'const tokenizer = await AutoTokenizer.from_pretrained("{name}");\n'
+    'const model = await AutoModel.from_pretrained("{name}");\n'
+    'const {{ sentence_embedding }} = await model(tokenizer(["Hello"], {{ padding: true }}));',
     "image-classification": 'const classifier = await pipeline("image-classification", "{name}");\n'
     'const labels = await classifier("image.png");',
     "automatic-speech-recognition": 'const transcriber = await pipeline("automatic-speech-recognition", "{name}");\n'
@@ -24,7 +28,10 @@ _TRANSFORMERS_JS = {  # task -> how a transformers.js user calls the package
     'const inputs = await processor(prompt, await RawImage.read("image.png"));\n'
     "const out = await model.generate({{ ...inputs, max_new_tokens: 32 }});",
 }
-_IMPORTS = {"image-text-to-text": "AutoProcessor, AutoModelForImageTextToText, RawImage"}
+_IMPORTS = {
+    "image-text-to-text": "AutoProcessor, AutoModelForImageTextToText, RawImage",
+    "sentence-embedding": "AutoTokenizer, AutoModel",
+}
 
 
 def base_model(source: Path) -> str:
@@ -35,6 +42,11 @@ def base_model(source: Path) -> str:
         if part.startswith("models--") and parts[i + 1] == "snapshots":
             return "/".join(part[len("models--") :].split("--", 1))
     return source.resolve().name
+
+
+def _usage(task: str, notes: dict) -> str:
+    """The usage line's key: the task's, or an embedding read from its own output."""
+    return "sentence-embedding" if task == "feature-extraction" and notes.get("pooling") is None else task
 
 
 def write_card(package: Path, source: Path) -> None:
@@ -63,7 +75,9 @@ def write_card(package: Path, source: Path) -> None:
         return f"| `onnx/{path.name}` | {dtype} | {path.stat().st_size / 2**20:.1f} MiB | {found} |"
 
     rows = [row(p) for p in sorted((package / "onnx").glob("*.onnx"))]
-    usage = _TRANSFORMERS_JS[task].format(name=name, pooling=notes.get("pooling", "mean"))
+    usage = _TRANSFORMERS_JS[_usage(task, notes)].format(
+        name=name, pooling=notes.get("pooling"), normalize="true" if notes.get("normalize", True) else "false"
+    )
     lines = [
         "---",
         "library_name: transformers.js",
@@ -98,7 +112,7 @@ def write_card(package: Path, source: Path) -> None:
         "transformers.js (a browser or Node), with this folder uploaded as `PACKAGE`:",
         "",
         "```js",
-        f'import {{ {_IMPORTS.get(task, "pipeline")} }} from "@huggingface/transformers";',
+        f'import {{ {_IMPORTS.get(_usage(task, notes), "pipeline")} }} from "@huggingface/transformers";',
         usage,
         "```",
         "",

@@ -63,9 +63,7 @@ register(
         "feature-extraction",
         embeddings.export_embeddings,
         embeddings.check_embeddings,
-        recognises=lambda folder, config: (
-            config is not None and _model_type(config).replace("_", "-") in embeddings.ENCODERS
-        ),
+        recognises=lambda folder, config: embeddings.is_embeddings_folder(folder, config),
         tokenizer_for="transformers.js",
     )
 )

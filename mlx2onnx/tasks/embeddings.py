@@ -3,76 +3,58 @@
 
 The package holds ``onnx/model.onnx`` (inputs ``input_ids``, ``attention_mask`` and, for
 encoders with token types, ``token_type_ids``, int64 [batch_size, sequence_length];
-output ``last_hidden_state`` [batch_size, sequence_length, hidden], the encoder's token
-states before pooling), the folder's config.json and tokenizer files. Pooling and
-normalisation run in the runtime, as transformers.js does them:
+outputs as :mod:`.embedding_encoders` declares them: ``last_hidden_state`` [batch_size,
+sequence_length, hidden], the token states before pooling, and for decoder embedding
+models ``sentence_embedding`` [batch_size, dimensions], the embedding itself), the
+folder's config.json and tokenizer files. Pooling and normalisation run in the runtime, as
+transformers.js does them:
 ``pipeline("feature-extraction", PACKAGE)(texts, {pooling: "mean", normalize: true})``
 gives mlx-embeddings' ``text_embeds`` (config.json records the pooling under
-``mlx2onnx``)."""
+``mlx2onnx``; a last-token package's tokenizer pads on the left, so that the last token is
+a real one); where no pooling of the pipeline gives it (EmbeddingGemma's dense layers),
+``AutoModel``'s ``sentence_embedding`` does.
+
+A decoder embedding folder (``qwen3``, ``gemma3_text``, ``lfm2``: model types mlx-lm
+also has) is told from a language model by the sentence-transformers files that
+mlx-embeddings' converter copies beside its weights (``modules.json``,
+``config_sentence_transformers.json``)."""
 
 from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import mlx.core as mx
 import numpy as np
 
 from ..errors import UnsupportedModelError, UnsupportedVariantError
+from .embedding_encoders import ENCODERS, Encoder
 from .loading import load_with
 
-TOKEN_TYPES = ("input_ids", "attention_mask", "token_type_ids")
+SENTENCE_FILES = ("modules.json", "config_sentence_transformers.json")
 
 
-@dataclass(frozen=True)
-class Encoder:
-    """How one mlx-embeddings architecture is exported: the graph's inputs, its token
-    states from them, its pooled and normalised embedding (mlx-embeddings' own), and the
-    pooling that turns the first into the second."""
-
-    inputs: tuple[str, ...]
-    token_states: Callable  # (model, *inputs) -> [batch, sequence, hidden]
-    embeddings: Callable  # (model, *inputs) -> [batch, hidden], mlx-embeddings' text_embeds
-    pooling: Callable[[dict], str]  # config -> "mean" or "cls"
+def _model_type(config: dict) -> str:
+    return str(config.get("model_type", "?")).replace("_", "-")
 
 
-def _bert_states(model, input_ids, attention_mask, token_type_ids):
-    return model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
-
-
-def _bert_embeds(model, input_ids, attention_mask, token_type_ids):
-    return model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).text_embeds
-
-
-def _modernbert_states(model, input_ids, attention_mask):
-    # ModernBERT builds its additive masks in the mask's own dtype: float32, as
-    # mlx-embeddings' own callers give it
-    return model.model(input_ids, attention_mask=attention_mask.astype(mx.float32), return_dict=False)[0]
-
-
-def _modernbert_embeds(model, input_ids, attention_mask):
-    return model(input_ids, attention_mask=attention_mask.astype(mx.float32)).text_embeds
-
-
-ENCODERS = {
-    "bert": Encoder(TOKEN_TYPES, _bert_states, _bert_embeds, lambda config: "mean"),
-    "xlm-roberta": Encoder(TOKEN_TYPES, _bert_states, _bert_embeds, lambda config: "mean"),
-    "modernbert": Encoder(
-        TOKEN_TYPES[:2], _modernbert_states, _modernbert_embeds, lambda config: config.get("classifier_pooling", "mean")
-    ),
-}
+def is_embeddings_folder(folder: Path, config: dict | None) -> bool:
+    """Whether ``folder`` is an mlx-embeddings folder of an architecture the export knows:
+    its ``model_type``, and for one mlx-lm also has, the sentence-transformers files."""
+    if config is None or _model_type(config) not in ENCODERS:
+        return False
+    return not ENCODERS[_model_type(config)].needs_sentence_files or any(
+        (folder / name).is_file() for name in SENTENCE_FILES
+    )
 
 
 def encoder_of(config: dict) -> Encoder:
-    model_type = str(config.get("model_type", "?")).replace("_", "-")
+    model_type = _model_type(config)
     if model_type not in ENCODERS:
         raise UnsupportedModelError(
             f"model_type {config.get('model_type')!r}: the feature-extraction export handles the mlx-embeddings "
-            f"encoders {', '.join(sorted(ENCODERS))} (their embedding is the mean or first token of the encoder's "
-            "states, which transformers.js pools itself)"
+            f"architectures {', '.join(sorted(ENCODERS))}"
         )
     if config.get("architectures") not in (None, ["ModernBertModel"]) and model_type == "modernbert":
         raise UnsupportedVariantError(
@@ -108,13 +90,21 @@ def example_inputs(config: dict, names: tuple[str, ...]) -> list[mx.array]:
     return [mx.array(arrays[name]) for name in names]
 
 
-def pooled(states: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:
-    """transformers.js's pooling and L2 normalisation of ``states`` [batch, sequence, hidden]."""
+def pooled(states: np.ndarray, mask: np.ndarray, pooling: str, normalize: bool = True) -> np.ndarray:
+    """transformers.js's pooling of ``states`` [batch, sequence, hidden] (``mean`` over the
+    mask, ``cls`` the first position, ``last_token`` the last, ``none`` each token), then
+    its L2 normalisation."""
     if pooling == "cls":
         vectors = states[:, 0]
+    elif pooling == "last_token":
+        vectors = states[:, -1]
+    elif pooling == "none":
+        vectors = states
     else:
         weights = mask[..., None].astype(np.float32)
         vectors = (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+    if not normalize:
+        return vectors
     return vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
 
 
@@ -128,24 +118,21 @@ def export_embeddings(folder: Path, out: Path, exporter, stage) -> Path:
         encoder = encoder_of(config)
     dynamic = {name: {0: "batch_size", 1: "sequence_length"} for name in encoder.inputs}
     exporter = exporter.with_options(
-        input_names=list(encoder.inputs), output_names=["last_hidden_state"], path=None, dynamic=dynamic
+        input_names=list(encoder.inputs), output_names=list(encoder.output_names), path=None, dynamic=dynamic
     )
-    with stage("tracing the encoder at several sizes and translating it"):
+    with stage("tracing the model at several sizes and translating it"):
         # partial keeps the parameter names, which the dynamic axes are given by
-        graph = exporter.to_ir(functools.partial(encoder.token_states, model), *example_inputs(config, encoder.inputs))
+        graph = exporter.to_ir(functools.partial(encoder.outputs, model), *example_inputs(config, encoder.inputs))
+    notes = {"task": "feature-extraction", "pooling": encoder.pooling(config), "normalize": encoder.normalize}
+    runtime = dict(encoder.runtime_config(config), model_type=encoder.runtime_type or config["model_type"])
+    files = {"config.json": dict(config, **runtime, mlx2onnx=notes)}
+    if encoder.padding_side and (folder / "tokenizer_config.json").is_file():
+        settings = json.loads((folder / "tokenizer_config.json").read_text())
+        files["tokenizer_config.json"] = dict(settings, padding_side=encoder.padding_side)
     with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
         dtypes = save_graphs(package, {"onnx/model.onnx": graph}, exporter.check)
         copy_present(folder, package, TOKENIZER_FILES)
-        write_json_files(
-            package,
-            {
-                "config.json": dict(
-                    config,
-                    mlx2onnx={"task": "feature-extraction", "pooling": encoder.pooling(config), "normalize": True},
-                )
-            },
-            dtypes,
-        )
+        write_json_files(package, files, dtypes)
     return out
 
 
@@ -156,44 +143,81 @@ CHECK_TEXTS = (
 )
 
 
+def _batch(tokenizer, texts, names: tuple[str, ...], side: str) -> dict[str, np.ndarray]:
+    batch = tokenizer(list(texts), padding=True, return_tensors="np", padding_side=side)
+    return {
+        name: np.asarray(batch[name] if name in batch else np.zeros_like(batch["input_ids"]), np.int64)
+        for name in names
+    }
+
+
+def _package_embeddings(package: Path, session, encoder: Encoder, feeds: dict) -> dict[str, np.ndarray]:
+    """What a transformers.js user gets from the package: the pipeline's pooling of the
+    first output (where it has the pooling), and the ``sentence_embedding`` output."""
+    notes = json.loads((package / "config.json").read_text()).get("mlx2onnx", {})
+    outputs = dict(zip(encoder.output_names, session.run(list(encoder.output_names), feeds)))
+    found = {}
+    if notes.get("pooling") is not None:
+        pipeline = pooled(
+            outputs[encoder.output_names[0]], feeds["attention_mask"], notes["pooling"], encoder.normalize
+        )
+        found[f"pipeline pooling {notes['pooling']!r}"] = pipeline
+    if "sentence_embedding" in outputs:
+        found["sentence_embedding output"] = outputs["sentence_embedding"]
+    return found
+
+
+def _real(rows: np.ndarray, mask: np.ndarray, k: int) -> np.ndarray:
+    """Row ``k`` of ``rows``; a row of token vectors, its real tokens alone."""
+    return rows[k] if rows.ndim == 2 else rows[k][mask[k] == 1]
+
+
 def check_embeddings(package: Path, folder: Path, texts=CHECK_TEXTS, atol=None, rtol=None) -> dict:
-    """The package's pooled, normalised embeddings of ``texts`` (one padded batch, the
-    folder's tokenizer, a plain onnxruntime session, pooled as transformers.js pools)
-    against mlx-embeddings' ``text_embeds`` of the same batch; a half-precision folder's
-    also against its float32 ones (:meth:`~..verify.plain.PlainSession.half_compare`)."""
+    """The package's embeddings of ``texts`` (one batch padded as the package's tokenizer
+    pads, a plain onnxruntime session; pooled as transformers.js pools, and its
+    ``sentence_embedding`` output) against mlx-embeddings' ``text_embeds`` of the same
+    texts (a right-padded batch, on which mlx-embeddings' decoders give no NaN); a
+    half-precision folder's also against its float32 ones
+    (:meth:`~..verify.plain.PlainSession.half_compare`)."""
     from ..io.graph_files import graph_path
     from ..verify.plain import half_precision, in_float32, plain_session, reference
 
     model, tokenizer, config = load_embeddings_folder(folder)
     encoder = encoder_of(config)
     plain = plain_session(graph_path(package, "onnx/model.onnx"), atol, rtol)
-    batch = tokenizer(list(texts), padding=True, return_tensors="np")
-    feeds = {
-        name: np.asarray(batch[name] if name in batch else np.zeros_like(batch["input_ids"]), np.int64)
-        for name in encoder.inputs
-    }
-    pooling = json.loads((package / "config.json").read_text()).get("mlx2onnx", {}).get("pooling", "mean")
-    got = pooled(plain.session.run(["last_hidden_state"], feeds)[0], feeds["attention_mask"], pooling)
-    inputs = [mx.array(feeds[n]) for n in encoder.inputs]
+    tokenizer_config = package / "tokenizer_config.json"
+    side = (
+        json.loads(tokenizer_config.read_text()).get("padding_side", "right") if tokenizer_config.is_file() else "right"
+    )
+    feeds = _batch(tokenizer, texts, encoder.inputs, side)
+    found = _package_embeddings(package, plain.session, encoder, feeds)
+    mlx_feeds = _batch(tokenizer, texts, encoder.inputs, "right")
+    inputs = [mx.array(mlx_feeds[n]) for n in encoder.inputs]
     want, held = reference(encoder.embeddings(model, *inputs))
     half = half_precision(model)
     if half:
         with in_float32(model):
             float32_want = reference(encoder.embeddings(model, *inputs))[0]
     rows = []
-    for k, (text, row_got, row_want) in enumerate(zip(texts, got, want)):
-        error, bound = plain.compare(row_got, row_want, held)
-        row = {
-            "input": repr(text),
-            "detail": "pooled, normalised embedding",
-            "max_abs_error": error,
-            "tolerance": bound,
-            "passed": error <= bound,
-        }
-        if half:
-            compared = plain.half_compare(row_got, row_want, float32_want[k], held)
-            row.update(compared, passed=compared.pop("close"))
-        rows.append(row)
+    for detail, got in found.items():
+        for k, text in enumerate(texts):
+            row_got, row_want = _real(got, feeds["attention_mask"], k), _real(want, mlx_feeds["attention_mask"], k)
+            error, bound = plain.compare(row_got, row_want, held)
+            row = {"input": repr(text), "detail": detail, "max_abs_error": error, "tolerance": bound}
+            row["passed"] = error <= bound
+            if half:
+                compared = plain.half_compare(
+                    row_got, row_want, _real(float32_want, mlx_feeds["attention_mask"], k), held
+                )
+                row.update(compared, passed=compared.pop("close"))
+            rows.append(row)
+    notes = json.loads((package / "config.json").read_text()).get("mlx2onnx", {})
     return plain.result(
-        "feature-extraction", package, folder, rows, pooling=pooling, **({"half_precision": half} if half else {})
+        "feature-extraction",
+        package,
+        folder,
+        rows,
+        pooling=notes.get("pooling"),
+        padding_side=side,
+        **({"half_precision": half} if half else {}),
     )

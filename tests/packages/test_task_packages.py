@@ -76,6 +76,71 @@ def test_embeddings_folder_runs_in_transformers_js_feature_extraction(tmp_path, 
     assert np.abs(np.array(first["data"]).reshape(first["dims"]) - want).max() > 1e-2
 
 
+# the pipeline pooling each decoder embedding's package records (None: AutoModel's
+# sentence_embedding, EmbeddingGemma's dense layers after the mean being no pooling of the pipeline)
+DECODER_POOLING = {"qwen3": "last_token", "llama_bidirec": "mean", "lfm2": "none", "gemma3_text": None}
+DECODER_VARIANTS = [*zoo.DECODER_EMBEDDINGS, "qwen3-4-bit", "gemma3_text-bfloat16"]
+
+
+@pytest.mark.node
+@pytest.mark.parametrize("variant", DECODER_VARIANTS)
+def test_decoder_embedding_folders_run_in_transformers_js(tmp_path, variant):
+    """Qwen3-Embedding (last token), EmbeddingGemma (mean and dense layers), Llama
+    bidirectional (as transformers.js's llama) and LFM2's one vector a token: the
+    embeddings transformers.js gives equal mlx-embeddings' of texts of several lengths."""
+    pytest.importorskip("mlx_embeddings.utils")
+    name, _, kind = variant.partition("-")
+    options = {"4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16}}.get(kind, {})
+    folder = zoo.write_embedding_folder(tmp_path / "folder", name, **options)
+    package, out, result = _exported(tmp_path, folder)
+    config = json.loads((package / "config.json").read_text())
+    assert result["pooling"] == config["mlx2onnx"]["pooling"] == DECODER_POOLING[name]
+    assert config["model_type"] == {"llama_bidirec": "llama"}.get(name, name)  # a type transformers.js has
+    if name == "lfm2":  # read by transformers.js; derived from full_attn_idxs where the folder lacks it
+        assert config["layer_types"] == ["conv", "full_attention", "conv"]
+    outputs = [o.name for o in onnx.load(str(graph_path(package, "onnx/model.onnx"))).graph.output]
+    assert outputs == (["token_embeddings"] if name == "lfm2" else ["last_hidden_state", "sentence_embedding"])
+    _needs_node()
+    texts = zoo.EMBEDDING_TEXTS
+    want = zoo.mlx_embeddings(folder, texts)
+    got = zoo.transformers_js_embeddings(package, texts)
+    assert got.shape == want.shape and not np.isnan(want).any()
+    np.testing.assert_allclose(got, want, atol=2e-5 if not kind else 1e-2)
+    if "sentence_embedding" in outputs and DECODER_POOLING[name] is not None:
+        got = zoo.transformers_js_model(package, "sentence_embedding", texts)
+        np.testing.assert_allclose(np.array(got["data"]).reshape(got["dims"]), want, atol=2e-5 if not kind else 1e-2)
+    if name == "qwen3":  # the package's tokenizer pads on the left: on the right, the last token is a pad
+        tokenizer = json.loads((package / "tokenizer_config.json").read_text())
+        assert tokenizer["padding_side"] == "left"
+        (package / "tokenizer_config.json").write_text(json.dumps(dict(tokenizer, padding_side="right")))
+        assert np.abs(zoo.transformers_js_embeddings(package, texts) - want).max() > 1e-2
+    if name == "gemma3_text":  # the pipeline's mean of the states is not EmbeddingGemma's embedding
+        mean = zoo.transformers_js_pipeline(
+            "feature-extraction", package, {"pooling": "mean", "normalize": True}, texts
+        )
+        assert np.abs(np.array(mean["data"]).reshape(mean["dims"]) - want).max() > 1e-2
+
+
+def test_a_decoder_embedding_folder_is_told_from_a_language_model_by_its_sentence_files(tmp_path):
+    """qwen3, gemma3_text and lfm2 are also mlx-lm model types: without the
+    sentence-transformers files a folder of one is a text-generation folder."""
+    pytest.importorskip("mlx_embeddings.utils")
+    from mlx2onnx.tasks import folder_task
+
+    for name in zoo.DECODER_EMBEDDINGS:
+        folder = zoo.write_embedding_folder(tmp_path / name, name)
+        assert folder_task(folder) == "feature-extraction"
+        for path in zoo.SENTENCE_FILES:
+            (folder / path).unlink()
+        assert folder_task(folder) == ("feature-extraction" if name == "llama_bidirec" else "text-generation")
+
+
+def test_every_embedding_architecture_has_a_test_folder():
+    from mlx2onnx.tasks.embedding_encoders import ENCODERS
+
+    assert {name.replace("-", "_") for name in ENCODERS} == set(zoo.EMBEDDING_CONFIGS)
+
+
 @pytest.mark.node
 @pytest.mark.parametrize("variant", ["4-bit", "bfloat16"])
 def test_quantized_and_bfloat16_embedding_folders(tmp_path, variant):

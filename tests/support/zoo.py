@@ -277,7 +277,70 @@ EMBEDDING_CONFIGS = {
         local_attention=8,
         global_attn_every_n_layers=2,
     ),
+    # decoder embedding models: Qwen3-Embedding (causal, last token), EmbeddingGemma
+    # (bidirectional, mean then two dense layers; layer 0 in a window of 4), Llama
+    # bidirectional (mean), LFM2's late-interaction model (causal, convolutions, one
+    # vector a token)
+    "qwen3": dict(
+        model_type="qwen3",
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        hidden_size=32,
+        intermediate_size=64,
+        vocab_size=EMBEDDING_VOCAB,
+        architectures=["Qwen3ForCausalLM"],
+    ),
+    "gemma3_text": dict(
+        model_type="gemma3_text",
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        hidden_size=32,
+        intermediate_size=64,
+        vocab_size=EMBEDDING_VOCAB,
+        sliding_window=4,
+        sliding_window_pattern=2,
+        query_pre_attn_scalar=8,
+        architectures=["Gemma3TextModel"],
+    ),
+    "llama_bidirec": dict(
+        model_type="llama_bidirec",
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        hidden_size=32,
+        intermediate_size=64,
+        vocab_size=EMBEDDING_VOCAB,
+        rms_norm_eps=1e-5,
+        architectures=["LlamaBidirectionalModel"],
+    ),
+    "lfm2": dict(
+        model_type="lfm2",
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        hidden_size=32,
+        intermediate_size=64,
+        vocab_size=EMBEDDING_VOCAB,
+        max_position_embeddings=512,
+        norm_eps=1e-5,
+        conv_bias=False,
+        conv_L_cache=3,
+        block_dim=32,
+        block_ff_dim=64,
+        block_multiple_of=16,
+        block_ffn_dim_multiplier=1.0,
+        block_auto_adjust_ff_dim=False,
+        full_attn_idxs=[1],
+        rope_theta=1e6,
+        out_features=16,
+        architectures=["Lfm2Model"],
+    ),
 }
+DECODER_EMBEDDINGS = ("qwen3", "gemma3_text", "llama_bidirec", "lfm2")
 
 
 def embedding_models(name: str):
@@ -302,25 +365,34 @@ def embedding_models(name: str):
 
 
 def embedding_encoder(name: str):
-    """An mlx-embeddings encoder as a function of token ids and an int attention mask,
-    returning its three outputs."""
+    """An mlx-embeddings model as a function of token ids and an int attention mask,
+    returning the outputs it gives (a decoder embedding gives no ``pooler_output``)."""
     module = embedding_models(name)
     mx.random.seed(0)
     model = module.Model(module.ModelArgs.from_dict(EMBEDDING_CONFIGS[name]))
     model.eval()
     mx.eval(model.parameters())
 
+    if name in DECODER_EMBEDDINGS:  # what the package computes: Qwen3's own pooling branches on the mask's values
+        from mlx2onnx.tasks.embedding_encoders import ENCODERS
+
+        encoder = ENCODERS[name.replace("_", "-")]
+        return lambda input_ids, attention_mask: dict(
+            zip(encoder.output_names, _as_tuple(encoder.outputs(model, input_ids, attention_mask)))
+        )
+
     def encode(input_ids, attention_mask):
         # ModernBERT builds its additive masks in the mask's own dtype, so it gets float32
         mask = attention_mask.astype(mx.float32) if name == "modernbert" else attention_mask
         out = model(input_ids, attention_mask=mask)
-        return {
-            "last_hidden_state": out.last_hidden_state,
-            "text_embeds": out.text_embeds,
-            "pooler_output": out.pooler_output,
-        }
+        given = {"last_hidden_state": out.last_hidden_state, "text_embeds": out.text_embeds}
+        return given if out.pooler_output is None else dict(given, pooler_output=out.pooler_output)
 
     return encode
+
+
+def _as_tuple(value) -> tuple:
+    return value if isinstance(value, tuple) else (value,)
 
 
 # -- mlx-lm ------------------------------------------------------------------------------------
@@ -863,6 +935,26 @@ def transformers_js_pipeline(task: str, package, options: dict, inputs) -> Any:
     return json.loads(lines[-1])
 
 
+def transformers_js_model(package, output: str, texts) -> dict:
+    """transformers.js's ``AutoModel`` on the package, its output ``output`` for ``texts``
+    tokenized by ``AutoTokenizer`` in one padded batch (tests/support/js/transformers_model.mjs),
+    as ``{"dims", "data"}``."""
+    return json.loads(_node("transformers_model.mjs", str(package), output, *map(str, texts))[-1])
+
+
+def transformers_js_embeddings(package, texts) -> np.ndarray:
+    """The embeddings of ``texts`` a transformers.js user gets from a feature-extraction
+    package, as its config.json says to read them: the pipeline with its pooling and
+    normalisation, or AutoModel's ``sentence_embedding`` where no pooling gives them."""
+    notes = json.loads((Path(package) / "config.json").read_text())["mlx2onnx"]
+    if notes["pooling"] is None:
+        got = transformers_js_model(package, "sentence_embedding", texts)
+    else:
+        options = {"pooling": notes["pooling"], "normalize": notes["normalize"]}
+        got = transformers_js_pipeline("feature-extraction", package, options, texts)
+    return np.array(got["data"], np.float32).reshape(got["dims"])
+
+
 def _node(script: str, *args: str) -> list[str]:
     import subprocess
 
@@ -945,15 +1037,62 @@ def train_encoder_tokenizer(folder, name: str) -> dict:
     }
 
 
+def train_decoder_tokenizer(folder) -> dict:
+    """A byte-level BPE tokenizer (:func:`byte_level_bpe`) that wraps a text in
+    ``<s> ... </s>`` (the last token a decoder embedding pools is the end of text), with a
+    pad token, saved in ``folder``; returns the config fields that name its ids."""
+    from tokenizers import processors
+
+    tokenizer = byte_level_bpe(folder, ["<unk>", "<s>", "</s>", "<pad>"])
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", special_tokens=[("<s>", 1), ("</s>", 2)]
+    )
+    tokenizer.save(str(Path(folder) / "tokenizer.json"))
+    (Path(folder) / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "bos_token": "<s>",
+                "eos_token": "</s>",
+                "unk_token": "<unk>",
+                "pad_token": "<pad>",
+                "model_max_length": 512,
+            }
+        )
+    )
+    return {"vocab_size": tokenizer.get_vocab_size(), "pad_token_id": 3, "bos_token_id": 1, "eos_token_id": 2}
+
+
+SENTENCE_FILES = ("modules.json", "config_sentence_transformers.json")
+
+
+def write_sentence_files(folder) -> None:
+    """The sentence-transformers files (SENTENCE_FILES) a decoder embedding repository holds
+    beside its weights (mlx-embeddings' converter copies every top-level JSON file)."""
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
+    modules.append({"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"})
+    (Path(folder) / "modules.json").write_text(json.dumps(modules))
+    (Path(folder) / "config_sentence_transformers.json").write_text(
+        json.dumps(
+            {"prompts": {"query": "", "document": ""}, "default_prompt_name": None, "similarity_fn_name": "cosine"}
+        )
+    )
+
+
 def write_embedding_folder(folder, name: str, bits: int | None = None, dtype=None):
     """An mlx-embeddings model folder (config.json, model.safetensors through
-    mlx-embeddings' own save functions, a trained tokenizer); ``bits``: quantized as its
-    converter does (group size 32, weights whose size is a multiple of 64)."""
+    mlx-embeddings' own save functions, a trained tokenizer, and a decoder's
+    sentence-transformers files); ``bits``: quantized as its converter does (group size
+    32, weights whose size is a multiple of 64)."""
     import mlx_embeddings.utils as saving
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    settings = dict(EMBEDDING_CONFIGS[name], **train_encoder_tokenizer(folder, name))
+    if name in DECODER_EMBEDDINGS:
+        settings = dict(EMBEDDING_CONFIGS[name], **train_decoder_tokenizer(folder))
+        write_sentence_files(folder)
+    else:
+        settings = dict(EMBEDDING_CONFIGS[name], **train_encoder_tokenizer(folder, name))
     if name == "modernbert":
         settings["architectures"] = ["ModernBertModel"]
     module = embedding_models(name)

@@ -10,6 +10,9 @@ package's result on the same input:
 - feature-extraction: transformers.js ``pipeline("feature-extraction")`` with the pooling
   and normalisation the package records (or ``AutoModel``'s ``sentence_embedding`` where
   it records none) against mlx-embeddings' ``text_embeds`` (largest difference);
+- zero-shot-image-classification (SigLIP): transformers.js's zero-shot and
+  image-feature-extraction pipelines and ``SiglipTextModel`` against mlx-embeddings'
+  sigmoid of logits_per_image, image and text features;
 - image-classification: transformers.js ``pipeline("image-classification")`` on a PNG (its
   own resize, crop and normalisation) against mlx-image's class probabilities;
 - automatic-speech-recognition: transformers.js ``pipeline("automatic-speech-recognition")``
@@ -52,6 +55,8 @@ ROWS = [  # (task, MLX package, architecture, variant)
     ("feature-extraction", "mlx-embeddings", "qwen3", "4-bit"),
     ("feature-extraction", "mlx-embeddings", "gemma3_text", "bfloat16"),
     ("feature-extraction", "mlx-embeddings", "bert", "bfloat16"),
+    ("zero-shot-image-classification", "mlx-embeddings", "siglip", "float32"),
+    ("zero-shot-image-classification", "mlx-embeddings", "siglip", "4-bit"),
     ("image-classification", "mlx-image", "resnet18", "float32"),
     ("image-classification", "mlx-image", "mobilenet_v2", "float32"),
     ("image-classification", "mlx-image", "resnet18", "bfloat16"),
@@ -102,6 +107,8 @@ def write_folder(where: Path, source: str, architecture: str, variant: str) -> P
         return zoo.write_vlm_folder(where / "folder", "idefics3", split=True, **options)
     if architecture in ("gemma3", "idefics3", "qwen2_vl", "qwen2_5_vl"):
         return zoo.write_vlm_folder(where / "folder", architecture, **options)
+    if architecture == "siglip":
+        return zoo.write_siglip_folder(where / "folder", bits=options.get("bits"))
     if architecture in ("resnet18", "mobilenet_v2"):
         return zoo.write_image_folder(where / f"{architecture}-mlxim", architecture, dtype=options.get("dtype"))
     if variant == "float32":
@@ -127,6 +134,10 @@ def transformers_js(
         pooling = json.loads((package / "config.json").read_text())["mlx2onnx"]["pooling"]
         read = "AutoModel's sentence_embedding" if pooling is None else f"pooling {pooling}"
         return f"{'PASS' if error <= 2e-5 else 'FAIL'}: embeddings of 4 texts ({read}), max abs {error:.2g}"
+    if task == "zero-shot-image-classification":
+        found = zoo.siglip_in_transformers_js(package, folder, where)
+        error = max(float(np.abs(got - want).max()) for got, want in found.values())
+        return f"{'PASS' if error <= 2e-5 else 'FAIL'}: {', '.join(found)}, max abs {error:.2g}"
     if task == "image-classification":
         from PIL import Image
 

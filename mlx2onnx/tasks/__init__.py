@@ -1,8 +1,10 @@
 """Model folders of other tasks than text generation, exported as the packages the
 runtimes' own pipelines load, and checked against the MLX package that wrote them:
 
-- ``feature-extraction``: mlx-embeddings folders (BERT, XLM-RoBERTa, ModernBERT),
-  :mod:`.embeddings`;
+- ``feature-extraction``: mlx-embeddings folders (BERT, XLM-RoBERTa, ModernBERT and the
+  decoder embedding models), :mod:`.embeddings`;
+- ``zero-shot-image-classification`` (and both towers' embeddings): mlx-embeddings SigLIP
+  folders, :mod:`.siglip`;
 - ``image-classification``: mlx-image weights folders, :mod:`.images`;
 - ``automatic-speech-recognition``: mlx-whisper folders, :mod:`.whisper`, mlx-audio's
   Whisper folders, :mod:`.whisper_audio`, and mlx-audio Moonshine folders,
@@ -21,7 +23,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from . import embeddings, images, moonshine, vision_language, whisper, whisper_audio
+from . import embeddings, images, moonshine, siglip, vision_language, whisper, whisper_audio
 from .kinds import FolderKind, kind_named, recognise, register
 
 
@@ -64,6 +66,16 @@ register(
         embeddings.export_embeddings,
         embeddings.check_embeddings,
         recognises=lambda folder, config: embeddings.is_embeddings_folder(folder, config),
+        tokenizer_for="transformers.js",
+    )
+)
+register(
+    FolderKind(
+        "mlx-embeddings siglip",
+        "zero-shot-image-classification",
+        siglip.export_siglip,
+        siglip.check_siglip,
+        recognises=siglip.is_siglip_folder,
         tokenizer_for="transformers.js",
     )
 )

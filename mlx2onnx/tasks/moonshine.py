@@ -97,8 +97,9 @@ def package_configs(model, folder: Path) -> dict[str, dict]:
         "architectures": ["MoonshineForConditionalGeneration"],
         "mlx2onnx": {
             "task": "automatic-speech-recognition",
-            "onnxruntime-genai": "cannot run: onnxruntime-genai has no Moonshine model type (its speech types: whisper, "
-            "nemotron_speech)",
+            "onnxruntime-genai": "cannot run: onnxruntime-genai 0.18 has no type for Moonshine's encoder-decoder "
+            "(its speech types: whisper, nemotron_speech, parakeet_tdt, and streaming_enc_dec_asr, which reads "
+            "Moonshine Streaming's frontend, encoder, adapter, cross_kv and decoder_kv graphs)",
         },
     }
     generation = {

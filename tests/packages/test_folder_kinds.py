@@ -12,6 +12,7 @@ from tests.support import zoo
 WRITERS = {
     "mlx-lm": lambda where: zoo.write_model_folder(where, "llama"),
     "mlx-embeddings": lambda where: zoo.write_embedding_folder(where, "bert"),
+    "mlx-embeddings siglip": lambda where: zoo.write_siglip_folder(where),
     "mlx-image": lambda where: zoo.write_image_folder(where, "resnet18"),
     "mlx-whisper": lambda where: zoo.write_whisper_folder(where),
     "mlx-audio whisper": lambda where: zoo.write_mlx_audio_whisper_folder(where),
@@ -32,6 +33,7 @@ def test_each_packages_folder_is_recognised_by_its_kind_alone(tmp_path, name):
             "mlx-audio moonshine": "mlx_audio",
             "mlx-vlm": "mlx_vlm",
             "mlx-embeddings": "mlx_embeddings",
+            "mlx-embeddings siglip": "mlx_embeddings",
             "mlx-lm": "mlx_lm",
         }[name]
     )

@@ -264,7 +264,7 @@ def test_moonshine_package_checks_and_transcribes_in_transformers_js(tmp_path, s
     folder, package = speech_packages(variant, "moonshine")
     _checked(tmp_path, folder, package, ("onnx/encoder_model.onnx", "onnx/decoder_model_merged.onnx"))
     config = json.loads((package / "config.json").read_text())
-    assert "no Moonshine model type" in config["mlx2onnx"]["onnxruntime-genai"]
+    assert "no type for Moonshine's encoder-decoder" in config["mlx2onnx"]["onnxruntime-genai"]
     assert not (package / "genai_config.json").exists()
     audio = zoo.speech_clip(seconds=2.7, seed=5)  # not a whole number of frames at any stride
     tokens = mlx_moonshine_tokens(load(str(folder)), audio, 12)

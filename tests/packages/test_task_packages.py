@@ -35,15 +35,23 @@ def _needs_node():
         pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
 
 
-def _exported(tmp_path, folder):
+def _exported(tmp_path, folder, *more):
+    """The package of ``folder`` (its graph onnx/model.onnx and the files ``more``), checked
+    as users meet it: full onnx check, transformers.js_config naming each file, the card,
+    and ``mlx2onnx check``'s result."""
     package = tmp_path / "package"
     out = cli("export", folder, "-o", package, cwd=tmp_path, check_rc=0)
-    graph = graph_path(package, "onnx/model.onnx")
-    onnx.checker.check_model(onnx.load(str(graph)), full_check=True)
     dtypes = json.loads((package / "config.json").read_text())["transformers.js_config"]["dtype"]
-    named = graph.stem[len("model_") :] if graph.stem != "model" else "fp32"
-    assert dtypes == {"model": {"quantized": "q8"}.get(named, named)}  # transformers.js's defaults find the file
-    assert [p.name for p in (package / "onnx").glob("*.onnx")] == [graph.name]
+    graphs = []
+    for name in ("onnx/model.onnx", *more):
+        graph, stem = graph_path(package, name), name[len("onnx/") : -len(".onnx")]
+        onnx.checker.check_model(onnx.load(str(graph)), full_check=True)
+        named = graph.stem[len(stem) + 1 :] or "fp32"
+        assert dtypes[stem] == {"quantized": "q8"}.get(named, named)  # transformers.js's defaults find the file
+        graphs.append(graph)
+    assert dtypes.keys() == {name[len("onnx/") : -len(".onnx")] for name in ("onnx/model.onnx", *more)}
+    assert sorted(p.name for p in (package / "onnx").glob("*.onnx")) == sorted(g.name for g in graphs)
+    graph = graphs[0]
     card = (package / "README.md").read_text()  # the model card a hub shows
     assert (
         f"base_model: {folder.name}" in card
@@ -139,6 +147,28 @@ def test_every_embedding_architecture_has_a_test_folder():
     from mlx2onnx.tasks.embedding_encoders import ENCODERS
 
     assert {name.replace("-", "_") for name in ENCODERS} == set(zoo.EMBEDDING_CONFIGS)
+
+
+@pytest.mark.node
+@pytest.mark.parametrize("variant", ["float32", "4-bit"])
+def test_siglip_folder_runs_in_transformers_js(tmp_path, variant):
+    """A SigLIP folder: transformers.js's zero-shot-image-classification pipeline gives the
+    sigmoid of mlx-embeddings' logits_per_image for its hypothesis texts, its
+    image-feature-extraction pipeline (pooled) get_image_features, and SiglipTextModel's
+    pooler_output get_text_features."""
+    pytest.importorskip("mlx_embeddings.utils")
+    folder = zoo.write_siglip_folder(tmp_path / "folder", bits=4 if variant == "4-bit" else None)
+    package, out, result = _exported(tmp_path, folder, "onnx/text_model.onnx", "onnx/vision_model.onnx")
+    assert result["task"] == "zero-shot-image-classification" and len(result["rows"]) == 8
+    if variant == "4-bit":
+        model_graph = onnx.load(str(graph_path(package, "onnx/model.onnx")))
+        assert "MatMulNBits" in {n.op_type for n in model_graph.graph.node}
+    _needs_node()
+    found = zoo.siglip_in_transformers_js(package, folder, tmp_path)
+    got, want = found["zero-shot scores"]
+    assert np.ptp(want) > 1e-3  # the labels score apart, so a wrong text or image shows
+    for what, (got, want) in found.items():
+        np.testing.assert_allclose(got, want, atol=2e-5, err_msg=what)
 
 
 @pytest.mark.node

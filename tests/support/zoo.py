@@ -501,6 +501,11 @@ MATRIX = {
         )
         for n in EMBEDDING_CONFIGS
     },
+    "mlx-embeddings siglip": lambda: (
+        siglip_outputs(),
+        (lm_tokens((3, SIGLIP_CONFIG["text_config"]["max_position_embeddings"])) % EMBEDDING_VOCAB,),
+        {"pixel_values": _normal(2, 3, 32, 32)},
+    ),
     **{f"mlx-lm {n}": (lambda n=n: (mlx_lm_model(n), (lm_tokens((2, 7)),), {})) for n in LM_CONFIGS},
     "mlx-lm llama 4-bit": lambda: (quantized(mlx_lm_model("llama")), (lm_tokens((1, 7)),), {}),
     # the experts (GatherQMM) unpacked from their bytes: OpenVINO misread the uint32 words
@@ -935,11 +940,12 @@ def transformers_js_pipeline(task: str, package, options: dict, inputs) -> Any:
     return json.loads(lines[-1])
 
 
-def transformers_js_model(package, output: str, texts) -> dict:
-    """transformers.js's ``AutoModel`` on the package, its output ``output`` for ``texts``
-    tokenized by ``AutoTokenizer`` in one padded batch (tests/support/js/transformers_model.mjs),
+def transformers_js_model(package, output: str, texts, model_class="AutoModel", padding=True) -> dict:
+    """transformers.js's ``model_class`` on the package, its output ``output`` for ``texts``
+    tokenized by ``AutoTokenizer`` in one batch with ``padding`` (tests/support/js/transformers_model.mjs),
     as ``{"dims", "data"}``."""
-    return json.loads(_node("transformers_model.mjs", str(package), output, *map(str, texts))[-1])
+    options = json.dumps({"padding": padding, "truncation": True})
+    return json.loads(_node("transformers_model.mjs", str(package), model_class, output, options, *map(str, texts))[-1])
 
 
 def transformers_js_embeddings(package, texts) -> np.ndarray:
@@ -1104,6 +1110,168 @@ def write_embedding_folder(folder, name: str, bits: int | None = None, dtype=Non
     saving.save_weights(folder, dict(tree_flatten(model.parameters())))
     saving.save_config(settings, folder / "config.json")
     return folder
+
+
+SIGLIP_CONFIG = dict(
+    model_type="siglip",
+    architectures=["SiglipModel"],
+    text_config=dict(
+        model_type="siglip_text_model",
+        max_position_embeddings=32,
+        hidden_size=32,
+        intermediate_size=64,
+        num_attention_heads=4,
+        num_hidden_layers=2,
+    ),
+    vision_config=dict(
+        model_type="siglip_vision_model",
+        image_size=32,
+        patch_size=8,
+        hidden_size=32,
+        intermediate_size=64,
+        num_attention_heads=4,
+        num_hidden_layers=2,
+    ),
+)
+SIGLIP_LABELS = ["fox", "dog", "tokenizer", "sentence"]
+
+
+def siglip_model(settings: dict = SIGLIP_CONFIG):
+    """mlx-embeddings' SigLIP of ``settings`` (both towers), the logit scale and bias drawn
+    rather than zero."""
+    module = embedding_models("siglip")
+    args = module.ModelArgs.from_dict(settings)
+    args.text_config = module.TextConfig(**settings["text_config"])
+    args.vision_config = module.VisionConfig(**settings["vision_config"])
+    mx.random.seed(0)
+    model = module.Model(args)
+    model.logit_scale = mx.array([2.3])
+    model.logit_bias = mx.array([-1.5])
+    mx.eval(model.parameters())
+    return model
+
+
+def siglip_outputs():
+    """SigLIP as a function of token ids and channels-first pixels, returning its logits and
+    normalised embeddings."""
+    model = siglip_model()
+
+    def score(input_ids, pixel_values):
+        out = model(input_ids=input_ids, pixel_values=pixel_values)
+        return {name: getattr(out, name) for name in ("logits_per_image", "text_embeds", "image_embeds")}
+
+    return score
+
+
+def write_siglip_folder(folder, bits: int | None = None, dtype=None):
+    """An mlx-embeddings SigLIP folder as its converter writes one from a SigLIP repository:
+    config.json with both towers' settings, model.safetensors (mlx-embeddings' save
+    functions, and its converter's quantization for ``bits``; the logit scale and bias
+    drawn, not zero), a Unigram tokenizer that ends a
+    text with ``</s>`` and pads with ``<pad>``, and the repository's preprocessor_config.json."""
+    import mlx_embeddings.utils as saving
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = Tokenizer(models.Unigram())
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.decoder = decoders.Metaspace()
+    specials = ["<pad>", "</s>", "<unk>"]
+    texts = [f"This is a photo of {label}." for label in SIGLIP_LABELS] + EMBEDDING_TEXTS
+    tokenizer.train_from_iterator(
+        texts * 20, trainers.UnigramTrainer(vocab_size=150, special_tokens=specials, unk_token="<unk>")
+    )
+    tokenizer.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    tokenizer.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "pad_token": "<pad>",
+                "eos_token": "</s>",
+                "unk_token": "<unk>",
+                "model_max_length": 1000000000000000019884624838656,
+            }
+        )
+    )
+    size = SIGLIP_CONFIG["vision_config"]["image_size"]
+    (folder / "preprocessor_config.json").write_text(
+        json.dumps(
+            {
+                "image_processor_type": "SiglipImageProcessor",
+                "processor_class": "SiglipProcessor",
+                "do_resize": True,
+                "size": {"height": size, "width": size},
+                "resample": 3,
+                "do_rescale": True,
+                "rescale_factor": 1 / 255,
+                "do_normalize": True,
+                "image_mean": [0.5, 0.5, 0.5],
+                "image_std": [0.5, 0.5, 0.5],
+            }
+        )
+    )
+    settings = json.loads(json.dumps(SIGLIP_CONFIG))
+    settings["text_config"]["vocab_size"] = tokenizer.get_vocab_size()
+    model = siglip_model(settings)
+    as_variant(model, settings, dtype)
+    if bits:  # mlx-embeddings' converter: the text tower quantized, the vision tower kept (skip_vision)
+        from mlx_embeddings.convert import quantize_model
+
+        _, settings = quantize_model(model, settings, 32, bits)
+    saving.save_weights(folder, dict(tree_flatten(model.parameters())))
+    saving.save_config(settings, folder / "config.json")
+    return folder
+
+
+def siglip_in_transformers_js(package, folder, where) -> dict:
+    """A SigLIP package in transformers.js against mlx-embeddings on a generated PNG at the
+    model's size: {what: (transformers.js's values, MLX's)} for the zero-shot pipeline's
+    scores of SIGLIP_LABELS (the sigmoid of logits_per_image for the pipeline's hypothesis
+    texts), the image-feature-extraction pipeline's pooled features (get_image_features)
+    and SiglipTextModel's pooler_output of those texts (get_text_features)."""
+    from PIL import Image
+    from transformers import AutoTokenizer
+
+    from mlx2onnx.tasks.siglip import load_siglip_folder
+
+    model, config = load_siglip_folder(Path(folder))
+    image = generated_image(config["vision_config"]["image_size"], seed=3)
+    Image.fromarray(image).save(Path(where) / "image.png")
+    pixels = mx.array(siglip_pixels(image))
+    texts = [f"This is a photo of {label}" for label in SIGLIP_LABELS]  # the pipeline's template
+    length = config["text_config"]["max_position_embeddings"]
+    ids = AutoTokenizer.from_pretrained(str(package))(texts, padding="max_length", max_length=length, truncation=True)
+    ids = mx.array(np.array(ids["input_ids"]))
+    scores = transformers_js_pipeline(
+        "zero-shot-image-classification", package, {"candidate_labels": SIGLIP_LABELS}, [Path(where) / "image.png"]
+    )[0]
+    logits = np.array(model(input_ids=ids, pixel_values=pixels).logits_per_image.astype(mx.float32))[0]
+    features = transformers_js_pipeline(
+        "image-feature-extraction", package, {"pool": True}, [Path(where) / "image.png"]
+    )
+    text = transformers_js_model(package, "pooler_output", texts, "SiglipTextModel", "max_length")
+    return {
+        "zero-shot scores": (
+            np.array([next(r["score"] for r in scores if r["label"] == label) for label in SIGLIP_LABELS]),
+            1 / (1 + np.exp(-logits)),
+        ),
+        "image features": (
+            np.array(features["data"]).reshape(features["dims"]),
+            np.array(model.get_image_features(pixel_values=pixels).astype(mx.float32)),
+        ),
+        "text features": (
+            np.array(text["data"]).reshape(text["dims"]),
+            np.array(model.get_text_features(input_ids=ids).astype(mx.float32)),
+        ),
+    }
+
+
+def siglip_pixels(image: np.ndarray) -> np.ndarray:
+    """SigLIP's processor on an image already at the model's size: rescaled, mean and std
+    0.5, channels first [1, 3, height, width]."""
+    return ((image.astype(np.float32) / 255.0 - 0.5) / 0.5).transpose(2, 0, 1)[None]
 
 
 def write_image_folder(folder, name: str, dtype=None):

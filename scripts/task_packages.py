@@ -84,6 +84,9 @@ ROWS = [  # (task, MLX package, architecture, variant)
     ("image-text-to-text", "mlx-vlm", "qwen2_5_vl", "float32"),
     ("image-text-to-text", "mlx-vlm", "qwen2_5_vl", "4-bit"),
     ("image-text-to-text", "mlx-vlm", "qwen2_5_vl", "bfloat16"),
+    ("image-text-to-text", "mlx-vlm", "llava", "float32"),
+    ("image-text-to-text", "mlx-vlm", "llava", "4-bit"),
+    ("image-text-to-text", "mlx-vlm", "llava", "bfloat16"),
 ]
 
 
@@ -105,7 +108,7 @@ def write_folder(where: Path, source: str, architecture: str, variant: str) -> P
         return zoo.write_moonshine_folder(where / "folder", **options)
     if architecture == "idefics3 (tiles)":
         return zoo.write_vlm_folder(where / "folder", "idefics3", split=True, **options)
-    if architecture in ("gemma3", "idefics3", "qwen2_vl", "qwen2_5_vl"):
+    if architecture in ("gemma3", "idefics3", "qwen2_vl", "qwen2_5_vl", "llava"):
         return zoo.write_vlm_folder(where / "folder", architecture, **options)
     if architecture == "siglip":
         return zoo.write_siglip_folder(where / "folder", bits=options.get("bits"))

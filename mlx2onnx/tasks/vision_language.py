@@ -10,7 +10,7 @@ package's decoder, :mod:`mlx2onnx.llm.package`, over embeddings), and merges the
 the image token's positions take the image features, in order. The graphs give what
 mlx-vlm's own generation computes (``get_input_embeddings`` then ``language_model``); what
 differs between architectures is an :class:`Architecture` (:mod:`.vlm_gemma3`,
-:mod:`.vlm_idefics3`, :mod:`.vlm_qwen2_vl`, :mod:`.vlm_qwen2_5_vl`; their onnxruntime-genai
+:mod:`.vlm_idefics3`, :mod:`.vlm_qwen2_vl`, :mod:`.vlm_qwen2_5_vl`, :mod:`.vlm_llava`; their onnxruntime-genai
 layout, :mod:`.vlm_genai`).
 """
 
@@ -34,6 +34,7 @@ VLM_MODULES = {
     "smolvlm": "vlm_idefics3",
     "qwen2_vl": "vlm_qwen2_vl",
     "qwen2_5_vl": "vlm_qwen2_5_vl",
+    "llava": "vlm_llava",
 }
 VLM_TYPES = tuple(VLM_MODULES)
 

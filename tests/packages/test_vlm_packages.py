@@ -28,7 +28,8 @@ from tests.support.commands import cli
 pytestmark = pytest.mark.third_party  # the MLX packages of tests/third_party.txt and mlx-lm write the folders
 
 VARIANTS = {"float32": {}, "4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16}}
-CASES = [(arch, variant) for arch in ("gemma3", "idefics3", "qwen2_vl", "qwen2_5_vl") for variant in sorted(VARIANTS)]
+ARCHITECTURES = ("gemma3", "idefics3", "qwen2_vl", "qwen2_5_vl", "llava")
+CASES = [(arch, variant) for arch in ARCHITECTURES for variant in sorted(VARIANTS)]
 GRAPHS = ("vision_encoder", "embed_tokens", "decoder_model_merged")
 
 
@@ -86,6 +87,9 @@ def test_vlm_folder_generates_mlx_vlm_tokens_in_transformers_js(tmp_path, vlm_pa
     want = _mlx_tokens(folder, heard["ids"], zoo.vlm_pixels(architecture, image))
     assert len(set(want)) > 1  # greedy tokens that tell a wrong logit from a right one
     assert heard["tokens"] == want
+    if architecture == "llava":  # the processor's expansion: 4 x 4 patches, the class token dropped
+        assert heard["ids"].count(json.loads((folder / "config.json").read_text())["image_token_index"]) == 16
+        assert "processor(await RawImage.read" in (package / "README.md").read_text()  # the images first
 
 
 @pytest.mark.node

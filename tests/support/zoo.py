@@ -1608,12 +1608,14 @@ VLM_SPECIALS = {
     ],
 }
 VLM_SPECIALS["qwen2_5_vl"] = VLM_SPECIALS["qwen2_vl"]
+VLM_SPECIALS["llava"] = ["<pad>", "<eos>", "<bos>", "<unk>", "<image>"]
 VLM_PROMPTS = {
     "gemma3": "<start_of_image> a small tokenizer",
     "idefics3": "<image> a small tokenizer",
     "qwen2_vl": "<|vision_start|><|image_pad|><|vision_end|> a small tokenizer",
 }
 VLM_PROMPTS["qwen2_5_vl"] = VLM_PROMPTS["qwen2_vl"]
+VLM_PROMPTS["llava"] = "<image> a small tokenizer"
 VLM_SCALES = {"qwen2_vl": 0.5, "qwen2_5_vl": 0.5}  # weight scales at which greedy tokens differ (the others: 0.1)
 # qwen2_vl: 8 x 8 patches of 14, 16 image tokens; qwen2_5_vl: 16 x 16, 64 tokens in 4 attention windows
 # of 112 pixels (the others: the tower's image_size)
@@ -1674,6 +1676,37 @@ def _vlm_settings(architecture: str, ids: dict, vocab: int) -> dict:
                 spatial_merge_size=2,
                 temporal_patch_size=2,
                 in_channels=3,
+            ),
+        )
+    if architecture == "llava":
+        return dict(
+            model_type="llava",
+            image_token_index=ids["<image>"],
+            vocab_size=vocab,
+            eos_token_id=[ids["<eos>"]],
+            pad_token_id=ids["<pad>"],
+            vision_feature_layer=-2,
+            vision_feature_select_strategy="default",
+            text_config=dict(
+                model_type="llama",
+                hidden_size=64,
+                intermediate_size=128,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                num_hidden_layers=2,
+                rms_norm_eps=1e-5,
+                vocab_size=vocab,
+            ),
+            # CLIP: 4 x 4 patches of 8 and a class token, which the default strategy drops: 16 image tokens
+            vision_config=dict(
+                model_type="clip_vision_model",
+                num_hidden_layers=3,
+                hidden_size=32,
+                intermediate_size=64,
+                num_attention_heads=4,
+                image_size=32,
+                patch_size=8,
+                projection_dim=32,
             ),
         )
     if architecture == "gemma3":
@@ -1794,7 +1827,8 @@ def write_vlm_folder(
         dtype,
         bits,
         record_dtype=False,
-        predicate=lambda p, m: hasattr(m, "to_quantized") and m.weight.shape[-1] % 32 == 0,
+        # as mlx-vlm's loader quantizes: whole groups of 32, and weights of a multiple of 64 elements
+        predicate=lambda p, m: hasattr(m, "to_quantized") and m.weight.shape[-1] % 32 == 0 and m.weight.size % 64 == 0,
     )
     saving.save_weights(folder, model)
     saving.save_config(dict(settings), folder / "config.json")
@@ -1862,6 +1896,11 @@ def vlm_pixels(architecture: str, image: np.ndarray) -> dict[str, np.ndarray]:
             {"patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2},
             "grid_thw" if architecture == "qwen2_vl" else "image_grid_thw",
         )
+    if architecture == "llava":
+        from mlx2onnx.tasks.vlm_llava import CLIP_MEAN, CLIP_STD
+
+        scaled = (image.astype(np.float32) / 255 - np.array(CLIP_MEAN, np.float32)) / np.array(CLIP_STD, np.float32)
+        return {"pixel_values": scaled.transpose(2, 0, 1)[None].astype(np.float32)}
     pixels = ((image.astype(np.float32) / 255 - 0.5) / 0.5).transpose(2, 0, 1)[None]
     if architecture == "gemma3":
         return {"pixel_values": pixels}

@@ -1,0 +1,125 @@
+"""mlx-vlm's llava as an image-text-to-text package (:mod:`.vision_language`): its CLIP
+tower's hidden states of ``vision_feature_layer`` (the class token dropped under the
+``default`` strategy) through the projector, the token embeddings as they are (the image
+token's positions take the features), and transformers.js's Llava processor files. Its
+processor expands ``<image>`` to (height / patch) x (width / patch) tokens plus
+``num_additional_image_tokens``: the package writes 0 where the class token is dropped
+(Transformers' Python processor subtracts it, transformers.js's does not). onnxruntime-genai
+has no llava type."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+
+from ..errors import UnsupportedVariantError
+from .vlm_architecture import Architecture
+
+# CLIP's image normalisation, which LLaVA's image processor uses
+CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
+CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+
+
+def embeddings(model):
+    return model.language_model.model.embed_tokens
+
+
+def _selected(model, pixel_values):
+    """The hidden states mlx-vlm projects (its get_input_embeddings)."""
+    *_, hidden_states = model.vision_tower(pixel_values, output_hidden_states=True)
+    layer = model.vision_feature_layer
+    if not isinstance(layer, int):
+        raise UnsupportedVariantError(
+            f"vision_feature_layer {layer}: the llava export handles one feature layer (an int), as LLaVA 1.5 has"
+        )
+    selected = hidden_states[layer]
+    return selected[:, 1:] if model.vision_feature_select_strategy == "default" else selected
+
+
+def vision_function(model, dtype):
+    """pixel_values [batch, 3, H, W] -> the image features mlx-vlm writes over the image
+    tokens (cast to the embeddings' dtype, as it casts them)."""
+
+    def encode(pixel_values):
+        features = model.multi_modal_projector(_selected(model, pixel_values.transpose(0, 2, 3, 1)))
+        return features.astype(dtype)
+
+    return encode
+
+
+def image_tokens(model) -> int:
+    vision = model.config.vision_config
+    patches = (vision.image_size // vision.patch_size) ** 2
+    return patches if model.vision_feature_select_strategy == "default" else patches + 1
+
+
+def vision_inputs(model, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    size = model.config.vision_config.image_size
+    return {"pixel_values": rng.uniform(-1.8, 2.1, (batch, 3, size, size)).astype(np.float32)}
+
+
+def text_function(model):
+    """input_ids -> the token embeddings (the image token's positions are overwritten)."""
+    embed = embeddings(model)
+
+    def embed_tokens(input_ids):
+        return embed(input_ids)
+
+    return embed_tokens
+
+
+def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> tuple[mx.array, dict]:
+    """mlx-vlm's merged embeddings, as its generate step asks for them."""
+    return model.get_input_embeddings(input_ids, mx.array(inputs["pixel_values"])).inputs_embeds, {}
+
+
+def processor_configs(model, folder: Path | None = None) -> dict[str, dict]:
+    """transformers.js's Llava processor files: the folder's CLIP image processor (or CLIP's
+    at the tower's size), and the image token with its count."""
+    vision = model.config.vision_config
+    image = None if folder is None else folder / "preprocessor_config.json"
+    if image is not None and image.is_file():
+        processor = json.loads(image.read_text())
+    else:
+        processor = {
+            "image_processor_type": "CLIPImageProcessor",
+            "processor_class": "LlavaProcessor",
+            "do_resize": True,
+            "size": {"shortest_edge": vision.image_size},
+            "do_center_crop": True,
+            "crop_size": {"height": vision.image_size, "width": vision.image_size},
+            "resample": 3,
+            "do_rescale": True,
+            "rescale_factor": 1 / 255,
+            "do_normalize": True,
+            "image_mean": list(CLIP_MEAN),
+            "image_std": list(CLIP_STD),
+            "do_convert_rgb": True,
+        }
+    return {
+        "preprocessor_config.json": processor,
+        "processor_config.json": {
+            "processor_class": "LlavaProcessor",
+            "image_token": "<image>",
+            "patch_size": vision.patch_size,
+            "num_additional_image_tokens": 0 if model.vision_feature_select_strategy == "default" else 1,
+            "vision_feature_select_strategy": model.vision_feature_select_strategy,
+        },
+    }
+
+
+ARCHITECTURE = Architecture(
+    "Llava",
+    embeddings,
+    vision_function,
+    vision_inputs,
+    {"pixel_values": {0: "batch_size"}},
+    text_function,
+    mlx_embeddings,
+    processor_configs,
+    None,
+    lambda model: [model.config.image_token_index] * image_tokens(model),
+)

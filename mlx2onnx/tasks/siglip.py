@@ -108,22 +108,28 @@ def example_inputs(config: dict, seed: int = 0) -> dict[str, np.ndarray]:
     }
 
 
-def image_processor(folder: Path, config: dict) -> dict:
-    """The folder's preprocessor_config.json, or SigLIP's image processor at its image size."""
-    if (folder / "preprocessor_config.json").is_file():
-        return json.loads((folder / "preprocessor_config.json").read_text())
-    size = config["vision_config"].get("image_size", 224)
+def siglip_image_settings(size: int, processor_type: str = "SiglipImageProcessor") -> dict:
+    """SigLIP's image processor options as transformers.js reads them: resize to ``size``
+    square (bilinear), 1/255, mean and std 0.5."""
     return {
-        "image_processor_type": "SiglipImageProcessor",
+        "image_processor_type": processor_type,
         "do_resize": True,
         "size": {"height": size, "width": size},
         "resample": 2,
         "do_rescale": True,
         "rescale_factor": 1 / 255,
         "do_normalize": True,
-        "image_mean": [0.5, 0.5, 0.5],
-        "image_std": [0.5, 0.5, 0.5],
+        "image_mean": [0.5] * 3,
+        "image_std": [0.5] * 3,
+        "do_convert_rgb": True,
     }
+
+
+def image_processor(folder: Path, config: dict) -> dict:
+    """The folder's preprocessor_config.json, or SigLIP's image processor at its image size."""
+    if (folder / "preprocessor_config.json").is_file():
+        return json.loads((folder / "preprocessor_config.json").read_text())
+    return siglip_image_settings(config["vision_config"].get("image_size", 224))
 
 
 def export_siglip(folder: Path, out: Path, exporter, stage) -> Path:

@@ -32,3 +32,19 @@ class Architecture:
     rope_index: Callable | None = None
     positioned: Callable | None = None
     package_config: Callable | None = None  # the folder's config -> the package's config.json, where they differ
+
+
+def embedding_lookup(embeddings: Callable) -> Callable:
+    """``Architecture.text`` of a model whose text embeddings are its token table's rows as
+    they are (the image token's positions are overwritten by the merge): model ->
+    f(input_ids), given ``embeddings`` (model -> its token embedding module)."""
+
+    def text(model):
+        embed = embeddings(model)
+
+        def embed_tokens(input_ids):
+            return embed(input_ids)
+
+        return embed_tokens
+
+    return text

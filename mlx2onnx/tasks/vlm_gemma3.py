@@ -10,6 +10,7 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
+from .siglip import siglip_image_settings
 from .vlm_architecture import Architecture
 from .vlm_genai import embedding_graph, genai_settings, processor_file
 
@@ -57,22 +58,9 @@ def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> tuple[mx.array, 
 def processor_configs(model, folder=None) -> dict[str, dict]:
     """transformers.js's Gemma3 processor files: the image processor (mlx-vlm's SigLIP
     input: resize to image_size, 1/255, mean and std 0.5) and the image token count."""
-    size = model.config.vision_config.image_size
-    image = {
-        "image_processor_type": "Gemma3ImageProcessor",
-        "processor_class": "Gemma3Processor",
-        "do_resize": True,
-        "size": {"height": size, "width": size},
-        "resample": 2,
-        "do_rescale": True,
-        "rescale_factor": 1 / 255,
-        "do_normalize": True,
-        "image_mean": [0.5] * 3,
-        "image_std": [0.5] * 3,
-        "do_convert_rgb": True,
-    }
+    image = siglip_image_settings(model.config.vision_config.image_size, "Gemma3ImageProcessor")
     return {
-        "preprocessor_config.json": image,
+        "preprocessor_config.json": dict(image, processor_class="Gemma3Processor"),
         "processor_config.json": {
             "processor_class": "Gemma3Processor",
             "image_seq_length": model.config.text_config.mm_tokens_per_image,

@@ -21,7 +21,7 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
-from .vlm_architecture import Architecture
+from .vlm_architecture import Architecture, embedding_lookup
 
 
 def embeddings(model):
@@ -52,13 +52,7 @@ def vision_inputs(model, batch: int, rng: np.random.Generator) -> dict[str, np.n
     }
 
 
-def text_function(model):
-    embed = embeddings(model)
-
-    def embed_tokens(input_ids):
-        return embed(input_ids)
-
-    return embed_tokens
+text_function = embedding_lookup(embeddings)
 
 
 def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> tuple[mx.array, dict]:

@@ -16,7 +16,7 @@ import mlx.core as mx
 import numpy as np
 
 from ..errors import UnsupportedVariantError
-from .vlm_architecture import Architecture
+from .vlm_architecture import Architecture, embedding_lookup
 
 # CLIP's image normalisation, which LLaVA's image processor uses
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
@@ -61,14 +61,7 @@ def vision_inputs(model, batch: int, rng: np.random.Generator) -> dict[str, np.n
     return {"pixel_values": rng.uniform(-1.8, 2.1, (batch, 3, size, size)).astype(np.float32)}
 
 
-def text_function(model):
-    """input_ids -> the token embeddings (the image token's positions are overwritten)."""
-    embed = embeddings(model)
-
-    def embed_tokens(input_ids):
-        return embed(input_ids)
-
-    return embed_tokens
+text_function = embedding_lookup(embeddings)
 
 
 def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> tuple[mx.array, dict]:

@@ -244,6 +244,17 @@ def unet2d():
 
 # -- mlx-embeddings ----------------------------------------------------------------------------
 EMBEDDING_VOCAB = 128
+TINY_TOWER = dict(
+    hidden_size=32, intermediate_size=64, num_attention_heads=4, num_hidden_layers=2
+)  # a vision or text tower
+_DECODER_EMBEDDING = dict(  # the sizes the decoder embedding models share
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    hidden_size=32,
+    intermediate_size=64,
+    vocab_size=EMBEDDING_VOCAB,
+)
 EMBEDDING_CONFIGS = {
     "bert": dict(
         model_type="bert",
@@ -281,50 +292,26 @@ EMBEDDING_CONFIGS = {
     # (bidirectional, mean then two dense layers; layer 0 in a window of 4), Llama
     # bidirectional (mean), LFM2's late-interaction model (causal, convolutions, one
     # vector a token)
-    "qwen3": dict(
-        model_type="qwen3",
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        hidden_size=32,
-        intermediate_size=64,
-        vocab_size=EMBEDDING_VOCAB,
-        architectures=["Qwen3ForCausalLM"],
-    ),
+    "qwen3": dict(_DECODER_EMBEDDING, model_type="qwen3", head_dim=8, architectures=["Qwen3ForCausalLM"]),
     "gemma3_text": dict(
+        _DECODER_EMBEDDING,
         model_type="gemma3_text",
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
         head_dim=8,
-        hidden_size=32,
-        intermediate_size=64,
-        vocab_size=EMBEDDING_VOCAB,
         sliding_window=4,
         sliding_window_pattern=2,
         query_pre_attn_scalar=8,
         architectures=["Gemma3TextModel"],
     ),
     "llama_bidirec": dict(
+        _DECODER_EMBEDDING,
         model_type="llama_bidirec",
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        hidden_size=32,
-        intermediate_size=64,
-        vocab_size=EMBEDDING_VOCAB,
         rms_norm_eps=1e-5,
         architectures=["LlamaBidirectionalModel"],
     ),
     "lfm2": dict(
+        _DECODER_EMBEDDING,
         model_type="lfm2",
         num_hidden_layers=3,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        hidden_size=32,
-        intermediate_size=64,
-        vocab_size=EMBEDDING_VOCAB,
         max_position_embeddings=512,
         norm_eps=1e-5,
         conv_bias=False,
@@ -1115,23 +1102,8 @@ def write_embedding_folder(folder, name: str, bits: int | None = None, dtype=Non
 SIGLIP_CONFIG = dict(
     model_type="siglip",
     architectures=["SiglipModel"],
-    text_config=dict(
-        model_type="siglip_text_model",
-        max_position_embeddings=32,
-        hidden_size=32,
-        intermediate_size=64,
-        num_attention_heads=4,
-        num_hidden_layers=2,
-    ),
-    vision_config=dict(
-        model_type="siglip_vision_model",
-        image_size=32,
-        patch_size=8,
-        hidden_size=32,
-        intermediate_size=64,
-        num_attention_heads=4,
-        num_hidden_layers=2,
-    ),
+    text_config=dict(TINY_TOWER, model_type="siglip_text_model", max_position_embeddings=32),
+    vision_config=dict(TINY_TOWER, model_type="siglip_vision_model", image_size=32, patch_size=8),
 )
 SIGLIP_LABELS = ["fox", "dog", "tokenizer", "sentence"]
 
@@ -1622,6 +1594,18 @@ VLM_SCALES = {"qwen2_vl": 0.5, "qwen2_5_vl": 0.5}  # weight scales at which gree
 VLM_IMAGE_SIZES = {"qwen2_vl": 112, "qwen2_5_vl": 224}
 
 
+# the language model of the llama-based folders (idefics3, llava)
+VLM_LLAMA_TEXT = dict(
+    model_type="llama",
+    hidden_size=64,
+    intermediate_size=128,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    num_hidden_layers=2,
+    rms_norm_eps=1e-5,
+)
+
+
 def _vlm_settings(architecture: str, ids: dict, vocab: int) -> dict:
     if architecture == "qwen2_5_vl":
         settings = _vlm_settings("qwen2_vl", ids, vocab)
@@ -1687,23 +1671,12 @@ def _vlm_settings(architecture: str, ids: dict, vocab: int) -> dict:
             pad_token_id=ids["<pad>"],
             vision_feature_layer=-2,
             vision_feature_select_strategy="default",
-            text_config=dict(
-                model_type="llama",
-                hidden_size=64,
-                intermediate_size=128,
-                num_attention_heads=4,
-                num_key_value_heads=2,
-                num_hidden_layers=2,
-                rms_norm_eps=1e-5,
-                vocab_size=vocab,
-            ),
+            text_config=dict(VLM_LLAMA_TEXT, vocab_size=vocab),
             # CLIP: 4 x 4 patches of 8 and a class token, which the default strategy drops: 16 image tokens
             vision_config=dict(
+                TINY_TOWER,
                 model_type="clip_vision_model",
                 num_hidden_layers=3,
-                hidden_size=32,
-                intermediate_size=64,
-                num_attention_heads=4,
                 image_size=32,
                 patch_size=8,
                 projection_dim=32,
@@ -1733,11 +1706,8 @@ def _vlm_settings(architecture: str, ids: dict, vocab: int) -> dict:
             ),
             # 16 x 16 patches, one token each: the 256 image tokens onnxruntime-genai's gemma3 processor expands
             vision_config=dict(
+                TINY_TOWER,
                 model_type="siglip_vision_model",
-                num_hidden_layers=2,
-                hidden_size=32,
-                intermediate_size=64,
-                num_attention_heads=4,
                 patch_size=4,
                 image_size=64,
             ),
@@ -1749,16 +1719,7 @@ def _vlm_settings(architecture: str, ids: dict, vocab: int) -> dict:
         scale_factor=2,
         eos_token_id=[ids["<end_of_utterance>"]],
         pad_token_id=ids["<pad>"],
-        text_config=dict(
-            model_type="llama",
-            hidden_size=64,
-            intermediate_size=128,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            num_hidden_layers=2,
-            rms_norm_eps=1e-5,
-            vocab_size=vocab,
-        ),
+        text_config=dict(VLM_LLAMA_TEXT, vocab_size=vocab),
         # 8 x 8 patches, pixel-shuffled by 2: 16 image tokens
         vision_config=dict(
             model_type="idefics3_vision",

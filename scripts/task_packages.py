@@ -13,6 +13,8 @@ package's result on the same input:
 - zero-shot-image-classification (SigLIP): transformers.js's zero-shot and
   image-feature-extraction pipelines and ``SiglipTextModel`` against mlx-embeddings'
   sigmoid of logits_per_image, image and text features;
+- image-feature-extraction (DINOv2): transformers.js's pipeline, pooled and not, against
+  mlx-vlm's token sequence and class token;
 - image-classification: transformers.js ``pipeline("image-classification")`` on a PNG (its
   own resize, crop and normalisation) against mlx-image's class probabilities;
 - automatic-speech-recognition: transformers.js ``pipeline("automatic-speech-recognition")``
@@ -57,6 +59,9 @@ ROWS = [  # (task, MLX package, architecture, variant)
     ("feature-extraction", "mlx-embeddings", "bert", "bfloat16"),
     ("zero-shot-image-classification", "mlx-embeddings", "siglip", "float32"),
     ("zero-shot-image-classification", "mlx-embeddings", "siglip", "4-bit"),
+    ("image-feature-extraction", "mlx-vlm", "dinov2", "float32"),
+    ("image-feature-extraction", "mlx-vlm", "dinov2", "4-bit"),
+    ("image-feature-extraction", "mlx-vlm", "dinov2", "bfloat16"),
     ("image-classification", "mlx-image", "resnet18", "float32"),
     ("image-classification", "mlx-image", "mobilenet_v2", "float32"),
     ("image-classification", "mlx-image", "resnet18", "bfloat16"),
@@ -110,6 +115,8 @@ def write_folder(where: Path, source: str, architecture: str, variant: str) -> P
         return zoo.write_vlm_folder(where / "folder", "idefics3", split=True, **options)
     if architecture in ("gemma3", "idefics3", "qwen2_vl", "qwen2_5_vl", "llava"):
         return zoo.write_vlm_folder(where / "folder", architecture, **options)
+    if architecture == "dinov2":
+        return zoo.write_dinov2_folder(where / "folder", **options)
     if architecture == "siglip":
         return zoo.write_siglip_folder(where / "folder", bits=options.get("bits"))
     if architecture in ("resnet18", "mobilenet_v2"):
@@ -137,8 +144,10 @@ def transformers_js(
         pooling = json.loads((package / "config.json").read_text())["mlx2onnx"]["pooling"]
         read = "AutoModel's sentence_embedding" if pooling is None else f"pooling {pooling}"
         return f"{'PASS' if error <= 2e-5 else 'FAIL'}: embeddings of 4 texts ({read}), max abs {error:.2g}"
-    if task == "zero-shot-image-classification":
-        found = zoo.siglip_in_transformers_js(package, folder, where)
+    if task in ("zero-shot-image-classification", "image-feature-extraction"):
+        found = (zoo.siglip_in_transformers_js if architecture == "siglip" else zoo.dinov2_in_transformers_js)(
+            package, folder, where
+        )
         error = max(float(np.abs(got - want).max()) for got, want in found.values())
         return f"{'PASS' if error <= 2e-5 else 'FAIL'}: {', '.join(found)}, max abs {error:.2g}"
     if task == "image-classification":

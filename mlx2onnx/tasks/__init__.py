@@ -6,6 +6,7 @@ runtimes' own pipelines load, and checked against the MLX package that wrote the
 - ``zero-shot-image-classification`` (and both towers' embeddings): mlx-embeddings SigLIP
   folders, :mod:`.siglip`;
 - ``image-classification``: mlx-image weights folders, :mod:`.images`;
+- ``image-feature-extraction``: mlx-vlm DINOv2 folders, :mod:`.dinov2`;
 - ``automatic-speech-recognition``: mlx-whisper folders, :mod:`.whisper`, mlx-audio's
   Whisper folders, :mod:`.whisper_audio`, and mlx-audio Moonshine folders,
   :mod:`.moonshine` (all through :mod:`.seq2seq`);
@@ -23,7 +24,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from . import embeddings, images, moonshine, siglip, vision_language, whisper, whisper_audio
+from . import dinov2, embeddings, images, moonshine, siglip, vision_language, whisper, whisper_audio
 from .kinds import FolderKind, kind_named, recognise, register
 
 
@@ -77,6 +78,15 @@ register(
         siglip.check_siglip,
         recognises=siglip.is_siglip_folder,
         tokenizer_for="transformers.js",
+    )
+)
+register(
+    FolderKind(
+        "mlx-vlm dinov2",
+        "image-feature-extraction",
+        dinov2.export_dinov2,
+        dinov2.check_dinov2,
+        recognises=dinov2.is_dinov2_folder,
     )
 )
 register(

@@ -13,6 +13,7 @@ WRITERS = {
     "mlx-lm": lambda where: zoo.write_model_folder(where, "llama"),
     "mlx-embeddings": lambda where: zoo.write_embedding_folder(where, "bert"),
     "mlx-embeddings siglip": lambda where: zoo.write_siglip_folder(where),
+    "mlx-vlm dinov2": lambda where: zoo.write_dinov2_folder(where),
     "mlx-image": lambda where: zoo.write_image_folder(where, "resnet18"),
     "mlx-whisper": lambda where: zoo.write_whisper_folder(where),
     "mlx-audio whisper": lambda where: zoo.write_mlx_audio_whisper_folder(where),
@@ -34,6 +35,7 @@ def test_each_packages_folder_is_recognised_by_its_kind_alone(tmp_path, name):
             "mlx-vlm": "mlx_vlm",
             "mlx-embeddings": "mlx_embeddings",
             "mlx-embeddings siglip": "mlx_embeddings",
+            "mlx-vlm dinov2": "mlx_vlm",
             "mlx-lm": "mlx_lm",
         }[name]
     )

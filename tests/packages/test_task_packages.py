@@ -172,6 +172,30 @@ def test_siglip_folder_runs_in_transformers_js(tmp_path, variant):
 
 
 @pytest.mark.node
+@pytest.mark.parametrize("variant", ["float32", "4-bit", "bfloat16"])
+def test_dinov2_folder_runs_in_transformers_js_image_feature_extraction(tmp_path, variant):
+    """A DINOv2 folder (position embeddings interpolated from 6 x 6 to the crop's 4 x 4
+    patches): transformers.js's image-feature-extraction pipeline gives mlx-vlm's token
+    sequence of the processed image, and with {pool: true} its class token."""
+    pytest.importorskip("mlx_vlm.utils")
+    options = {"4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16}}.get(variant, {})
+    folder = zoo.write_dinov2_folder(tmp_path / "folder", **options)
+    package, out, result = _exported(tmp_path, folder)
+    assert result["task"] == "image-feature-extraction" and [r["detail"] for r in result["rows"]] == [
+        "last_hidden_state",
+        "pooler_output",
+    ]
+    if variant == "4-bit":
+        assert "MatMulNBits" in {n.op_type for n in onnx.load(str(graph_path(package, "onnx/model.onnx"))).graph.node}
+    _needs_node()
+    found = zoo.dinov2_in_transformers_js(package, folder, tmp_path)
+    for what, (got, want) in found.items():
+        np.testing.assert_allclose(got, want, atol=2e-5, err_msg=what)
+    want = found["token sequence"][1]
+    assert np.abs(want[:, 0] - want[:, 1]).max() > 1e-2  # the class token is not a patch's
+
+
+@pytest.mark.node
 @pytest.mark.parametrize("variant", ["4-bit", "bfloat16"])
 def test_quantized_and_bfloat16_embedding_folders(tmp_path, variant):
     pytest.importorskip("mlx_embeddings.utils")

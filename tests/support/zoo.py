@@ -488,6 +488,7 @@ MATRIX = {
         )
         for n in EMBEDDING_CONFIGS
     },
+    "mlx-vlm DINOv2": lambda: (dinov2_encoder(), (_normal(2, 3, 32, 32),), {}),
     "mlx-embeddings siglip": lambda: (
         siglip_outputs(),
         (lm_tokens((3, SIGLIP_CONFIG["text_config"]["max_position_embeddings"])) % EMBEDDING_VOCAB,),
@@ -1240,10 +1241,95 @@ def siglip_in_transformers_js(package, folder, where) -> dict:
     }
 
 
+def dinov2_in_transformers_js(package, folder, where) -> dict:
+    """A DINOv2 package in transformers.js's image-feature-extraction pipeline against
+    mlx-vlm on a generated PNG at the processor's resize size (which its resize keeps):
+    {what: (transformers.js's values, MLX's)} for the token sequence and, with
+    ``{pool: true}``, the class token; MLX's input is the PNG centre-cropped and normalised
+    as the package's processor says."""
+    from mlx_vlm.utils import load_model
+    from PIL import Image
+
+    processor = json.loads((Path(package) / "preprocessor_config.json").read_text())
+    edge, crop = processor["size"]["shortest_edge"], processor["crop_size"]["height"]
+    image = generated_image(edge, seed=3)
+    png = Path(where) / "image.png"
+    Image.fromarray(image).save(png)
+    start = (edge - crop) // 2
+    cropped = image[start : start + crop, start : start + crop] / 255.0
+    pixels = ((cropped - np.array(processor["image_mean"])) / np.array(processor["image_std"])).astype(np.float32)
+    want = np.array(load_model(Path(folder))(mx.array(pixels[None]))["last_hidden_state"].astype(mx.float32))
+    tokens = transformers_js_pipeline("image-feature-extraction", package, {}, [png])
+    pooled = transformers_js_pipeline("image-feature-extraction", package, {"pool": True}, [png])
+    return {
+        "token sequence": (np.array(tokens["data"]).reshape(tokens["dims"]), want),
+        "class token": (np.array(pooled["data"]).reshape(pooled["dims"]), want[:, 0]),
+    }
+
+
 def siglip_pixels(image: np.ndarray) -> np.ndarray:
     """SigLIP's processor on an image already at the model's size: rescaled, mean and std
     0.5, channels first [1, 3, height, width]."""
     return ((image.astype(np.float32) / 255.0 - 0.5) / 0.5).transpose(2, 0, 1)[None]
+
+
+DINOV2_CONFIG = dict(  # 6 x 6 position embeddings, interpolated to the crop's 4 x 4 patches
+    model_type="dinov2",
+    architectures=["Dinov2Model"],
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    image_size=48,
+    patch_size=8,
+    layerscale_value=0.5,
+)
+
+
+def dinov2_encoder():
+    """mlx-vlm's DINOv2 of DINOV2_CONFIG as a function of channels-first pixels."""
+    from mlx_vlm.models.dinov2 import Model, ModelConfig
+
+    from mlx2onnx.tasks.dinov2 import encoder
+
+    mx.random.seed(0)
+    model = Model(ModelConfig.from_dict(DINOV2_CONFIG))
+    mx.eval(model.parameters())
+    return encoder(model)
+
+
+def write_dinov2_folder(folder, bits: int | None = None, dtype=None):
+    """An mlx-vlm DINOv2 folder as its converter writes one from a DINOv2 repository:
+    config.json, model.safetensors (mlx-vlm's save functions), and the repository's
+    preprocessor_config.json (DINOv2's processor: shortest edge to 36, centre crop 32)."""
+    saving = pytest.importorskip("mlx_vlm.utils")
+    from mlx_vlm.models.dinov2 import Model, ModelConfig
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = dict(DINOV2_CONFIG)
+    mx.random.seed(0)
+    model = Model(ModelConfig.from_dict(settings))
+    as_variant(
+        model, settings, dtype, bits, predicate=lambda p, m: hasattr(m, "to_quantized") and m.weight.size % 64 == 0
+    )
+    saving.save_weights(folder, model)
+    saving.save_config(dict(settings), folder / "config.json")
+    processor = {
+        "image_processor_type": "BitImageProcessor",
+        "do_resize": True,
+        "size": {"shortest_edge": 36},
+        "resample": 3,
+        "do_center_crop": True,
+        "crop_size": {"height": 32, "width": 32},
+        "do_rescale": True,
+        "rescale_factor": 1 / 255,
+        "do_normalize": True,
+        "image_mean": [0.485, 0.456, 0.406],
+        "image_std": [0.229, 0.224, 0.225],
+        "do_convert_rgb": True,
+    }
+    (folder / "preprocessor_config.json").write_text(json.dumps(processor))
+    return folder
 
 
 def write_image_folder(folder, name: str, dtype=None):

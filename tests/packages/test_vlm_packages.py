@@ -255,3 +255,10 @@ def test_vlm_folder_kinds(tmp_path, vlm_packages):
         str(folder / "model.safetensors"), {k: v for k, v in weights.items() if not k.startswith("vision_tower.")}
     )
     assert folder_task(folder) == "text-generation"
+
+
+def test_every_vlm_architecture_has_a_test_folder():
+    """Each architecture module the export dispatches to is exported in this file's cases."""
+    from mlx2onnx.tasks.vision_language import VLM_MODULES
+
+    assert set(VLM_MODULES.values()) == {VLM_MODULES[name] for name in ARCHITECTURES}

@@ -85,8 +85,15 @@ def test_mlx_lm_dynamic_batch_and_sequence(name):
 # -- mlx-embeddings: BERT-style encoders with a dynamic attention mask ---------------------
 
 
+# left out: on a fresh all-zero mask row EmbeddingGemma, Llama bidirectional and LFM2 give
+# NaN in MLX itself (every key masked: no reference); their packages are traced at several
+# sizes and checked in tests/packages/test_task_packages.py. Qwen3's package mask lets a
+# query that sees no key see itself, so it stays here.
+NAN_ON_EMPTY_MASKS = {"gemma3_text", "llama_bidirec", "lfm2"}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(EMBEDDING_CONFIGS))
+@pytest.mark.parametrize("name", sorted(set(EMBEDDING_CONFIGS) - NAN_ON_EMPTY_MASKS))
 def test_mlx_embeddings_dynamic_batch_sequence_and_mask(name):
     encode = embedding_encoder(name)  # ModernBERT gets its tokenizer's int mask as float32
     ids = tokens((2, 5), EMBEDDING_VOCAB)

@@ -171,6 +171,16 @@ def test_siglip_folder_runs_in_transformers_js(tmp_path, variant):
         np.testing.assert_allclose(got, want, atol=2e-5, err_msg=what)
 
 
+def test_a_siglip_image_classifier_folder_is_refused_before_anything_is_written(tmp_path):
+    pytest.importorskip("mlx_embeddings.utils")
+    folder = zoo.write_siglip_folder(tmp_path / "folder")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(dict(config, num_labels=3)))
+    bad = cli("export", folder, "-o", tmp_path / "package", cwd=tmp_path)
+    assert bad.returncode == 2 and "image classifier (num_labels 3)" in bad.stderr, bad.stderr
+    assert "zero-shot image classification" in bad.stderr and not (tmp_path / "package").exists()
+
+
 @pytest.mark.node
 @pytest.mark.parametrize("variant", ["float32", "4-bit", "bfloat16"])
 def test_dinov2_folder_runs_in_transformers_js_image_feature_extraction(tmp_path, variant):

@@ -31,17 +31,11 @@ _TRANSFORMERS_JS = {  # task -> how a transformers.js user calls the package
     "const {{ text }} = await transcriber(samples);  // Float32Array, 16 kHz",
     "image-text-to-text": 'const processor = await AutoProcessor.from_pretrained("{name}");\n'
     'const model = await AutoModelForImageTextToText.from_pretrained("{name}");\n'
-    'const inputs = await processor(prompt, await RawImage.read("image.png"));\n'
-    "const out = await model.generate({{ ...inputs, max_new_tokens: 32 }});",
-    # transformers.js's Llava processor takes the images first
-    "image-text-to-text-images-first": 'const processor = await AutoProcessor.from_pretrained("{name}");\n'
-    'const model = await AutoModelForImageTextToText.from_pretrained("{name}");\n'
-    'const inputs = await processor(await RawImage.read("image.png"), prompt);\n'
+    "const inputs = await processor({processor_arguments});\n"
     "const out = await model.generate({{ ...inputs, max_new_tokens: 32 }});",
 }
 _IMPORTS = {
     "image-text-to-text": "AutoProcessor, AutoModelForImageTextToText, RawImage",
-    "image-text-to-text-images-first": "AutoProcessor, AutoModelForImageTextToText, RawImage",
     "sentence-embedding": "AutoTokenizer, AutoModel",
 }
 
@@ -56,16 +50,18 @@ def base_model(source: Path) -> str:
     return source.resolve().name
 
 
-def _usage(task: str, notes: dict, package: Path) -> str:
-    """The usage line's key: the task's, an embedding read from its own output, or a
-    processor that takes the images first."""
-    if task == "feature-extraction" and notes.get("pooling") is None:
-        return "sentence-embedding"
+def _usage(task: str, notes: dict) -> str:
+    """The usage line's key: the task's, or an embedding read from its own output."""
+    return "sentence-embedding" if task == "feature-extraction" and notes.get("pooling") is None else task
+
+
+def _processor_arguments(package: Path) -> str:
+    """An image-text-to-text processor's call: transformers.js's Llava processor takes the
+    images first, the others the text."""
     processor = package / "processor_config.json"
-    if task == "image-text-to-text" and processor.is_file():
-        if json.loads(processor.read_text()).get("processor_class") == "LlavaProcessor":
-            return "image-text-to-text-images-first"
-    return task
+    llava = processor.is_file() and json.loads(processor.read_text()).get("processor_class") == "LlavaProcessor"
+    image = 'await RawImage.read("image.png")'
+    return f"{image}, prompt" if llava else f"prompt, {image}"
 
 
 def write_card(package: Path, source: Path) -> None:
@@ -94,8 +90,11 @@ def write_card(package: Path, source: Path) -> None:
         return f"| `onnx/{path.name}` | {dtype} | {path.stat().st_size / 2**20:.1f} MiB | {found} |"
 
     rows = [row(p) for p in sorted((package / "onnx").glob("*.onnx"))]
-    usage = _TRANSFORMERS_JS[_usage(task, notes, package)].format(
-        name=name, pooling=notes.get("pooling"), normalize="true" if notes.get("normalize", True) else "false"
+    usage = _TRANSFORMERS_JS[_usage(task, notes)].format(
+        name=name,
+        pooling=notes.get("pooling"),
+        normalize="true" if notes.get("normalize", True) else "false",
+        processor_arguments=_processor_arguments(package),
     )
     lines = [
         "---",
@@ -131,7 +130,7 @@ def write_card(package: Path, source: Path) -> None:
         "transformers.js (a browser or Node), with this folder uploaded as `PACKAGE`:",
         "",
         "```js",
-        f'import {{ {_IMPORTS.get(_usage(task, notes, package), "pipeline")} }} from "@huggingface/transformers";',
+        f'import {{ {_IMPORTS.get(_usage(task, notes), "pipeline")} }} from "@huggingface/transformers";',
         usage,
         "```",
         "",

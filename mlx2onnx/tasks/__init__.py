@@ -66,7 +66,7 @@ register(
         "feature-extraction",
         embeddings.export_embeddings,
         embeddings.check_embeddings,
-        recognises=lambda folder, config: embeddings.is_embeddings_folder(folder, config),
+        recognises=embeddings.is_embeddings_folder,
         tokenizer_for="transformers.js",
     )
 )

@@ -21,10 +21,10 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
+from .image_processors import IMAGENET_MEAN, IMAGENET_STD, RESAMPLE, centre_crop_settings, folder_processor
 from .loading import load_with
 
 OUTPUTS = ("last_hidden_state", "pooler_output")
-IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 DINOV2_TYPES = ("dinov2", "dinov2_with_registers")
 
 
@@ -41,23 +41,11 @@ def load_dinov2_folder(folder: Path):
 def image_processor(folder: Path, config: dict) -> dict:
     """The folder's preprocessor_config.json, or DINOv2's image processor (its crop at the
     model's image size where that is smaller than 224)."""
-    if (folder / "preprocessor_config.json").is_file():
-        return json.loads((folder / "preprocessor_config.json").read_text())
     crop = min(224, int(config.get("image_size", 224)))
-    return {
-        "image_processor_type": "BitImageProcessor",
-        "do_resize": True,
-        "size": {"shortest_edge": crop * 8 // 7},
-        "resample": 3,
-        "do_center_crop": True,
-        "crop_size": {"height": crop, "width": crop},
-        "do_rescale": True,
-        "rescale_factor": 1 / 255,
-        "do_normalize": True,
-        "image_mean": list(IMAGENET_MEAN),
-        "image_std": list(IMAGENET_STD),
-        "do_convert_rgb": True,
-    }
+    default = centre_crop_settings(
+        "BitImageProcessor", {"shortest_edge": crop * 8 // 7}, crop, IMAGENET_MEAN, IMAGENET_STD, RESAMPLE["bicubic"]
+    )
+    return folder_processor(folder, default)
 
 
 def crop_size(processor: dict) -> tuple[int, int]:

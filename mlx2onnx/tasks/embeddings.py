@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import UnsupportedModelError, UnsupportedVariantError
 from .embedding_encoders import ENCODERS, Encoder
-from .loading import load_with
+from .loading import folder_json, load_with
 
 SENTENCE_FILES = ("modules.json", "config_sentence_transformers.json")
 
@@ -126,9 +126,9 @@ def export_embeddings(folder: Path, out: Path, exporter, stage) -> Path:
     notes = {"task": "feature-extraction", "pooling": encoder.pooling(config), "normalize": encoder.normalize}
     runtime = dict(encoder.runtime_config(config), model_type=encoder.runtime_type or config["model_type"])
     files = {"config.json": dict(config, **runtime, mlx2onnx=notes)}
-    if encoder.padding_side and (folder / "tokenizer_config.json").is_file():
-        settings = json.loads((folder / "tokenizer_config.json").read_text())
-        files["tokenizer_config.json"] = dict(settings, padding_side=encoder.padding_side)
+    tokenizer = folder_json(folder, "tokenizer_config.json", padding_side=encoder.padding_side)
+    if encoder.padding_side and tokenizer is not None:
+        files["tokenizer_config.json"] = tokenizer
     with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
         dtypes = save_graphs(package, {"onnx/model.onnx": graph}, exporter.check)
         copy_present(folder, package, TOKENIZER_FILES)
@@ -151,15 +151,15 @@ def _batch(tokenizer, texts, names: tuple[str, ...], side: str) -> dict[str, np.
     }
 
 
-def _package_embeddings(package: Path, session, encoder: Encoder, feeds: dict) -> dict[str, np.ndarray]:
-    """What a transformers.js user gets from the package: the pipeline's pooling of the
-    first output (where it has the pooling), and the ``sentence_embedding`` output."""
-    notes = json.loads((package / "config.json").read_text()).get("mlx2onnx", {})
+def _package_embeddings(notes: dict, session, encoder: Encoder, feeds: dict) -> dict[str, np.ndarray]:
+    """What a transformers.js user gets from the package (its ``notes``, config.json's
+    ``mlx2onnx``): the pipeline's pooling of the first output (where it has the pooling),
+    and the ``sentence_embedding`` output."""
     outputs = dict(zip(encoder.output_names, session.run(list(encoder.output_names), feeds)))
     found = {}
     if notes.get("pooling") is not None:
         pipeline = pooled(
-            outputs[encoder.output_names[0]], feeds["attention_mask"], notes["pooling"], encoder.normalize
+            outputs[encoder.output_names[0]], feeds["attention_mask"], notes["pooling"], notes.get("normalize", True)
         )
         found[f"pipeline pooling {notes['pooling']!r}"] = pipeline
     if "sentence_embedding" in outputs:
@@ -185,12 +185,10 @@ def check_embeddings(package: Path, folder: Path, texts=CHECK_TEXTS, atol=None, 
     model, tokenizer, config = load_embeddings_folder(folder)
     encoder = encoder_of(config)
     plain = plain_session(graph_path(package, "onnx/model.onnx"), atol, rtol)
-    tokenizer_config = package / "tokenizer_config.json"
-    side = (
-        json.loads(tokenizer_config.read_text()).get("padding_side", "right") if tokenizer_config.is_file() else "right"
-    )
+    side = (folder_json(package, "tokenizer_config.json") or {}).get("padding_side", "right")
     feeds = _batch(tokenizer, texts, encoder.inputs, side)
-    found = _package_embeddings(package, plain.session, encoder, feeds)
+    notes = json.loads((package / "config.json").read_text()).get("mlx2onnx", {})
+    found = _package_embeddings(notes, plain.session, encoder, feeds)
     mlx_feeds = _batch(tokenizer, texts, encoder.inputs, "right")
     inputs = [mx.array(mlx_feeds[n]) for n in encoder.inputs]
     want, held = reference(encoder.embeddings(model, *inputs))
@@ -211,7 +209,6 @@ def check_embeddings(package: Path, folder: Path, texts=CHECK_TEXTS, atol=None, 
                 )
                 row.update(compared, passed=compared.pop("close"))
             rows.append(row)
-    notes = json.loads((package / "config.json").read_text()).get("mlx2onnx", {})
     return plain.result(
         "feature-extraction",
         package,

@@ -21,6 +21,7 @@ import mlx.core as mx
 import numpy as np
 
 from ..errors import MissingPackageError, NotAModelFolderError, UsageError, UserFunctionError
+from .image_processors import IMAGENET_MEAN, IMAGENET_STD, RESAMPLE, centre_crop_settings
 
 # mlxim model name prefix -> transformers.js model type (its image-classification class
 # only runs the session: any type of the family's layout serves)
@@ -35,8 +36,6 @@ FAMILIES = {
     "mobilenet_v2": "mobilenet_v2",
     "mobilenet_v3": "mobilenet_v3",
 }
-RESAMPLE = {"nearest": 0, "bilinear": 2, "bicubic": 3}  # PIL's codes, which transformers.js reads
-IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
 def weights_file(folder: Path) -> Path | None:
@@ -125,20 +124,14 @@ def preprocessor_config(name: str) -> dict:
     normalises with ImageNet's mean and std whatever its config says)."""
     img_size, crop_pct, interpolation = _transform(name)
     scaled = math.floor(img_size / crop_pct)
-    return {
-        "image_processor_type": "BitImageProcessor",
-        "do_resize": True,
-        "size": {"height": scaled, "width": scaled},
-        "resample": RESAMPLE.get(interpolation, 2),
-        "do_center_crop": True,
-        "crop_size": {"height": img_size, "width": img_size},
-        "do_rescale": True,
-        "rescale_factor": 1 / 255,
-        "do_normalize": True,
-        "image_mean": list(IMAGENET_MEAN),
-        "image_std": list(IMAGENET_STD),
-        "do_convert_rgb": True,
-    }
+    return centre_crop_settings(
+        "BitImageProcessor",
+        {"height": scaled, "width": scaled},
+        img_size,
+        IMAGENET_MEAN,
+        IMAGENET_STD,
+        RESAMPLE.get(interpolation, 2),
+    )
 
 
 def model_config(name: str, classes: int) -> tuple[dict, str | None]:

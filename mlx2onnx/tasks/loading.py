@@ -4,6 +4,7 @@ absence and the loader's failures as errors that say what is wrong."""
 from __future__ import annotations
 
 import importlib
+import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -31,3 +32,10 @@ def load_with(
         raise UsageError(f"{package} cannot load {folder}: {exc}") from None
     except Exception as exc:
         raise UserFunctionError(f"loading the {package} folder {folder}", exc) from exc
+
+
+def folder_json(folder: Path, name: str, **changes: Any) -> dict | None:
+    """The folder's JSON file ``name`` with ``changes`` over it (a package's copy of the
+    folder's file, changed where its runtime needs it), or None when the folder has none."""
+    path = folder / name
+    return dict(json.loads(path.read_text()), **changes) if path.is_file() else None

@@ -30,7 +30,8 @@ import mlx.core as mx
 import numpy as np
 
 from ..errors import UsageError
-from .loading import load_with
+from .image_processors import folder_processor, siglip_image_settings
+from .loading import folder_json, load_with
 
 LOGITS = ("logits_per_image", "logits_per_text", "text_embeds", "image_embeds")
 TOWER = ("last_hidden_state", "pooler_output")
@@ -86,7 +87,7 @@ def _pixels_dtype(model):
     return model.vision_model.vision_model.embeddings.patch_embedding.weight.dtype
 
 
-def graph_specs(config: dict) -> dict:
+def graph_specs() -> dict:
     """{package file: (function, inputs, outputs, dynamic axes)} of the three graphs."""
     texts = {"input_ids": {0: "text_batch_size"}}
     images = {"pixel_values": {0: "batch_size"}}
@@ -108,30 +109,6 @@ def example_inputs(config: dict, seed: int = 0) -> dict[str, np.ndarray]:
     }
 
 
-def siglip_image_settings(size: int, processor_type: str = "SiglipImageProcessor") -> dict:
-    """SigLIP's image processor options as transformers.js reads them: resize to ``size``
-    square (bilinear), 1/255, mean and std 0.5."""
-    return {
-        "image_processor_type": processor_type,
-        "do_resize": True,
-        "size": {"height": size, "width": size},
-        "resample": 2,
-        "do_rescale": True,
-        "rescale_factor": 1 / 255,
-        "do_normalize": True,
-        "image_mean": [0.5] * 3,
-        "image_std": [0.5] * 3,
-        "do_convert_rgb": True,
-    }
-
-
-def image_processor(folder: Path, config: dict) -> dict:
-    """The folder's preprocessor_config.json, or SigLIP's image processor at its image size."""
-    if (folder / "preprocessor_config.json").is_file():
-        return json.loads((folder / "preprocessor_config.json").read_text())
-    return siglip_image_settings(config["vision_config"].get("image_size", 224))
-
-
 def export_siglip(folder: Path, out: Path, exporter, stage) -> Path:
     """Write the SigLIP package of ``folder`` (see module) to ``out``, whole or not at all."""
     from ..io.packages import TOKENIZER_FILES, copy_present, package_folder, save_graphs, write_json_files
@@ -140,18 +117,19 @@ def export_siglip(folder: Path, out: Path, exporter, stage) -> Path:
         model, config = load_siglip_folder(folder)
     examples = {name: mx.array(value) for name, value in example_inputs(config).items()}
     graphs = {}
-    for file, (function, inputs, outputs, dynamic) in graph_specs(config).items():
+    for file, (function, inputs, outputs, dynamic) in graph_specs().items():
         with stage(f"tracing and translating {file}"):
             options = exporter.with_options(
                 input_names=list(inputs), output_names=list(outputs), path=None, dynamic=dynamic
             )
             graphs[file] = options.to_ir(functools.partial(function, model), *(examples[n] for n in inputs))
     notes = {"task": "zero-shot-image-classification"}
+    default = siglip_image_settings(config["vision_config"].get("image_size", 224))
     length = config["text_config"].get("max_position_embeddings", 64)
-    files = {"config.json": dict(config, mlx2onnx=notes), "preprocessor_config.json": image_processor(folder, config)}
-    if (folder / "tokenizer_config.json").is_file():  # the pipeline pads to the tokenizer's length: the model's
-        settings = json.loads((folder / "tokenizer_config.json").read_text())
-        files["tokenizer_config.json"] = dict(settings, model_max_length=length)
+    files = {"config.json": dict(config, mlx2onnx=notes), "preprocessor_config.json": folder_processor(folder, default)}
+    tokenizer = folder_json(folder, "tokenizer_config.json", model_max_length=length)
+    if tokenizer is not None:  # the pipeline pads to the tokenizer's length: the model's
+        files["tokenizer_config.json"] = tokenizer
     with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
         dtypes = save_graphs(package, graphs, exporter.check)
         copy_present(folder, package, TOKENIZER_FILES)
@@ -168,7 +146,7 @@ def check_siglip(package: Path, folder: Path, seed: int = 0, atol=None, rtol=Non
     model, config = load_siglip_folder(folder)
     feeds = example_inputs(config, seed + 1)
     rows, plain = [], None
-    for file, (function, inputs, outputs, _) in graph_specs(config).items():
+    for file, (function, inputs, outputs, _) in graph_specs().items():
         plain = plain_session(graph_path(package, file), atol, rtol)
         got = plain.session.run(list(outputs), {name: feeds[name] for name in inputs})
         want = function(model, *(mx.array(feeds[name]) for name in inputs))

@@ -10,7 +10,7 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
-from .siglip import siglip_image_settings
+from .image_processors import siglip_image_settings
 from .vlm_architecture import Architecture
 from .vlm_genai import embedding_graph, genai_settings, processor_file
 

@@ -9,18 +9,14 @@ has no llava type."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
 
 from ..errors import UnsupportedVariantError
+from .image_processors import CLIP_MEAN, CLIP_STD, RESAMPLE, centre_crop_settings, folder_processor
 from .vlm_architecture import Architecture, embedding_lookup
-
-# CLIP's image normalisation, which LLaVA's image processor uses
-CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
-CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 
 
 def embeddings(model):
@@ -73,27 +69,16 @@ def processor_configs(model, folder: Path | None = None) -> dict[str, dict]:
     """transformers.js's Llava processor files: the folder's CLIP image processor (or CLIP's
     at the tower's size), and the image token with its count."""
     vision = model.config.vision_config
-    image = None if folder is None else folder / "preprocessor_config.json"
-    if image is not None and image.is_file():
-        processor = json.loads(image.read_text())
-    else:
-        processor = {
-            "image_processor_type": "CLIPImageProcessor",
-            "processor_class": "LlavaProcessor",
-            "do_resize": True,
-            "size": {"shortest_edge": vision.image_size},
-            "do_center_crop": True,
-            "crop_size": {"height": vision.image_size, "width": vision.image_size},
-            "resample": 3,
-            "do_rescale": True,
-            "rescale_factor": 1 / 255,
-            "do_normalize": True,
-            "image_mean": list(CLIP_MEAN),
-            "image_std": list(CLIP_STD),
-            "do_convert_rgb": True,
-        }
+    clip = centre_crop_settings(
+        "CLIPImageProcessor",
+        {"shortest_edge": vision.image_size},
+        vision.image_size,
+        CLIP_MEAN,
+        CLIP_STD,
+        RESAMPLE["bicubic"],
+    )
     return {
-        "preprocessor_config.json": processor,
+        "preprocessor_config.json": folder_processor(folder, dict(clip, processor_class="LlavaProcessor")),
         "processor_config.json": {
             "processor_class": "LlavaProcessor",
             "image_token": "<image>",

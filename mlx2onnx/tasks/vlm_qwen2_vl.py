@@ -30,10 +30,10 @@ import mlx.core as mx
 import numpy as np
 import onnx_ir as ir
 
+from .image_processors import CLIP_MEAN, CLIP_STD
 from .vlm_architecture import Architecture
 
-MEAN = [0.48145466, 0.4578275, 0.40821073]  # the processor's normalisation (CLIP's)
-STD = [0.26862954, 0.26130258, 0.27577711]
+MEAN, STD = list(CLIP_MEAN), list(CLIP_STD)  # the processor's normalisation (CLIP's)
 GENAI_GRID = "image_grid_thw"  # the name onnxruntime-genai feeds the grid as
 MIN_PIXELS, MAX_PIXELS = 4, 256  # the processors' image area bounds, in merged patches (28 x 28 pixels)
 

@@ -1944,7 +1944,7 @@ def vlm_pixels(architecture: str, image: np.ndarray) -> dict[str, np.ndarray]:
             "grid_thw" if architecture == "qwen2_vl" else "image_grid_thw",
         )
     if architecture == "llava":
-        from mlx2onnx.tasks.vlm_llava import CLIP_MEAN, CLIP_STD
+        from mlx2onnx.tasks.image_processors import CLIP_MEAN, CLIP_STD
 
         scaled = (image.astype(np.float32) / 255 - np.array(CLIP_MEAN, np.float32)) / np.array(CLIP_STD, np.float32)
         return {"pixel_values": scaled.transpose(2, 0, 1)[None].astype(np.float32)}

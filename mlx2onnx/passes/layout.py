@@ -94,7 +94,8 @@ class _Sink(SinkPlan):
                     absorbed.append(node)
                     seen.add(id(node))
                     changed = True
-                    if node.op_type not in REDUCE | {"Squeeze", "Transpose", "Reshape"}:  # output in x's layout too
+                    # output in x's layout too (a Shape's is a shape vector: its consumers are not the move's)
+                    if node.op_type not in REDUCE | {"Squeeze", "Transpose", "Reshape", "Shape"}:
                         self.available.add(id(node.outputs[0]))
                         values.append(node.outputs[0])
         return absorbed

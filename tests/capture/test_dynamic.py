@@ -604,3 +604,25 @@ def test_dynamic_scatter_of_fixed_columns():
         proto = mlx2onnx.Exporter(dynamic={"x": {0: "batch", 1: "seq"}}).export(fun, x)
         assert "Scatter" in {p.name for p in mlx2onnx.capture(fun, (x,), {}).primitives}
         assert_passes(Verifier(sizes=[{"batch": 1, "seq": 1}, {"batch": 3, "seq": 13}]).verify(proto, fun, x))
+
+
+def test_positions_read_off_a_convolution_s_dynamic_grid():
+    """A patch convolution's rows and columns numbered from its output's dynamic shape
+    (as the Pixtral tower numbers its patches): the shape is read off the transposed output
+    of a convolution without bias, which once made the transpose-sinking pass treat the
+    shape vector as an image in the convolution's layout (an IndexError)."""
+    mx.random.seed(11)
+    conv = nn.Conv2d(3, 4, 4, stride=4, bias=False)
+    mx.eval(conv.parameters())
+
+    def fun(x):
+        patches = conv(x)
+        _, h, w, c = patches.shape
+        rows, columns = mx.meshgrid(mx.arange(h), mx.arange(w), indexing="ij")
+        positions = (rows * 8 + columns).reshape(-1).astype(mx.float32)
+        return patches.reshape(1, h * w, c) * positions[None, :, None]
+
+    x = mx.random.normal((1, 8, 12, 3))
+    proto = export_dynamic(fun, x, dynamic={"x": {1: Dim("h", multiple_of=4), 2: Dim("w", multiple_of=4)}})
+    sizes = [{"h": 8, "w": 12}, {"h": 16, "w": 4}, {"h": 28, "w": 20}]
+    assert_passes(Verifier(sizes=sizes).verify(proto, fun, x))

@@ -92,6 +92,12 @@ ROWS = [  # (task, MLX package, architecture, variant)
     ("image-text-to-text", "mlx-vlm", "llava", "float32"),
     ("image-text-to-text", "mlx-vlm", "llava", "4-bit"),
     ("image-text-to-text", "mlx-vlm", "llava", "bfloat16"),
+    ("image-text-to-text", "mlx-vlm", "mistral3", "float32"),
+    ("image-text-to-text", "mlx-vlm", "mistral3", "4-bit"),
+    ("image-text-to-text", "mlx-vlm", "mistral3", "bfloat16"),
+    ("image-text-to-text", "mlx-vlm", "pixtral", "float32"),
+    ("image-text-to-text", "mlx-vlm", "pixtral", "4-bit"),
+    ("image-text-to-text", "mlx-vlm", "pixtral", "bfloat16"),
 ]
 
 
@@ -113,7 +119,7 @@ def write_folder(where: Path, source: str, architecture: str, variant: str) -> P
         return zoo.write_moonshine_folder(where / "folder", **options)
     if architecture == "idefics3 (tiles)":
         return zoo.write_vlm_folder(where / "folder", "idefics3", split=True, **options)
-    if architecture in ("gemma3", "idefics3", "qwen2_vl", "qwen2_5_vl", "llava"):
+    if architecture in zoo.VLM_SPECIALS:
         return zoo.write_vlm_folder(where / "folder", architecture, **options)
     if architecture == "dinov2":
         return zoo.write_dinov2_folder(where / "folder", **options)

@@ -10,7 +10,8 @@ package's decoder, :mod:`mlx2onnx.llm.package`, over embeddings), and merges the
 the image token's positions take the image features, in order. The graphs give what
 mlx-vlm's own generation computes (``get_input_embeddings`` then ``language_model``); what
 differs between architectures is an :class:`Architecture` (:mod:`.vlm_gemma3`,
-:mod:`.vlm_idefics3`, :mod:`.vlm_qwen2_vl`, :mod:`.vlm_qwen2_5_vl`, :mod:`.vlm_llava`; their onnxruntime-genai
+:mod:`.vlm_idefics3`, :mod:`.vlm_qwen2_vl`, :mod:`.vlm_qwen2_5_vl`, :mod:`.vlm_llava`,
+:mod:`.vlm_mistral3`; their onnxruntime-genai
 layout, :mod:`.vlm_genai`).
 """
 
@@ -35,6 +36,8 @@ VLM_MODULES = {
     "qwen2_vl": "vlm_qwen2_vl",
     "qwen2_5_vl": "vlm_qwen2_5_vl",
     "llava": "vlm_llava",
+    "mistral3": "vlm_mistral3",
+    "pixtral": "vlm_mistral3",
 }
 VLM_TYPES = tuple(VLM_MODULES)
 

@@ -1,12 +1,13 @@
 """mlx-vlm folders -> image-text-to-text packages, run by transformers.js and onnxruntime-genai.
 
-gemma3, idefics3 (SmolVLM), qwen2_vl and qwen2_5_vl folders are written by mlx-vlm's own save functions (tiny
-text and SigLIP vision configs, a tokenizer trained here with the architecture's image
-tokens), exported with ``mlx2onnx export``, checked with ``mlx2onnx check`` and run by
-transformers.js under Node (its processor expands the image tokens and preprocesses the
-PNG; its model runs the three graphs and merges the image features), and the gemma3
-package by onnxruntime-genai's gemma3 type (its own processor on the PNG, its embedding
-model merging inside the graph), and the Qwen-VL packages by its qwen2_5_vl type: the
+gemma3, idefics3 (SmolVLM), qwen2_vl, qwen2_5_vl, llava, mistral3 and pixtral folders are
+written by mlx-vlm's own save functions (tiny text and vision configs, a tokenizer trained
+here with the architecture's image tokens), exported with ``mlx2onnx export``, checked with
+``mlx2onnx check`` and run by transformers.js under Node (its processor expands the image
+tokens and preprocesses the PNG; its model runs the three graphs and merges the image
+features), and the gemma3 package by onnxruntime-genai's gemma3 type (its own processor on
+the PNG, its embedding model merging inside the graph), the Qwen-VL packages by its
+qwen2_5_vl type and the Pixtral-tower packages by its mistral3 type: the
 greedy tokens are mlx-vlm's generation on the same ids and pixels (float32, 4-bit and
 bfloat16 folders). A SmolVLM folder whose processor splits images into tiles runs split in
 transformers.js.
@@ -14,6 +15,7 @@ transformers.js.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import mlx.core as mx
@@ -28,7 +30,7 @@ from tests.support.commands import cli
 pytestmark = pytest.mark.third_party  # the MLX packages of tests/third_party.txt and mlx-lm write the folders
 
 VARIANTS = {"float32": {}, "4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16}}
-ARCHITECTURES = ("gemma3", "idefics3", "qwen2_vl", "qwen2_5_vl", "llava")
+ARCHITECTURES = ("gemma3", "idefics3", "qwen2_vl", "qwen2_5_vl", "llava", "mistral3", "pixtral")
 CASES = [(arch, variant) for arch in ARCHITECTURES for variant in sorted(VARIANTS)]
 GRAPHS = ("vision_encoder", "embed_tokens", "decoder_model_merged")
 
@@ -89,6 +91,7 @@ def test_vlm_folder_generates_mlx_vlm_tokens_in_transformers_js(tmp_path, vlm_pa
     assert heard["tokens"] == want
     if architecture == "llava":  # the processor's expansion: 4 x 4 patches, the class token dropped
         assert heard["ids"].count(json.loads((folder / "config.json").read_text())["image_token_index"]) == 16
+    if architecture in ("llava", "mistral3", "pixtral"):
         assert "processor(await RawImage.read" in (package / "README.md").read_text()  # the images first
 
 
@@ -133,15 +136,17 @@ def test_idefics3_splits_images_into_tiles_in_transformers_js(tmp_path_factory, 
     assert heard["tokens"] == want
 
 
-GENAI_CASES = [(arch, variant) for arch in ("gemma3", "qwen2_vl", "qwen2_5_vl") for variant in sorted(VARIANTS)]
+GENAI_ARCHITECTURES = ("gemma3", "qwen2_vl", "qwen2_5_vl", "mistral3", "pixtral")
+GENAI_CASES = [(arch, variant) for arch in GENAI_ARCHITECTURES for variant in sorted(VARIANTS)]
 
 
 @pytest.mark.genai
 @pytest.mark.parametrize("architecture,variant", GENAI_CASES)
 def test_vlm_folder_generates_mlx_vlm_tokens_in_onnxruntime_genai(tmp_path, vlm_packages, architecture, variant):
-    """onnxruntime-genai's gemma3 type, and its qwen2_5_vl type for both Qwen-VL folders
-    (its own processor on the PNG, its embedding model merging the features, mRoPE
-    positions computed by genai) give mlx-vlm's tokens."""
+    """onnxruntime-genai's gemma3 type, its qwen2_5_vl type for both Qwen-VL folders and
+    its mistral3 type for both Pixtral-tower folders (its own processor on the PNG, its
+    embedding model merging the features, mRoPE positions computed by genai) give
+    mlx-vlm's tokens."""
     from PIL import Image
 
     pytest.importorskip("onnxruntime_genai")
@@ -180,6 +185,49 @@ def test_qwen_vision_graph_takes_every_image_size(tmp_path, vlm_packages, archit
     )
     assert heard["ids"].count(json.loads((folder / "config.json").read_text())["image_token_id"]) == 6 * 10 // 4
     assert heard["tokens"] == _mlx_tokens(folder, heard["ids"], zoo.vlm_pixels(architecture, image))
+
+
+@pytest.mark.node
+@pytest.mark.genai
+@pytest.mark.parametrize("architecture", ["mistral3", "pixtral"])
+@pytest.mark.parametrize("height,width", [(32, 48), (64, 32)])
+def test_pixtral_towers_take_every_image_size(tmp_path, vlm_packages, architecture, height, width):
+    """The Pixtral vision encoder numbers its patches from the image's own grid: wide and
+    tall images (mistral3: 2 x 3 and 4 x 2 tokens of 2 x 2 patches; pixtral: 4 x 6 and
+    8 x 4 patches), their rows of image tokens ended by [IMG_BREAK] and the last by
+    [IMG_END] as both processors expand them, give mlx-vlm's tokens in transformers.js and
+    in onnxruntime-genai's mistral3 type."""
+    from PIL import Image
+
+    pytest.importorskip("mlx_vlm.utils")
+    folder, package = vlm_packages(architecture, "float32")
+    image = zoo.generated_image(height, seed=7, width=width)
+    Image.fromarray(image).save(tmp_path / "image.png")
+    pixels = zoo.vlm_pixels(architecture, image)
+    from tokenizers import Tokenizer
+
+    step = 8 * json.loads((folder / "config.json").read_text()).get("spatial_merge_size", 1)
+    token = Tokenizer.from_file(str(package / "tokenizer.json")).token_to_id
+    row = [token("[IMG]")] * (width // step) + [token("[IMG_BREAK]")]
+    expanded = (row * (height // step))[:-1] + [token("[IMG_END]")]
+    ran = []
+    if zoo.node_available():
+        heard = json.loads(
+            zoo._node(
+                "transformers_vlm.mjs", str(package), str(tmp_path / "image.png"), "12", zoo.VLM_PROMPTS[architecture]
+            )[-1]
+        )
+        ran.append((heard["ids"], heard["tokens"]))
+    if importlib.util.find_spec("onnxruntime_genai") is not None:
+        ran.append(zoo.genai_vlm_tokens(package, tmp_path / "image.png", zoo.VLM_PROMPTS[architecture], 12))
+    if not ran:
+        pytest.skip("neither transformers.js nor onnxruntime-genai is installed")
+    eos = json.loads((folder / "generation_config.json").read_text())["eos_token_id"]
+    for ids, tokens in ran:
+        assert ids[: len(expanded)] == expanded
+        want = _mlx_tokens(folder, ids, pixels)
+        want = want[: want.index(eos)] if eos in want else want  # the runtimes stop at the end token
+        assert len(set(want)) > 1 and [t for t in tokens if t != eos] == want
 
 
 @pytest.mark.parametrize("architecture", ["qwen2_vl", "qwen2_5_vl"])

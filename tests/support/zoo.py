@@ -1667,6 +1667,8 @@ VLM_SPECIALS = {
 }
 VLM_SPECIALS["qwen2_5_vl"] = VLM_SPECIALS["qwen2_vl"]
 VLM_SPECIALS["llava"] = ["<pad>", "<eos>", "<bos>", "<unk>", "<image>"]
+VLM_SPECIALS["mistral3"] = ["<pad>", "<eos>", "<bos>", "<unk>", "[IMG]", "[IMG_BREAK]", "[IMG_END]"]
+VLM_SPECIALS["pixtral"] = VLM_SPECIALS["mistral3"]
 VLM_PROMPTS = {
     "gemma3": "<start_of_image> a small tokenizer",
     "idefics3": "<image> a small tokenizer",
@@ -1674,10 +1676,27 @@ VLM_PROMPTS = {
 }
 VLM_PROMPTS["qwen2_5_vl"] = VLM_PROMPTS["qwen2_vl"]
 VLM_PROMPTS["llava"] = "<image> a small tokenizer"
-VLM_SCALES = {"qwen2_vl": 0.5, "qwen2_5_vl": 0.5}  # weight scales at which greedy tokens differ (the others: 0.1)
+VLM_PROMPTS["mistral3"] = VLM_PROMPTS["pixtral"] = "[IMG] a small tokenizer"
+VLM_SCALES = {
+    "qwen2_vl": 0.5,
+    "qwen2_5_vl": 0.5,
+    "mistral3": 0.3,
+    "pixtral": 0.3,
+}  # weight scales at which greedy tokens differ (the others: 0.1)
 # qwen2_vl: 8 x 8 patches of 14, 16 image tokens; qwen2_5_vl: 16 x 16, 64 tokens in 4 attention windows
 # of 112 pixels (the others: the tower's image_size)
 VLM_IMAGE_SIZES = {"qwen2_vl": 112, "qwen2_5_vl": 224}
+# the Pixtral towers' largest image: 8 x 8 patches of 8 pixels (mistral3 merges 2 x 2 into a token)
+PIXTRAL_TOWER = dict(
+    model_type="pixtral",
+    hidden_size=32,
+    intermediate_size=64,
+    num_attention_heads=2,
+    head_dim=16,
+    num_hidden_layers=2,
+    image_size=64,
+    patch_size=8,
+)
 
 
 # the language model of the llama-based folders (idefics3, llava)
@@ -1747,6 +1766,18 @@ def _vlm_settings(architecture: str, ids: dict, vocab: int) -> dict:
                 temporal_patch_size=2,
                 in_channels=3,
             ),
+        )
+    if architecture in ("mistral3", "pixtral"):  # Mistral Small 3.1's layout: a Mistral text model
+        return dict(
+            model_type=architecture,
+            image_token_index=ids["[IMG]"],
+            vocab_size=vocab,
+            eos_token_id=[ids["<eos>"]],
+            pad_token_id=ids["<pad>"],
+            vision_feature_layer=-1,
+            **({"spatial_merge_size": 2} if architecture == "mistral3" else {}),
+            text_config=dict(VLM_LLAMA_TEXT, model_type="mistral", head_dim=16, rope_theta=10000.0, vocab_size=vocab),
+            vision_config=PIXTRAL_TOWER,
         )
     if architecture == "llava":
         return dict(
@@ -1943,7 +1974,7 @@ def vlm_pixels(architecture: str, image: np.ndarray) -> dict[str, np.ndarray]:
             {"patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2},
             "grid_thw" if architecture == "qwen2_vl" else "image_grid_thw",
         )
-    if architecture == "llava":
+    if architecture in ("llava", "mistral3", "pixtral"):
         from mlx2onnx.tasks.image_processors import CLIP_MEAN, CLIP_STD
 
         scaled = (image.astype(np.float32) / 255 - np.array(CLIP_MEAN, np.float32)) / np.array(CLIP_STD, np.float32)

@@ -10,7 +10,7 @@ package's decoder, :mod:`mlx2onnx.llm.package`, over embeddings), and merges the
 the image token's positions take the image features, in order. The graphs give what
 mlx-vlm's own generation computes (``get_input_embeddings`` then ``language_model``); what
 differs between architectures is an :class:`Architecture` (:mod:`.vlm_gemma3`,
-:mod:`.vlm_idefics3`, :mod:`.vlm_qwen2_vl`, :mod:`.vlm_qwen2_5_vl`, :mod:`.vlm_llava`,
+:mod:`.vlm_idefics3`, :mod:`.vlm_qwen2_vl`, :mod:`.vlm_qwen2_5_vl`, :mod:`.vlm_qwen3_vl`, :mod:`.vlm_llava`,
 :mod:`.vlm_mistral3`; their onnxruntime-genai
 layout, :mod:`.vlm_genai`).
 """
@@ -35,6 +35,7 @@ VLM_MODULES = {
     "smolvlm": "vlm_idefics3",
     "qwen2_vl": "vlm_qwen2_vl",
     "qwen2_5_vl": "vlm_qwen2_5_vl",
+    "qwen3_vl": "vlm_qwen3_vl",
     "llava": "vlm_llava",
     "mistral3": "vlm_mistral3",
     "pixtral": "vlm_mistral3",
@@ -98,6 +99,12 @@ def embedding_dtype(model, arch: Architecture):
     return arch.text(model)(mx.zeros((1, 1), mx.int64)).dtype
 
 
+def embedding_width(model, arch: Architecture) -> int:
+    """The width of the embeddings the decoder takes (the hidden size, or wider where the
+    embeddings carry more than the first layer's input: :mod:`.vlm_qwen3_vl`)."""
+    return arch.text(model)(mx.zeros((1, 1), mx.int64)).shape[-1]
+
+
 def decoder_graph(model, exporter, arch: Architecture):
     """The text package's decoder over ``inputs_embeds`` (its layout, its names)."""
     from ..capture.dynamic import Dim
@@ -112,7 +119,7 @@ def decoder_graph(model, exporter, arch: Architecture):
             "states, which the vision-language package does not carry (attention caches only)"
         )
     mask_rank = attention_mask_rank(language, layout)
-    width = model.config.text_config.hidden_size
+    width = embedding_width(model, arch)
     rng = np.random.default_rng(0)
     positions = np.tile(np.arange(4, 7), (2, 1)).astype(np.int64)
     rows = 1 if arch.positioned is None else 3  # mRoPE: [3, batch, sequence]

@@ -33,7 +33,6 @@ import onnx_ir as ir
 from .image_processors import CLIP_MEAN, CLIP_STD
 from .vlm_architecture import Architecture
 
-MEAN, STD = list(CLIP_MEAN), list(CLIP_STD)  # the processor's normalisation (CLIP's)
 GENAI_GRID = "image_grid_thw"  # the name onnxruntime-genai feeds the grid as
 MIN_PIXELS, MAX_PIXELS = 4, 256  # the processors' image area bounds, in merged patches (28 x 28 pixels)
 
@@ -56,18 +55,8 @@ def encode_function(model, dtype):
     tokens, so a mask gives the same sums). The patches are cast to the patch embedding's
     dtype, as mlx-vlm casts them (``dtype`` is not used)."""
     tower, m = model.vision_tower, _merge(model)
-    rotate = importlib.import_module(type(tower).__module__).apply_rotary_pos_emb_vision
     windows = getattr(tower, "fullatt_block_indexes", None)  # Qwen2.5-VL: the blocks that attend over the image
     span = None if windows is None else tower.window_size // tower.patch_size  # a window's side, in patches
-
-    def attend(attention, x, freqs, mask):
-        n = x.shape[0]
-        qkv = attention.qkv(x).reshape(n, 3, attention.num_heads, -1).transpose(1, 0, 2, 3)
-        q, k, v = mx.split(qkv, 3)
-        q, k = (rotate(mx.expand_dims(a, 0), freqs)[0] for a in (q, k))
-        q, k, v = (a.transpose(0, 2, 1, 3) for a in (q, k, v))
-        out = mx.fast.scaled_dot_product_attention(q, k, v, scale=attention.scale, mask=mask)
-        return attention.proj(out.transpose(0, 2, 1, 3).reshape(n, -1))
 
     def encode(pixel_values, grid_thw):
         image, frame, row, column = patch_places(grid_thw, pixel_values.shape[0], m)
@@ -77,11 +66,25 @@ def encode_function(model, dtype):
         window = None if windows is None else segment & _same(row // span) & _same(column // span)
         for index, block in enumerate(tower.blocks):
             mask = window if windows is not None and index not in windows else segment
-            hidden = hidden + attend(block.attn, block.norm1(hidden), freqs, mask)
-            hidden = hidden + block.mlp(block.norm2(hidden))
+            hidden = block_step(tower, block, hidden, freqs, mask)
         return tower.merger(hidden)
 
     return encode
+
+
+def block_step(tower, block, hidden: mx.array, freqs: mx.array, mask: mx.array) -> mx.array:
+    """One block of a Qwen-VL tower over all patches, attention kept to ``mask``."""
+    attention = block.attn
+    rotate = importlib.import_module(type(tower).__module__).apply_rotary_pos_emb_vision
+    x = block.norm1(hidden)
+    n = x.shape[0]
+    qkv = attention.qkv(x).reshape(n, 3, attention.num_heads, -1).transpose(1, 0, 2, 3)
+    q, k, v = mx.split(qkv, 3)
+    q, k = (rotate(mx.expand_dims(a, 0), freqs)[0] for a in (q, k))
+    q, k, v = (a.transpose(0, 2, 1, 3) for a in (q, k, v))
+    out = mx.fast.scaled_dot_product_attention(q, k, v, scale=attention.scale, mask=mask)
+    hidden = hidden + attention.proj(out.transpose(0, 2, 1, 3).reshape(n, -1))
+    return hidden + block.mlp(block.norm2(hidden))
 
 
 def _same(labels: mx.array) -> mx.array:
@@ -114,10 +117,10 @@ def rotary_frequencies(rotary, row: mx.array, column: mx.array) -> mx.array:
     return (positions[..., None] * inv_freq).reshape(positions.shape[0], -1)
 
 
-def vision_graph(model, exporter, dtype, grid_name: str = "grid_thw") -> ir.Model:
+def vision_graph(model, exporter, dtype, grid_name: str = "grid_thw", encode=encode_function) -> ir.Model:
     """The vision encoder as transformers.js runs it: ``pixel_values`` [N, D] and the grid
-    [images, 3] (input ``grid_name``) -> ``image_features`` (:func:`encode_function`),
-    every number of patches and images dynamic."""
+    [images, 3] (input ``grid_name``) -> ``image_features`` (``encode``:
+    :func:`encode_function` or a tower's own), every number of patches and images dynamic."""
     from ..capture.dynamic import Dim
 
     m, width = _merge(model), _patch_width(model)
@@ -128,7 +131,7 @@ def vision_graph(model, exporter, dtype, grid_name: str = "grid_thw") -> ir.Mode
         output_names=["image_features"],
         path=None,
         dynamic={"pixel_values": {0: Dim("num_patches", multiple_of=m * m)}, "grid_thw": {0: "num_images"}},
-    ).to_ir(encode_function(model, dtype), mx.array(pixels), mx.array(grid))
+    ).to_ir(encode(model, dtype), mx.array(pixels), mx.array(grid))
 
 
 def _patch_width(model) -> int:
@@ -153,9 +156,10 @@ def patches(pixels: np.ndarray, vision, grid_name: str = "grid_thw") -> dict[str
     }
 
 
-def normalised(image: np.ndarray) -> np.ndarray:
-    """An RGB uint8 image [H, W, 3] as the processor rescales and normalises it, channels first."""
-    return ((image.astype(np.float32) / 255 - np.float32(MEAN)) / np.float32(STD)).transpose(2, 0, 1)
+def normalised(image: np.ndarray, mean=CLIP_MEAN, std=CLIP_STD) -> np.ndarray:
+    """An RGB uint8 image [H, W, 3] as the processor rescales and normalises it (with
+    ``mean`` and ``std``: CLIP's unless the model's processor says otherwise), channels first."""
+    return ((image.astype(np.float32) / 255 - np.float32(mean)) / np.float32(std)).transpose(2, 0, 1)
 
 
 def text_function(model):
@@ -182,10 +186,10 @@ def positioned(model):
     return forward
 
 
-def processor_configs(model, processor: str) -> dict[str, dict]:
+def processor_configs(model, processor: str, mean=CLIP_MEAN, std=CLIP_STD) -> dict[str, dict]:
     """transformers.js's Qwen2VL processor files (``processor``: its processor class):
     images resized to multiples of patch_size * merge_size between min_pixels and
-    max_pixels, rescaled and normalised with CLIP's mean and std, cut into patches."""
+    max_pixels, rescaled and normalised with ``mean`` and ``std``, cut into patches."""
     vision = model.config.vision_config
     factor = vision.patch_size * vision.spatial_merge_size
     image = {
@@ -196,8 +200,8 @@ def processor_configs(model, processor: str) -> dict[str, dict]:
         "do_rescale": True,
         "rescale_factor": 1 / 255,
         "do_normalize": True,
-        "image_mean": MEAN,
-        "image_std": STD,
+        "image_mean": list(mean),
+        "image_std": list(std),
         "do_convert_rgb": True,
         "min_pixels": MIN_PIXELS * factor * factor,
         "max_pixels": MAX_PIXELS * factor * factor,
@@ -209,7 +213,16 @@ def processor_configs(model, processor: str) -> dict[str, dict]:
 
 
 def genai_files(
-    model, folder, layout: list, exporter, package_graphs: dict, grid_name: str
+    model,
+    folder,
+    layout: list,
+    exporter,
+    package_graphs: dict,
+    grid_name: str,
+    genai_type: str = "qwen2_5_vl",
+    mean=CLIP_MEAN,
+    std=CLIP_STD,
+    text=None,
 ) -> tuple[dict, dict[str, dict], str | None]:
     """(graphs, files, None): onnxruntime-genai's qwen2_5_vl type over the package's vision
     encoder (its grid input ``grid_name``) and decoder (mRoPE positions [3, batch,
@@ -219,7 +232,9 @@ def genai_files(
     genai has no qwen2_vl type: its qwen2_5_vl type runs a qwen2_vl package alike (the
     same processor and positions), but feeds the grid as ``image_grid_thw`` whatever the
     config names, where transformers.js's Qwen2-VL feeds ``grid_thw``: such a package
-    holds the vision encoder twice, ``onnx/genai_vision.onnx`` for genai."""
+    holds the vision encoder twice, ``onnx/genai_vision.onnx`` for genai. ``text``: the
+    architecture's text embedding (``Architecture.text``); genai's buffers for the
+    embeddings and image features are as wide as it gives them (``decoder.hidden_size``)."""
     from .vlm_genai import embedding_graph, genai_settings, processor_file
 
     vision, config = model.config.vision_config, model.config
@@ -233,7 +248,7 @@ def genai_files(
         model,
         folder,
         layout,
-        "qwen2_5_vl",
+        genai_type,
         {
             "filename": next(iter(graphs), "onnx/vision_encoder.onnx"),
             "inputs": {"pixel_values": "pixel_values", "image_grid_thw": GENAI_GRID},
@@ -245,6 +260,9 @@ def genai_files(
     )
     if settings is None:
         return {}, {}, reason
+    text = text or text_function
+    width = text(model)(mx.zeros((1, 1), mx.int64)).shape[-1]
+    settings["model"]["decoder"]["hidden_size"] = width
     settings["model"].update(
         image_token_id=config.image_token_id,
         video_token_id=config.video_token_id,
@@ -270,7 +288,7 @@ def genai_files(
                 },
             ),
             ("rescale", "Rescale", {"rescale_factor": 1 / 255}),
-            ("normalize", "Normalize", {"mean": MEAN, "std": STD, "qwen2_5_vl": 1}),
+            ("normalize", "Normalize", {"mean": list(mean), "std": list(std), "qwen2_5_vl": 1}),
             (
                 "patch_image",
                 "PatchImage",
@@ -282,13 +300,12 @@ def genai_files(
             ),
         ],
     )
-    text = config.text_config
     embedding = embedding_graph(
         exporter,
-        text_function(model),
+        text(model),
         config.image_token_id,
-        text.vocab_size,
-        (16, text.hidden_size),
+        config.text_config.vocab_size,
+        (16, width),
         {0: "num_image_tokens"},
     )
     return (
@@ -310,10 +327,24 @@ def _renamed_input(model: ir.Model, old: str, new: str) -> ir.Model:
     return copy
 
 
-def qwen_architecture(processor: str, grid_name: str, check_grid: int, package_config=None) -> Architecture:
+def qwen_architecture(
+    processor: str,
+    grid_name: str,
+    check_grid: int,
+    package_config=None,
+    *,
+    genai_type: str = "qwen2_5_vl",
+    mean=CLIP_MEAN,
+    std=CLIP_STD,
+    encode=encode_function,
+    text=text_function,
+    language=positioned,
+) -> Architecture:
     """The Architecture of a Qwen-VL model whose processor class is ``processor`` and
     whose vision encoder takes the grid as ``grid_name``; the check's image is
-    ``check_grid`` x ``check_grid`` patches."""
+    ``check_grid`` x ``check_grid`` patches. A later Qwen-VL differs in its processor's
+    ``mean`` and ``std``, its genai type, and where its tower or language model does:
+    ``encode`` (:func:`encode_function`), ``text`` and ``language`` (:func:`positioned`)."""
 
     def vision_inputs(model, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         size = check_grid * model.config.vision_config.patch_size
@@ -322,12 +353,15 @@ def qwen_architecture(processor: str, grid_name: str, check_grid: int, package_c
         )
 
     def mlx_embeddings(model, input_ids: mx.array, inputs: dict):
-        """mlx-vlm's merged embeddings and the prompt's mRoPE positions and deltas, as its
-        generation passes them to the language model's first step."""
+        """mlx-vlm's merged embeddings and what its generation passes the language model's
+        first step with them: the prompt's mRoPE positions and deltas (and, where the model
+        has them, the image positions and the features it adds to early layers' states)."""
         out = model.get_input_embeddings(
             input_ids, mx.array(inputs["pixel_values"]), image_grid_thw=mx.array(inputs[grid_name])
         )
-        return out.inputs_embeds, {"position_ids": out.position_ids, "rope_deltas": out.rope_deltas}
+        extra = ("visual_pos_masks", "deepstack_visual_embeds")
+        first = {name: getattr(out, name) for name in extra if getattr(out, name, None) is not None}
+        return out.inputs_embeds, {"position_ids": out.position_ids, "rope_deltas": out.rope_deltas, **first}
 
     def rope_index(model, input_ids: np.ndarray, inputs: dict) -> tuple[np.ndarray, np.ndarray]:
         """The prompt's mRoPE positions [3, batch, sequence] and each row's delta [batch, 1]
@@ -340,20 +374,23 @@ def qwen_architecture(processor: str, grid_name: str, check_grid: int, package_c
         config = model.config
         return [config.vision_start_token_id] + [config.image_token_id] * (check_grid**2 // _merge(model) ** 2)
 
+    def genai(model, folder, layout, exporter, graphs):
+        return genai_files(model, folder, layout, exporter, graphs, grid_name, genai_type, mean, std, text)
+
     return Architecture(
         processor.removesuffix("Processor"),
         embeddings,
         None,
         vision_inputs,
         {},
-        text_function,
+        text,
         mlx_embeddings,
-        lambda model, folder: processor_configs(model, processor),
-        lambda model, folder, layout, exporter, graphs: genai_files(model, folder, layout, exporter, graphs, grid_name),
+        lambda model, folder: processor_configs(model, processor, mean, std),
+        genai,
         image_prompt,
-        vision_graph=lambda model, exporter, dtype: vision_graph(model, exporter, dtype, grid_name),
+        vision_graph=lambda model, exporter, dtype: vision_graph(model, exporter, dtype, grid_name, encode),
         rope_index=rope_index,
-        positioned=positioned,
+        positioned=language,
         package_config=package_config,
     )
 

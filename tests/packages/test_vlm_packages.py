@@ -1,13 +1,14 @@
 """mlx-vlm folders -> image-text-to-text packages, run by transformers.js and onnxruntime-genai.
 
-gemma3, idefics3 (SmolVLM), qwen2_vl, qwen2_5_vl, llava, mistral3 and pixtral folders are
+gemma3, idefics3 (SmolVLM), qwen2_vl, qwen2_5_vl, qwen3_vl, llava, mistral3 and pixtral folders are
 written by mlx-vlm's own save functions (tiny text and vision configs, a tokenizer trained
 here with the architecture's image tokens), exported with ``mlx2onnx export``, checked with
 ``mlx2onnx check`` and run by transformers.js under Node (its processor expands the image
 tokens and preprocesses the PNG; its model runs the three graphs and merges the image
 features), and the gemma3 package by onnxruntime-genai's gemma3 type (its own processor on
-the PNG, its embedding model merging inside the graph), the Qwen-VL packages by its
-qwen2_5_vl type and the Pixtral-tower packages by its mistral3 type: the
+the PNG, its embedding model merging inside the graph), the Qwen2-VL packages by its
+qwen2_5_vl type, the Qwen3-VL package by its qwen3_vl type and the Pixtral-tower packages by
+its mistral3 type: the
 greedy tokens are mlx-vlm's generation on the same ids and pixels (float32, 4-bit and
 bfloat16 folders). A SmolVLM folder whose processor splits images into tiles runs split in
 transformers.js.
@@ -30,7 +31,8 @@ from tests.support.commands import cli
 pytestmark = pytest.mark.third_party  # the MLX packages of tests/third_party.txt and mlx-lm write the folders
 
 VARIANTS = {"float32": {}, "4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16}}
-ARCHITECTURES = ("gemma3", "idefics3", "qwen2_vl", "qwen2_5_vl", "llava", "mistral3", "pixtral")
+ARCHITECTURES = ("gemma3", "idefics3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llava", "mistral3", "pixtral")
+QWEN = {"qwen2_vl": 14, "qwen2_5_vl": 14, "qwen3_vl": 16}  # the Qwen-VL folders' patch sizes
 CASES = [(arch, variant) for arch in ARCHITECTURES for variant in sorted(VARIANTS)]
 GRAPHS = ("vision_encoder", "embed_tokens", "decoder_model_merged")
 
@@ -136,15 +138,15 @@ def test_idefics3_splits_images_into_tiles_in_transformers_js(tmp_path_factory, 
     assert heard["tokens"] == want
 
 
-GENAI_ARCHITECTURES = ("gemma3", "qwen2_vl", "qwen2_5_vl", "mistral3", "pixtral")
+GENAI_ARCHITECTURES = ("gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "mistral3", "pixtral")
 GENAI_CASES = [(arch, variant) for arch in GENAI_ARCHITECTURES for variant in sorted(VARIANTS)]
 
 
 @pytest.mark.genai
 @pytest.mark.parametrize("architecture,variant", GENAI_CASES)
 def test_vlm_folder_generates_mlx_vlm_tokens_in_onnxruntime_genai(tmp_path, vlm_packages, architecture, variant):
-    """onnxruntime-genai's gemma3 type, its qwen2_5_vl type for both Qwen-VL folders and
-    its mistral3 type for both Pixtral-tower folders (its own processor on the PNG, its
+    """onnxruntime-genai's gemma3 type, its qwen2_5_vl type for both Qwen2-VL folders,
+    its qwen3_vl type and its mistral3 type for both Pixtral-tower folders (its own processor on the PNG, its
     embedding model merging the features, mRoPE positions computed by genai) give
     mlx-vlm's tokens."""
     from PIL import Image
@@ -165,18 +167,19 @@ def test_vlm_folder_generates_mlx_vlm_tokens_in_onnxruntime_genai(tmp_path, vlm_
 
 
 @pytest.mark.node
-@pytest.mark.parametrize("architecture", ["qwen2_vl", "qwen2_5_vl"])
+@pytest.mark.parametrize("architecture", sorted(QWEN))
 def test_qwen_vision_graph_takes_every_image_size(tmp_path, vlm_packages, architecture):
     """The Qwen-VL vision encoders read the grid from the grid input: a wide image of
     other dimensions (6 x 10 patches; for qwen2_5_vl, merge windows 3 x 5 in two partial
-    attention windows) gives mlx-vlm's tokens in transformers.js too."""
+    attention windows; for qwen3_vl, position embeddings interpolated at 6 x 10) gives
+    mlx-vlm's tokens in transformers.js too."""
     from PIL import Image
 
     pytest.importorskip("mlx_vlm.utils")
     folder, package = vlm_packages(architecture, "float32")
     if not zoo.node_available():
         pytest.skip("transformers.js is not installed: npm ci --ignore-scripts")
-    image = zoo.generated_image(84, seed=7, width=140)
+    image = zoo.generated_image(6 * QWEN[architecture], seed=7, width=10 * QWEN[architecture])
     Image.fromarray(image).save(tmp_path / "wide.png")
     heard = json.loads(
         zoo._node(
@@ -230,7 +233,7 @@ def test_pixtral_towers_take_every_image_size(tmp_path, vlm_packages, architectu
         assert len(set(want)) > 1 and [t for t in tokens if t != eos] == want
 
 
-@pytest.mark.parametrize("architecture", ["qwen2_vl", "qwen2_5_vl"])
+@pytest.mark.parametrize("architecture", sorted(QWEN))
 def test_qwen_prompt_with_two_images_of_different_sizes(vlm_packages, architecture):
     """Two images of different sizes in one prompt: one patch list with a two-row grid.
     The vision graph keeps each patch's attention to its own image (and window), and the
@@ -245,9 +248,10 @@ def test_qwen_prompt_with_two_images_of_different_sizes(vlm_packages, architectu
 
     folder, package = vlm_packages(architecture, "float32")
     model, arch = load_model(folder), vlm_architecture(architecture)
+    p = QWEN[architecture]
     each = [
-        zoo.vlm_pixels(architecture, zoo.generated_image(112, seed=8)),
-        zoo.vlm_pixels(architecture, zoo.generated_image(84, seed=9, width=140)),
+        zoo.vlm_pixels(architecture, zoo.generated_image(8 * p, seed=8)),
+        zoo.vlm_pixels(architecture, zoo.generated_image(6 * p, seed=9, width=10 * p)),
     ]
     pixels = {name: np.concatenate([p[name] for p in each]) for name in each[0]}
     config = model.config
@@ -259,7 +263,7 @@ def test_qwen_prompt_with_two_images_of_different_sizes(vlm_packages, architectu
 
 
 @pytest.mark.genai
-@pytest.mark.parametrize("architecture", ["qwen2_vl", "qwen2_5_vl"])
+@pytest.mark.parametrize("architecture", sorted(QWEN))
 def test_qwen_prompt_with_two_images_in_onnxruntime_genai(tmp_path, vlm_packages, architecture):
     """onnxruntime-genai's Qwen processor cuts two images of different sizes into one patch
     list with a two-row grid; the package gives mlx-vlm's tokens for its prompt ids."""
@@ -268,7 +272,8 @@ def test_qwen_prompt_with_two_images_in_onnxruntime_genai(tmp_path, vlm_packages
     pytest.importorskip("onnxruntime_genai")
     pytest.importorskip("mlx_vlm.utils")
     folder, package = vlm_packages(architecture, "float32")
-    images = [zoo.generated_image(112, seed=8), zoo.generated_image(84, seed=9, width=140)]
+    p = QWEN[architecture]
+    images = [zoo.generated_image(8 * p, seed=8), zoo.generated_image(6 * p, seed=9, width=10 * p)]
     for k, image in enumerate(images):
         Image.fromarray(image).save(tmp_path / f"image{k}.png")
     prompt = "<|vision_start|><|image_pad|><|vision_end|>"
@@ -279,6 +284,33 @@ def test_qwen_prompt_with_two_images_in_onnxruntime_genai(tmp_path, vlm_packages
     each = [zoo.vlm_pixels(architecture, image) for image in images]
     want = _mlx_tokens(folder, ids, {name: np.concatenate([p[name] for p in each]) for name in each[0]})
     assert len(set(want)) > 1 and got == want
+
+
+def test_qwen3_vl_deepstack_features_reach_the_decoder(vlm_packages):
+    """The package's Qwen3-VL graphs (plain onnxruntime sessions, merged as the runtimes
+    merge them) give mlx-vlm's tokens, and mlx-vlm without its DeepStack features gives
+    others: the features the wide embeddings carry are the ones that count."""
+    from mlx_vlm.utils import load_model
+
+    from mlx2onnx.tasks.vision_language import _Language, package_vlm_tokens
+    from mlx2onnx.tasks.vision_language import architecture as vlm_architecture
+
+    folder, package = vlm_packages("qwen3_vl", "float32")
+    model, arch = load_model(folder), vlm_architecture("qwen3_vl")
+    pixels = zoo.vlm_pixels("qwen3_vl", zoo.generated_image(128, seed=4))
+    config = model.config
+    ids = np.array([[7, 8, config.vision_start_token_id] + [config.image_token_id] * 16 + [9, 10, 11]], np.int64)
+    got, _, _ = package_vlm_tokens(package, ids, pixels, 12, config.image_token_id, arch.rope_index(model, ids, pixels))
+    assert got == _mlx_tokens(folder, ids[0].tolist(), pixels)
+    embeds, first = arch.mlx_embeddings(model, mx.array(ids), pixels)
+    del first["deepstack_visual_embeds"], first["visual_pos_masks"]
+    cache = _Language(model).make_cache()
+    logits = model.language_model(mx.array(ids), inputs_embeds=embeds, cache=cache, **first).logits
+    without = []
+    for _ in range(12):
+        without.append(int(logits[0, -1].argmax()))
+        logits = model.language_model(mx.array([[without[-1]]]), cache=cache).logits
+    assert without != got
 
 
 @pytest.mark.slow

@@ -1665,7 +1665,7 @@ VLM_SPECIALS = {
         "<|video_pad|>",
     ],
 }
-VLM_SPECIALS["qwen2_5_vl"] = VLM_SPECIALS["qwen2_vl"]
+VLM_SPECIALS["qwen2_5_vl"] = VLM_SPECIALS["qwen3_vl"] = VLM_SPECIALS["qwen2_vl"]
 VLM_SPECIALS["llava"] = ["<pad>", "<eos>", "<bos>", "<unk>", "<image>"]
 VLM_SPECIALS["mistral3"] = ["<pad>", "<eos>", "<bos>", "<unk>", "[IMG]", "[IMG_BREAK]", "[IMG_END]"]
 VLM_SPECIALS["pixtral"] = VLM_SPECIALS["mistral3"]
@@ -1674,18 +1674,19 @@ VLM_PROMPTS = {
     "idefics3": "<image> a small tokenizer",
     "qwen2_vl": "<|vision_start|><|image_pad|><|vision_end|> a small tokenizer",
 }
-VLM_PROMPTS["qwen2_5_vl"] = VLM_PROMPTS["qwen2_vl"]
+VLM_PROMPTS["qwen2_5_vl"] = VLM_PROMPTS["qwen3_vl"] = VLM_PROMPTS["qwen2_vl"]
 VLM_PROMPTS["llava"] = "<image> a small tokenizer"
 VLM_PROMPTS["mistral3"] = VLM_PROMPTS["pixtral"] = "[IMG] a small tokenizer"
 VLM_SCALES = {
     "qwen2_vl": 0.5,
     "qwen2_5_vl": 0.5,
+    "qwen3_vl": 0.8,
     "mistral3": 0.3,
     "pixtral": 0.3,
 }  # weight scales at which greedy tokens differ (the others: 0.1)
 # qwen2_vl: 8 x 8 patches of 14, 16 image tokens; qwen2_5_vl: 16 x 16, 64 tokens in 4 attention windows
 # of 112 pixels (the others: the tower's image_size)
-VLM_IMAGE_SIZES = {"qwen2_vl": 112, "qwen2_5_vl": 224}
+VLM_IMAGE_SIZES = {"qwen2_vl": 112, "qwen2_5_vl": 224, "qwen3_vl": 128}
 # the Pixtral towers' largest image: 8 x 8 patches of 8 pixels (mistral3 merges 2 x 2 into a token)
 PIXTRAL_TOWER = dict(
     model_type="pixtral",
@@ -1712,6 +1713,43 @@ VLM_LLAMA_TEXT = dict(
 
 
 def _vlm_settings(architecture: str, ids: dict, vocab: int) -> dict:
+    if architecture == "qwen3_vl":  # Qwen3-VL's layout: text settings in text_config, patches of 16
+        top = _vlm_settings("qwen2_vl", ids, vocab)
+        return dict(
+            model_type="qwen3_vl",
+            **{k: top[k] for k in top if k.endswith("_token_id") or k in ("eos_token_id", "pad_token_id")},
+            text_config=dict(
+                model_type="qwen3_vl_text",
+                hidden_size=64,
+                num_hidden_layers=3,
+                intermediate_size=128,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                head_dim=16,
+                rms_norm_eps=1e-6,
+                vocab_size=vocab,
+                rope_theta=10000.0,
+                max_position_embeddings=512,
+                rope_scaling={"rope_type": "default", "mrope_section": [4, 2, 2], "mrope_interleaved": True},
+                tie_word_embeddings=False,
+            ),
+            # 8 x 8 patches of 16 for the check's image: position embeddings interpolated from a 6 x 6 grid;
+            # the first two blocks' states added to the first two text layers (DeepStack)
+            vision_config=dict(
+                model_type="qwen3_vl",
+                depth=3,
+                hidden_size=32,
+                intermediate_size=64,
+                out_hidden_size=64,
+                num_heads=2,
+                patch_size=16,
+                spatial_merge_size=2,
+                temporal_patch_size=2,
+                in_channels=3,
+                num_position_embeddings=36,
+                deepstack_visual_indexes=[0, 1],
+            ),
+        )
     if architecture == "qwen2_5_vl":
         settings = _vlm_settings("qwen2_vl", ids, vocab)
         return dict(
@@ -1882,7 +1920,7 @@ def write_vlm_folder(
         "add_bos_token": False,
         "model_max_length": 512,
     }
-    if architecture in ("qwen2_vl", "qwen2_5_vl"):
+    if architecture in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl"):
         names.update(bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None)
     if architecture == "gemma3":
         names.update(boi_token="<start_of_image>", eoi_token="<end_of_image>", image_token="<image_soft_token>")
@@ -1964,14 +2002,15 @@ def transformers_vlm_tiles(package, png, prompt: str, where) -> tuple[dict, dict
 def vlm_pixels(architecture: str, image: np.ndarray) -> dict[str, np.ndarray]:
     """The pixel inputs both runtimes' processors make of an image at the tower's size:
     scaled to [-1, 1] (SigLIP's mean and std 0.5), channels first; idefics3's with an
-    images axis and its all-true pixel mask; qwen2_vl's normalised with CLIP's mean and
-    std and cut into patches (the folder writer's patch sizes)."""
-    if architecture in ("qwen2_vl", "qwen2_5_vl"):
+    images axis and its all-true pixel mask; the Qwen-VL ones normalised with CLIP's mean
+    and std (Qwen3-VL: 0.5) and cut into patches (the folder writer's patch sizes)."""
+    if architecture in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl"):
         from mlx2onnx.tasks.vlm_qwen2_vl import normalised, patches
 
+        qwen3 = architecture == "qwen3_vl"
         return patches(
-            normalised(image),
-            {"patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2},
+            normalised(image, *([(0.5,) * 3] * 2 if qwen3 else [])),
+            {"patch_size": 16 if qwen3 else 14, "spatial_merge_size": 2, "temporal_patch_size": 2},
             "grid_thw" if architecture == "qwen2_vl" else "image_grid_thw",
         )
     if architecture in ("llava", "mistral3", "pixtral"):

@@ -186,14 +186,17 @@ def positioned(model):
     return forward
 
 
-def processor_configs(model, processor: str, mean=CLIP_MEAN, std=CLIP_STD) -> dict[str, dict]:
-    """transformers.js's Qwen2VL processor files (``processor``: its processor class):
+def processor_configs(
+    model, processor: str, mean=CLIP_MEAN, std=CLIP_STD, image_processor: str = "Qwen2VLImageProcessor"
+) -> dict[str, dict]:
+    """transformers.js's Qwen2VL processor files (``processor``: its processor class,
+    ``image_processor`` its image processor's, Qwen2VLImageProcessor or one over it):
     images resized to multiples of patch_size * merge_size between min_pixels and
     max_pixels, rescaled and normalised with ``mean`` and ``std``, cut into patches."""
     vision = model.config.vision_config
     factor = vision.patch_size * vision.spatial_merge_size
     image = {
-        "image_processor_type": "Qwen2VLImageProcessor",
+        "image_processor_type": image_processor,
         "processor_class": processor,
         "do_resize": True,
         "resample": 3,
@@ -333,18 +336,21 @@ def qwen_architecture(
     check_grid: int,
     package_config=None,
     *,
-    genai_type: str = "qwen2_5_vl",
+    genai_type: str | None = "qwen2_5_vl",
     mean=CLIP_MEAN,
     std=CLIP_STD,
+    image_processor: str = "Qwen2VLImageProcessor",
     encode=encode_function,
     text=text_function,
     language=positioned,
 ) -> Architecture:
     """The Architecture of a Qwen-VL model whose processor class is ``processor`` and
     whose vision encoder takes the grid as ``grid_name``; the check's image is
-    ``check_grid`` x ``check_grid`` patches. A later Qwen-VL differs in its processor's
-    ``mean`` and ``std``, its genai type, and where its tower or language model does:
-    ``encode`` (:func:`encode_function`), ``text`` and ``language`` (:func:`positioned`)."""
+    ``check_grid`` x ``check_grid`` patches. A later Qwen-VL (or a model over the same
+    patches and positions) differs in its processor's ``mean``, ``std`` and
+    ``image_processor``, its genai type (None: genai has none), and where its tower or
+    language model does: ``encode`` (:func:`encode_function`), ``text`` and ``language``
+    (:func:`positioned`)."""
 
     def vision_inputs(model, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         size = check_grid * model.config.vision_config.patch_size
@@ -370,9 +376,10 @@ def qwen_architecture(
         return np.array(positions).astype(np.int64), np.array(deltas).astype(np.int64)
 
     def image_prompt(model) -> list[int]:
-        """One image of the check's size in a prompt: the vision start token, then its image tokens."""
+        """One image of the check's size in a prompt: the vision (or image) start token, then its image tokens."""
         config = model.config
-        return [config.vision_start_token_id] + [config.image_token_id] * (check_grid**2 // _merge(model) ** 2)
+        start = getattr(config, "vision_start_token_id", None) or config.image_start_token_id
+        return [start] + [config.image_token_id] * (check_grid**2 // _merge(model) ** 2)
 
     def genai(model, folder, layout, exporter, graphs):
         return genai_files(model, folder, layout, exporter, graphs, grid_name, genai_type, mean, std, text)
@@ -385,8 +392,8 @@ def qwen_architecture(
         {},
         text,
         mlx_embeddings,
-        lambda model, folder: processor_configs(model, processor, mean, std),
-        genai,
+        lambda model, folder: processor_configs(model, processor, mean, std, image_processor),
+        None if genai_type is None else genai,
         image_prompt,
         vision_graph=lambda model, exporter, dtype: vision_graph(model, exporter, dtype, grid_name, encode),
         rope_index=rope_index,

@@ -1,6 +1,6 @@
 """mlx-vlm folders -> image-text-to-text packages, run by transformers.js and onnxruntime-genai.
 
-gemma3, idefics3 (SmolVLM), qwen2_vl, qwen2_5_vl, qwen3_vl, llava, mistral3 and pixtral folders are
+gemma3, idefics3 (SmolVLM), qwen2_vl, qwen2_5_vl, qwen3_vl, glm_ocr, llava, mistral3 and pixtral folders are
 written by mlx-vlm's own save functions (tiny text and vision configs, a tokenizer trained
 here with the architecture's image tokens), exported with ``mlx2onnx export``, checked with
 ``mlx2onnx check`` and run by transformers.js under Node (its processor expands the image
@@ -31,8 +31,8 @@ from tests.support.commands import cli
 pytestmark = pytest.mark.third_party  # the MLX packages of tests/third_party.txt and mlx-lm write the folders
 
 VARIANTS = {"float32": {}, "4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16}}
-ARCHITECTURES = ("gemma3", "idefics3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llava", "mistral3", "pixtral")
-QWEN = {"qwen2_vl": 14, "qwen2_5_vl": 14, "qwen3_vl": 16}  # the Qwen-VL folders' patch sizes
+ARCHITECTURES = ("gemma3", "idefics3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "glm_ocr", "llava", "mistral3", "pixtral")
+QWEN = {"qwen2_vl": 14, "qwen2_5_vl": 14, "qwen3_vl": 16, "glm_ocr": 14}  # the Qwen-VL patch folders' patch sizes
 CASES = [(arch, variant) for arch in ARCHITECTURES for variant in sorted(VARIANTS)]
 GRAPHS = ("vision_encoder", "embed_tokens", "decoder_model_merged")
 
@@ -171,8 +171,9 @@ def test_vlm_folder_generates_mlx_vlm_tokens_in_onnxruntime_genai(tmp_path, vlm_
 def test_qwen_vision_graph_takes_every_image_size(tmp_path, vlm_packages, architecture):
     """The Qwen-VL vision encoders read the grid from the grid input: a wide image of
     other dimensions (6 x 10 patches; for qwen2_5_vl, merge windows 3 x 5 in two partial
-    attention windows; for qwen3_vl, position embeddings interpolated at 6 x 10) gives
-    mlx-vlm's tokens in transformers.js too."""
+    attention windows; for qwen3_vl, position embeddings interpolated at 6 x 10; for
+    glm_ocr, merge windows through its convolution) gives mlx-vlm's tokens in
+    transformers.js too."""
     from PIL import Image
 
     pytest.importorskip("mlx_vlm.utils")
@@ -255,15 +256,15 @@ def test_qwen_prompt_with_two_images_of_different_sizes(vlm_packages, architectu
     ]
     pixels = {name: np.concatenate([p[name] for p in each]) for name in each[0]}
     config = model.config
-    image = [config.vision_start_token_id] + [config.image_token_id]
-    ids = np.array([[7, 8] + image[:1] + image[1:] * 16 + [9, 10] + image[:1] + image[1:] * 15 + [11, 12]], np.int64)
+    image = [getattr(config, "vision_start_token_id", None) or config.image_start_token_id, config.image_token_id]
+    ids = np.array([[40, 41] + image[:1] + image[1:] * 16 + [42, 43] + image[:1] + image[1:] * 15 + [44, 45]], np.int64)
     got, _, _ = package_vlm_tokens(package, ids, pixels, 12, config.image_token_id, arch.rope_index(model, ids, pixels))
     want = _mlx_tokens(folder, ids[0].tolist(), pixels)
     assert len(set(want)) > 1 and got == want
 
 
 @pytest.mark.genai
-@pytest.mark.parametrize("architecture", sorted(QWEN))
+@pytest.mark.parametrize("architecture", sorted(set(QWEN) & set(GENAI_ARCHITECTURES)))
 def test_qwen_prompt_with_two_images_in_onnxruntime_genai(tmp_path, vlm_packages, architecture):
     """onnxruntime-genai's Qwen processor cuts two images of different sizes into one patch
     list with a two-row grid; the package gives mlx-vlm's tokens for its prompt ids."""

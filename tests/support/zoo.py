@@ -1667,6 +1667,16 @@ VLM_SPECIALS = {
 }
 VLM_SPECIALS["qwen2_5_vl"] = VLM_SPECIALS["qwen3_vl"] = VLM_SPECIALS["qwen2_vl"]
 VLM_SPECIALS["llava"] = ["<pad>", "<eos>", "<bos>", "<unk>", "<image>"]
+VLM_SPECIALS["glm_ocr"] = [
+    "<|endoftext|>",
+    "<|user|>",
+    "<|begin_of_image|>",
+    "<|end_of_image|>",
+    "<|image|>",
+    "<|begin_of_video|>",
+    "<|end_of_video|>",
+    "<|video|>",
+]
 VLM_SPECIALS["mistral3"] = ["<pad>", "<eos>", "<bos>", "<unk>", "[IMG]", "[IMG_BREAK]", "[IMG_END]"]
 VLM_SPECIALS["pixtral"] = VLM_SPECIALS["mistral3"]
 VLM_PROMPTS = {
@@ -1676,17 +1686,19 @@ VLM_PROMPTS = {
 }
 VLM_PROMPTS["qwen2_5_vl"] = VLM_PROMPTS["qwen3_vl"] = VLM_PROMPTS["qwen2_vl"]
 VLM_PROMPTS["llava"] = "<image> a small tokenizer"
+VLM_PROMPTS["glm_ocr"] = "<|begin_of_image|><|image|><|end_of_image|> a small tokenizer"
 VLM_PROMPTS["mistral3"] = VLM_PROMPTS["pixtral"] = "[IMG] a small tokenizer"
 VLM_SCALES = {
     "qwen2_vl": 0.5,
     "qwen2_5_vl": 0.5,
     "qwen3_vl": 0.8,
+    "glm_ocr": 0.5,
     "mistral3": 0.3,
     "pixtral": 0.3,
 }  # weight scales at which greedy tokens differ (the others: 0.1)
 # qwen2_vl: 8 x 8 patches of 14, 16 image tokens; qwen2_5_vl: 16 x 16, 64 tokens in 4 attention windows
 # of 112 pixels (the others: the tower's image_size)
-VLM_IMAGE_SIZES = {"qwen2_vl": 112, "qwen2_5_vl": 224, "qwen3_vl": 128}
+VLM_IMAGE_SIZES = {"qwen2_vl": 112, "qwen2_5_vl": 224, "qwen3_vl": 128, "glm_ocr": 112}
 # the Pixtral towers' largest image: 8 x 8 patches of 8 pixels (mistral3 merges 2 x 2 into a token)
 PIXTRAL_TOWER = dict(
     model_type="pixtral",
@@ -1713,6 +1725,49 @@ VLM_LLAMA_TEXT = dict(
 
 
 def _vlm_settings(architecture: str, ids: dict, vocab: int) -> dict:
+    if architecture == "glm_ocr":  # GLM-OCR's layout: a GLM text model over mRoPE, Qwen-VL patches of 14
+        return dict(
+            model_type="glm_ocr",
+            image_token_id=ids["<|image|>"],
+            video_token_id=ids["<|video|>"],
+            image_start_token_id=ids["<|begin_of_image|>"],
+            image_end_token_id=ids["<|end_of_image|>"],
+            video_start_token_id=ids["<|begin_of_video|>"],
+            video_end_token_id=ids["<|end_of_video|>"],
+            vocab_size=vocab,
+            hidden_size=64,
+            eos_token_id=[ids["<|endoftext|>"]],
+            pad_token_id=ids["<|endoftext|>"],
+            text_config=dict(
+                model_type="glm_ocr_text",
+                vocab_size=vocab,
+                hidden_size=64,
+                intermediate_size=128,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                head_dim=16,
+                num_hidden_layers=2,
+                eos_token_id=[ids["<|endoftext|>"]],
+                pad_token_id=ids["<|endoftext|>"],
+                rope_parameters={
+                    "rope_type": "default",
+                    "mrope_section": [2, 3, 3],
+                    "partial_rotary_factor": 1.0,
+                    "rope_theta": 10000,
+                },
+            ),
+            vision_config=dict(
+                model_type="glm_ocr_vision",
+                depth=2,
+                hidden_size=32,
+                intermediate_size=64,
+                num_heads=2,
+                patch_size=14,
+                out_hidden_size=64,
+                spatial_merge_size=2,
+                temporal_patch_size=2,
+            ),
+        )
     if architecture == "qwen3_vl":  # Qwen3-VL's layout: text settings in text_config, patches of 16
         top = _vlm_settings("qwen2_vl", ids, vocab)
         return dict(
@@ -1922,6 +1977,8 @@ def write_vlm_folder(
     }
     if architecture in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl"):
         names.update(bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None)
+    if architecture == "glm_ocr":
+        names.update(bos_token=None, eos_token="<|endoftext|>", pad_token="<|endoftext|>", unk_token=None)
     if architecture == "gemma3":
         names.update(boi_token="<start_of_image>", eoi_token="<end_of_image>", image_token="<image_soft_token>")
     (folder / "tokenizer_config.json").write_text(json.dumps(names))
@@ -2004,7 +2061,7 @@ def vlm_pixels(architecture: str, image: np.ndarray) -> dict[str, np.ndarray]:
     scaled to [-1, 1] (SigLIP's mean and std 0.5), channels first; idefics3's with an
     images axis and its all-true pixel mask; the Qwen-VL ones normalised with CLIP's mean
     and std (Qwen3-VL: 0.5) and cut into patches (the folder writer's patch sizes)."""
-    if architecture in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl"):
+    if architecture in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "glm_ocr"):
         from mlx2onnx.tasks.vlm_qwen2_vl import normalised, patches
 
         qwen3 = architecture == "qwen3_vl"

@@ -182,7 +182,9 @@ def gather_qmm(ctx, rec):
         def pick(value, spec):
             return ctx.op.Gather(ctx.reshape(value, [-1, *spec.shape[-2:]]), rhs_flat, axis=0)
 
-        count = int(np.prod(batch, dtype=np.int64))
+        count = 1
+        for size in batch:  # a product of sizes, dynamic ones (SymInt) included
+            count = count * size
         weights = dequantize_weights(
             ctx,
             None,

@@ -92,6 +92,8 @@ ROWS = [  # (task, MLX package, architecture, variant)
     ("image-text-to-text", "mlx-vlm", "qwen3_vl", "float32"),
     ("image-text-to-text", "mlx-vlm", "qwen3_vl", "4-bit"),
     ("image-text-to-text", "mlx-vlm", "qwen3_vl", "bfloat16"),
+    ("image-text-to-text", "mlx-vlm", "qwen3_vl_moe", "float32"),
+    ("image-text-to-text", "mlx-vlm", "qwen3_vl_moe", "4-bit"),
     ("image-text-to-text", "mlx-vlm", "glm_ocr", "float32"),
     ("image-text-to-text", "mlx-vlm", "glm_ocr", "4-bit"),
     ("image-text-to-text", "mlx-vlm", "glm_ocr", "bfloat16"),

@@ -36,6 +36,7 @@ VLM_MODULES = {
     "qwen2_vl": "vlm_qwen2_vl",
     "qwen2_5_vl": "vlm_qwen2_5_vl",
     "qwen3_vl": "vlm_qwen3_vl",
+    "qwen3_vl_moe": "vlm_qwen3_vl",
     "glm_ocr": "vlm_glm_ocr",
     "llava": "vlm_llava",
     "mistral3": "vlm_mistral3",

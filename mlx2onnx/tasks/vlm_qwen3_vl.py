@@ -1,4 +1,4 @@
-"""mlx-vlm's qwen3_vl as an image-text-to-text package (:mod:`.vision_language`): the
+"""mlx-vlm's qwen3_vl (and qwen3_vl_moe: the same tower, a mixture-of-experts text model) as an image-text-to-text package (:mod:`.vision_language`): the
 Qwen2-VL package (:mod:`.vlm_qwen2_vl`: the patches' places computed from the grid in the
 graph, mRoPE positions, one graph for every image size) with Qwen3-VL's tower and its
 DeepStack features.
@@ -100,6 +100,25 @@ def text_function(model):
     return embed_tokens
 
 
+class _PastLength:
+    """A package cache read by a layer whose ``offset`` is its past's length, a number of
+    the trace: mlx-vlm's Qwen3-VL-MoE attention turns the offset into a Python number to
+    cut its mask to ``offset + 1 + new`` keys (a cut that keeps every key), where the
+    package's per-row offset array cannot be one. The positions come from position_ids,
+    so nothing else reads the offset."""
+
+    def __init__(self, cache):
+        self._cache = cache
+
+    def __getattr__(self, name):
+        return getattr(self._cache, name)
+
+    @property
+    def offset(self):
+        offset = self._cache.offset
+        return offset if isinstance(offset, int) else self._cache.keys.shape[2]
+
+
 def language(model):
     """``f(inputs_embeds, cache, position_ids) -> logits``: mlx-vlm's language model given
     the positions, the DeepStack features (and the image flag) read from the wide
@@ -120,6 +139,7 @@ def language(model):
             inputs_embeds = inputs_embeds[..., :hidden]
         inner = language_model.model
         inner._deepstack_process = added  # the instance's, for this call only
+        cache = None if cache is None else [None if c is None else _PastLength(c) for c in cache]
         try:
             out = inner(None, inputs_embeds=inputs_embeds, cache=cache, position_ids=position_ids, **extra)
         finally:

@@ -1665,7 +1665,8 @@ VLM_SPECIALS = {
         "<|video_pad|>",
     ],
 }
-VLM_SPECIALS["qwen2_5_vl"] = VLM_SPECIALS["qwen3_vl"] = VLM_SPECIALS["qwen2_vl"]
+for _qwen in ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"):
+    VLM_SPECIALS[_qwen] = VLM_SPECIALS["qwen2_vl"]
 VLM_SPECIALS["llava"] = ["<pad>", "<eos>", "<bos>", "<unk>", "<image>"]
 VLM_SPECIALS["glm_ocr"] = [
     "<|endoftext|>",
@@ -1684,7 +1685,8 @@ VLM_PROMPTS = {
     "idefics3": "<image> a small tokenizer",
     "qwen2_vl": "<|vision_start|><|image_pad|><|vision_end|> a small tokenizer",
 }
-VLM_PROMPTS["qwen2_5_vl"] = VLM_PROMPTS["qwen3_vl"] = VLM_PROMPTS["qwen2_vl"]
+for _qwen in ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"):
+    VLM_PROMPTS[_qwen] = VLM_PROMPTS["qwen2_vl"]
 VLM_PROMPTS["llava"] = "<image> a small tokenizer"
 VLM_PROMPTS["glm_ocr"] = "<|begin_of_image|><|image|><|end_of_image|> a small tokenizer"
 VLM_PROMPTS["mistral3"] = VLM_PROMPTS["pixtral"] = "[IMG] a small tokenizer"
@@ -1692,13 +1694,14 @@ VLM_SCALES = {
     "qwen2_vl": 0.5,
     "qwen2_5_vl": 0.5,
     "qwen3_vl": 0.8,
+    "qwen3_vl_moe": 0.8,
     "glm_ocr": 0.5,
     "mistral3": 0.3,
     "pixtral": 0.3,
 }  # weight scales at which greedy tokens differ (the others: 0.1)
 # qwen2_vl: 8 x 8 patches of 14, 16 image tokens; qwen2_5_vl: 16 x 16, 64 tokens in 4 attention windows
 # of 112 pixels (the others: the tower's image_size)
-VLM_IMAGE_SIZES = {"qwen2_vl": 112, "qwen2_5_vl": 224, "qwen3_vl": 128, "glm_ocr": 112}
+VLM_IMAGE_SIZES = {"qwen2_vl": 112, "qwen2_5_vl": 224, "qwen3_vl": 128, "qwen3_vl_moe": 128, "glm_ocr": 112}
 # the Pixtral towers' largest image: 8 x 8 patches of 8 pixels (mistral3 merges 2 x 2 into a token)
 PIXTRAL_TOWER = dict(
     model_type="pixtral",
@@ -1768,6 +1771,19 @@ def _vlm_settings(architecture: str, ids: dict, vocab: int) -> dict:
                 temporal_patch_size=2,
             ),
         )
+    if architecture == "qwen3_vl_moe":  # Qwen3-VL-30B-A3B's layout: every text layer a mixture of 4 experts
+        settings = _vlm_settings("qwen3_vl", ids, vocab)
+        text = dict(
+            settings["text_config"],
+            model_type="qwen3_vl_moe_text",
+            num_experts=4,
+            num_experts_per_tok=2,
+            decoder_sparse_step=1,
+            mlp_only_layers=[],
+            moe_intermediate_size=64,
+        )
+        vision = dict(settings["vision_config"], model_type="qwen3_vl_moe")
+        return dict(settings, model_type="qwen3_vl_moe", text_config=text, vision_config=vision)
     if architecture == "qwen3_vl":  # Qwen3-VL's layout: text settings in text_config, patches of 16
         top = _vlm_settings("qwen2_vl", ids, vocab)
         return dict(
@@ -1975,7 +1991,7 @@ def write_vlm_folder(
         "add_bos_token": False,
         "model_max_length": 512,
     }
-    if architecture in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl"):
+    if architecture in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"):
         names.update(bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None)
     if architecture == "glm_ocr":
         names.update(bos_token=None, eos_token="<|endoftext|>", pad_token="<|endoftext|>", unk_token=None)
@@ -2061,10 +2077,10 @@ def vlm_pixels(architecture: str, image: np.ndarray) -> dict[str, np.ndarray]:
     scaled to [-1, 1] (SigLIP's mean and std 0.5), channels first; idefics3's with an
     images axis and its all-true pixel mask; the Qwen-VL ones normalised with CLIP's mean
     and std (Qwen3-VL: 0.5) and cut into patches (the folder writer's patch sizes)."""
-    if architecture in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "glm_ocr"):
+    if architecture in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm_ocr"):
         from mlx2onnx.tasks.vlm_qwen2_vl import normalised, patches
 
-        qwen3 = architecture == "qwen3_vl"
+        qwen3 = architecture.startswith("qwen3")
         return patches(
             normalised(image, *([(0.5,) * 3] * 2 if qwen3 else [])),
             {"patch_size": 16 if qwen3 else 14, "spatial_merge_size": 2, "temporal_patch_size": 2},

@@ -133,6 +133,28 @@ def test_gather_qmm_dequantized_experts(opset):
     assert report.passed, str(report)
 
 
+@pytest.mark.parametrize("weights", ["packed", "dequantizelinear"])
+def test_gather_qmm_of_a_dynamic_token_count(weights):
+    """Packed experts picked per token of a dynamic count (an MoE layer's routed rows at
+    any batch and sequence), the codes unpacked in the graph: one graph for every count,
+    equal to MLX at sizes no trace used."""
+    rng = rng_for("moe.dynamic")
+    wq, scales, biases = mx.quantize(
+        mx.array(rng.standard_normal((4, 32, 64)).astype(np.float32)), group_size=32, bits=4
+    )
+    mx.eval(wq, scales, biases)
+
+    def moe(x, experts):
+        return mx.gather_qmm(x, wq, scales, biases, rhs_indices=experts, transpose=True, group_size=32, bits=4)
+
+    x = mx.array(rng.standard_normal((5, 1, 64)).astype(np.float32))
+    experts = mx.array(rng.integers(0, 4, size=(5,)).astype(np.uint32))
+    exporter = mlx2onnx.Exporter(quantized_weights=weights, dynamic={"x": {0: "tokens"}, "experts": {0: "tokens"}})
+    proto = exporter.export(moe, x, experts)
+    report = mlx2onnx.Verifier(sizes={"tokens": [1, 3, 17]}).verify(proto, moe, x, experts)
+    assert report.passed, str(report)
+
+
 # -- hand-built records ---------------------------------------------------------------
 def hand_built(name, arguments, operands, outputs):
     """The trace of record ``name`` on NumPy ``operands`` (graph inputs x0, x1, ...) and its feeds."""

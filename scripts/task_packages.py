@@ -106,6 +106,9 @@ ROWS = [  # (task, MLX package, architecture, variant)
     ("image-text-to-text", "mlx-vlm", "pixtral", "float32"),
     ("image-text-to-text", "mlx-vlm", "pixtral", "4-bit"),
     ("image-text-to-text", "mlx-vlm", "pixtral", "bfloat16"),
+    ("image-text-to-text", "mlx-vlm", "paligemma", "float32"),
+    ("image-text-to-text", "mlx-vlm", "paligemma", "4-bit"),
+    ("image-text-to-text", "mlx-vlm", "paligemma", "bfloat16"),
 ]
 
 

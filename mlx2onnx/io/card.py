@@ -55,12 +55,16 @@ def _usage(task: str, notes: dict) -> str:
     return "sentence-embedding" if task == "feature-extraction" and notes.get("pooling") is None else task
 
 
-IMAGES_FIRST = ("LlavaProcessor", "PixtralProcessor")  # transformers.js's processors that take the images first
+IMAGES_FIRST = (
+    "LlavaProcessor",
+    "PixtralProcessor",
+    "PaliGemmaProcessor",
+)  # transformers.js's processors that take the images first
 
 
 def _processor_arguments(package: Path) -> str:
-    """An image-text-to-text processor's call: transformers.js's Llava and Pixtral
-    processors take the images first, the others the text."""
+    """An image-text-to-text processor's call: transformers.js's Llava, Pixtral and
+    PaliGemma processors take the images first, the others the text."""
     processor = package / "processor_config.json"
     first = processor.is_file() and json.loads(processor.read_text()).get("processor_class") in IMAGES_FIRST
     image = 'await RawImage.read("image.png")'

@@ -10,7 +10,7 @@ package's decoder, :mod:`mlx2onnx.llm.package`, over embeddings), and merges the
 the image token's positions take the image features, in order. The graphs give what
 mlx-vlm's own generation computes (``get_input_embeddings`` then ``language_model``); what
 differs between architectures is an :class:`Architecture` (:mod:`.vlm_gemma3`,
-:mod:`.vlm_idefics3`, :mod:`.vlm_qwen2_vl`, :mod:`.vlm_qwen2_5_vl`, :mod:`.vlm_qwen3_vl`, :mod:`.vlm_glm_ocr`, :mod:`.vlm_llava`,
+:mod:`.vlm_idefics3`, :mod:`.vlm_qwen2_vl`, :mod:`.vlm_qwen2_5_vl`, :mod:`.vlm_qwen3_vl`, :mod:`.vlm_glm_ocr`, :mod:`.vlm_llava`, :mod:`.vlm_paligemma`,
 :mod:`.vlm_mistral3`; their onnxruntime-genai
 layout, :mod:`.vlm_genai`).
 """
@@ -39,6 +39,7 @@ VLM_MODULES = {
     "qwen3_vl_moe": "vlm_qwen3_vl",
     "glm_ocr": "vlm_glm_ocr",
     "llava": "vlm_llava",
+    "paligemma": "vlm_paligemma",
     "mistral3": "vlm_mistral3",
     "pixtral": "vlm_mistral3",
 }
@@ -69,11 +70,15 @@ class _Language:
     """mlx-vlm's language model as the text package's decoder expects a model: called with
     token ids (the cache probe) or embeddings, returning logits; its make_cache."""
 
-    def __init__(self, model, positioned=None):
+    def __init__(self, model, positioned=None, prefix: bool = False, text=None):
         self.language = model.language_model
+        # the probes' token ids as the package's embeddings where those are not the token table's
+        # rows as they are (PaliGemma's float32 merge of a bfloat16 model: its caches then hold float32)
+        self.text = text
         self.layers = self.language.layers
         self.positioned = positioned  # mRoPE: f(inputs_embeds, cache, position_ids) (Architecture.positioned)
         self.positions = None  # the position_ids [3, batch, sequence] of the call being traced
+        self.prefix = prefix  # the prompt attends both ways (Architecture.prefix_attention)
 
     def make_cache(self):
         """mlx-vlm's own caches for its generation (make_prompt_cache: the model's, or a
@@ -91,9 +96,23 @@ class _Language:
                 else mx.broadcast_to(mx.arange(x.shape[1])[None, None], (3, *x.shape[:2]))
             )
             return self.positioned(embeds, cache, positions)
+        if x.ndim == 2 and self.text is not None:
+            x = self.text(x)
         if x.ndim == 2:  # token ids
             return self.language(x, cache=cache).logits
+        if self.prefix and cache and hasattr(cache[0], "key_mask"):  # the package's caches
+            return self.language(None, inputs_embeds=x, cache=cache, mask=prompt_mask(cache[0], x.shape[1])).logits
         return self.language(None, inputs_embeds=x, cache=cache).logits
+
+
+def prompt_mask(cache, n: int) -> mx.array:
+    """The package cache's mask for ``n`` new tokens [batch, 1, n, past + n], where a call
+    on an empty past (the prompt) sees every real key of the call: a prefix that attends
+    both ways, each later token every key before it."""
+    mask = cache.make_mask(n, return_array=True)
+    past = cache.keys.shape[2]
+    prompt = mx.arange(past, past + n, dtype=mx.int32)[:1] == 0  # [1]: the past is empty
+    return mask | (prompt & cache.key_mask[:, None, None, :])
 
 
 def embedding_dtype(model, arch: Architecture):
@@ -113,7 +132,14 @@ def decoder_graph(model, exporter, arch: Architecture):
     from ..llm.package import attention_mask_rank, carried_arrays, decoder_function, traced_decoder
     from ..llm.states import has_states, package_layout, slot_names
 
-    language = _Language(model, None if arch.positioned is None else arch.positioned(model))
+    text = arch.text(model)
+    table = arch.embeddings(model)(mx.zeros((1, 1), mx.int32)).dtype
+    language = _Language(
+        model,
+        None if arch.positioned is None else arch.positioned(model),
+        arch.prefix_attention,
+        text if embedding_dtype(model, arch) != table else None,
+    )
     layout = package_layout(language, model.config.model_type)
     if has_states(layout):
         raise UnsupportedModelError(
@@ -283,7 +309,7 @@ def check_vision_language(package: Path, folder: Path, seed: int = 0, new_tokens
     pixels = arch.vision_inputs(model, 1, rng)
     image = arch.image_prompt(model)
     text = [int(t) for t in rng.integers(3, config.text_config.vocab_size, 12) if t not in image]
-    ids = np.array([text[:4] + image + text[4:]], np.int64)
+    ids = np.array([image + text if arch.image_first else text[:4] + image + text[4:]], np.int64)
     rope = None if arch.rope_index is None else arch.rope_index(model, ids, pixels)
     got, logits, decoder = package_vlm_tokens(package, ids, pixels, new_tokens, image_token_id(config), rope)
     want, want_logits = mlx_vlm_tokens(model, mx.array(ids), pixels, new_tokens)

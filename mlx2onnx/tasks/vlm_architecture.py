@@ -32,6 +32,8 @@ class Architecture:
     rope_index: Callable | None = None
     positioned: Callable | None = None
     package_config: Callable | None = None  # the folder's config -> the package's config.json, where they differ
+    prefix_attention: bool = False  # the prompt (a call on an empty past) attends both ways, as PaliGemma's
+    image_first: bool = False  # the processor puts the image tokens first (mlx-vlm's merge assumes it: PaliGemma)
 
 
 def embedding_lookup(embeddings: Callable) -> Callable:

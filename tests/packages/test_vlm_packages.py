@@ -1,6 +1,7 @@
 """mlx-vlm folders -> image-text-to-text packages, run by transformers.js and onnxruntime-genai.
 
-gemma3, idefics3 (SmolVLM), qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, glm_ocr, llava, mistral3 and pixtral folders are
+gemma3, idefics3 (SmolVLM), qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, glm_ocr, llava, mistral3, pixtral and
+paligemma folders are
 written by mlx-vlm's own save functions (tiny text and vision configs, a tokenizer trained
 here with the architecture's image tokens), exported with ``mlx2onnx export``, checked with
 ``mlx2onnx check`` and run by transformers.js under Node (its processor expands the image
@@ -42,6 +43,7 @@ ARCHITECTURES = (
     "llava",
     "mistral3",
     "pixtral",
+    "paligemma",
 )
 QWEN = {
     "qwen2_vl": 14,
@@ -115,7 +117,7 @@ def test_vlm_folder_generates_mlx_vlm_tokens_in_transformers_js(tmp_path, vlm_pa
     assert heard["tokens"] == want
     if architecture == "llava":  # the processor's expansion: 4 x 4 patches, the class token dropped
         assert heard["ids"].count(json.loads((folder / "config.json").read_text())["image_token_index"]) == 16
-    if architecture in ("llava", "mistral3", "pixtral"):
+    if architecture in ("llava", "mistral3", "pixtral", "paligemma"):
         assert "processor(await RawImage.read" in (package / "README.md").read_text()  # the images first
 
 
@@ -320,8 +322,8 @@ def test_qwen3_vl_deepstack_features_reach_the_decoder(vlm_packages):
     others: the features the wide embeddings carry are the ones that count."""
     from mlx_vlm.utils import load_model
 
-    from mlx2onnx.tasks.vision_language import _Language, package_vlm_tokens
     from mlx2onnx.tasks.vision_language import architecture as vlm_architecture
+    from mlx2onnx.tasks.vision_language import package_vlm_tokens
 
     folder, package = vlm_packages("qwen3_vl", "float32")
     model, arch = load_model(folder), vlm_architecture("qwen3_vl")
@@ -332,13 +334,41 @@ def test_qwen3_vl_deepstack_features_reach_the_decoder(vlm_packages):
     assert got == _mlx_tokens(folder, ids[0].tolist(), pixels)
     embeds, first = arch.mlx_embeddings(model, mx.array(ids), pixels)
     del first["deepstack_visual_embeds"], first["visual_pos_masks"]
+    assert _greedy(model, mx.array(ids), embeds, first) != got
+
+
+def _greedy(model, ids: mx.array, embeds: mx.array, first: dict, count: int = 12) -> list[int]:
+    """mlx-vlm's language model's greedy tokens from merged embeddings and its first step's arguments."""
+    from mlx2onnx.tasks.vision_language import _Language
+
     cache = _Language(model).make_cache()
-    logits = model.language_model(mx.array(ids), inputs_embeds=embeds, cache=cache, **first).logits
-    without = []
-    for _ in range(12):
-        without.append(int(logits[0, -1].argmax()))
-        logits = model.language_model(mx.array([[without[-1]]]), cache=cache).logits
-    assert without != got
+    logits = model.language_model(ids, inputs_embeds=embeds, cache=cache, **first).logits
+    tokens = []
+    for _ in range(count):
+        tokens.append(int(logits[0, -1].argmax()))
+        logits = model.language_model(mx.array([[tokens[-1]]]), cache=cache).logits
+    return tokens
+
+
+def test_paligemma_prompt_attends_both_ways(vlm_packages):
+    """The PaliGemma package's first decoder call (the prompt) attends both ways among its
+    tokens and later calls see every key before them: its graphs in plain onnxruntime
+    sessions give mlx-vlm's tokens, and mlx-vlm with a causal prompt gives others."""
+    from mlx_vlm.utils import load_model
+
+    from mlx2onnx.tasks.vision_language import architecture as vlm_architecture
+    from mlx2onnx.tasks.vision_language import package_vlm_tokens
+
+    folder, package = vlm_packages("paligemma", "float32")
+    model, arch = load_model(folder), vlm_architecture("paligemma")
+    pixels = zoo.vlm_pixels("paligemma", zoo.generated_image(32, seed=4))
+    image = model.config.image_token_index
+    ids = np.array([[image] * 16 + [40, 41, 42, 43, 44]], np.int64)
+    got, _, _ = package_vlm_tokens(package, ids, pixels, 12, image)
+    assert got == _mlx_tokens(folder, ids[0].tolist(), pixels)
+    embeds, _ = arch.mlx_embeddings(model, mx.array(ids), pixels)
+    causal = mx.tril(mx.ones((ids.shape[1], ids.shape[1])))[None, None]
+    assert _greedy(model, mx.array(ids), embeds, {"mask": causal}) != got
 
 
 @pytest.mark.slow

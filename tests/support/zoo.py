@@ -1667,7 +1667,7 @@ VLM_SPECIALS = {
 }
 for _qwen in ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"):
     VLM_SPECIALS[_qwen] = VLM_SPECIALS["qwen2_vl"]
-VLM_SPECIALS["llava"] = ["<pad>", "<eos>", "<bos>", "<unk>", "<image>"]
+VLM_SPECIALS["llava"] = VLM_SPECIALS["paligemma"] = ["<pad>", "<eos>", "<bos>", "<unk>", "<image>"]
 VLM_SPECIALS["glm_ocr"] = [
     "<|endoftext|>",
     "<|user|>",
@@ -1688,6 +1688,7 @@ VLM_PROMPTS = {
 for _qwen in ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"):
     VLM_PROMPTS[_qwen] = VLM_PROMPTS["qwen2_vl"]
 VLM_PROMPTS["llava"] = "<image> a small tokenizer"
+VLM_PROMPTS["paligemma"] = "<image>caption a small tokenizer"
 VLM_PROMPTS["glm_ocr"] = "<|begin_of_image|><|image|><|end_of_image|> a small tokenizer"
 VLM_PROMPTS["mistral3"] = VLM_PROMPTS["pixtral"] = "[IMG] a small tokenizer"
 VLM_SCALES = {
@@ -1696,6 +1697,7 @@ VLM_SCALES = {
     "qwen3_vl": 0.8,
     "qwen3_vl_moe": 0.8,
     "glm_ocr": 0.5,
+    "paligemma": 0.2,
     "mistral3": 0.3,
     "pixtral": 0.3,
 }  # weight scales at which greedy tokens differ (the others: 0.1)
@@ -1887,6 +1889,30 @@ def _vlm_settings(architecture: str, ids: dict, vocab: int) -> dict:
             **({"spatial_merge_size": 2} if architecture == "mistral3" else {}),
             text_config=dict(VLM_LLAMA_TEXT, model_type="mistral", head_dim=16, rope_theta=10000.0, vocab_size=vocab),
             vision_config=PIXTRAL_TOWER,
+        )
+    if architecture == "paligemma":  # PaliGemma's layout: a Gemma text model, a SigLIP tower of 16 tokens
+        text = dict(
+            model_type="gemma",
+            hidden_size=64,
+            num_hidden_layers=2,
+            intermediate_size=128,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            vocab_size=vocab,
+        )
+        return dict(
+            model_type="paligemma",
+            image_token_index=ids["<image>"],
+            hidden_size=64,
+            projection_dim=64,
+            vocab_size=vocab,
+            pad_token_id=ids["<pad>"],
+            eos_token_id=[ids["<eos>"]],
+            text_config=text,
+            vision_config=dict(
+                TINY_TOWER, model_type="siglip_vision_model", image_size=32, patch_size=8, projection_dim=64
+            ),
         )
     if architecture == "llava":
         return dict(
@@ -2092,7 +2118,7 @@ def vlm_pixels(architecture: str, image: np.ndarray) -> dict[str, np.ndarray]:
         scaled = (image.astype(np.float32) / 255 - np.array(CLIP_MEAN, np.float32)) / np.array(CLIP_STD, np.float32)
         return {"pixel_values": scaled.transpose(2, 0, 1)[None].astype(np.float32)}
     pixels = ((image.astype(np.float32) / 255 - 0.5) / 0.5).transpose(2, 0, 1)[None]
-    if architecture == "gemma3":
+    if architecture in ("gemma3", "paligemma"):
         return {"pixel_values": pixels}
     return {"pixel_values": pixels[:, None], "pixel_attention_mask": np.ones((1, 1, *image.shape[:2]), bool)}
 

@@ -15,8 +15,8 @@ const name = path.basename(path.resolve(pkg));
 const processor = await AutoProcessor.from_pretrained(name);
 const model = await AutoModelForImageTextToText.from_pretrained(name);
 const image = await RawImage.read(imageFile);
-// the Llava (LLaVA, FastVLM, Moondream) and Pixtral processors take the images first, the others the text
-const imagesFirst = ["LlavaProcessor", "PixtralProcessor"].includes(processor.constructor.name);
+// the Llava (LLaVA, FastVLM, Moondream), Pixtral and PaliGemma processors take the images first, the others the text
+const imagesFirst = ["LlavaProcessor", "PixtralProcessor", "PaliGemmaProcessor"].includes(processor.constructor.name);
 const inputs = imagesFirst ? await processor(image, text) : await processor(text, image);
 const ids = Array.from(inputs.input_ids.data, Number);
 if (pixelsFile) fs.writeFileSync(pixelsFile, Buffer.from(inputs.pixel_values.data.buffer));

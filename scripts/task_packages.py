@@ -109,6 +109,9 @@ ROWS = [  # (task, MLX package, architecture, variant)
     ("image-text-to-text", "mlx-vlm", "paligemma", "float32"),
     ("image-text-to-text", "mlx-vlm", "paligemma", "4-bit"),
     ("image-text-to-text", "mlx-vlm", "paligemma", "bfloat16"),
+    ("image-text-to-text", "mlx-vlm", "internvl_chat", "float32"),
+    ("image-text-to-text", "mlx-vlm", "internvl_chat", "4-bit"),
+    ("image-text-to-text", "mlx-vlm", "internvl_chat", "bfloat16"),
 ]
 
 

@@ -1668,6 +1668,7 @@ VLM_SPECIALS = {
 for _qwen in ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"):
     VLM_SPECIALS[_qwen] = VLM_SPECIALS["qwen2_vl"]
 VLM_SPECIALS["llava"] = VLM_SPECIALS["paligemma"] = ["<pad>", "<eos>", "<bos>", "<unk>", "<image>"]
+VLM_SPECIALS["internvl_chat"] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>"]
 VLM_SPECIALS["glm_ocr"] = [
     "<|endoftext|>",
     "<|user|>",
@@ -1689,6 +1690,7 @@ for _qwen in ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"):
     VLM_PROMPTS[_qwen] = VLM_PROMPTS["qwen2_vl"]
 VLM_PROMPTS["llava"] = "<image> a small tokenizer"
 VLM_PROMPTS["paligemma"] = "<image>caption a small tokenizer"
+VLM_PROMPTS["internvl_chat"] = "<img><IMG_CONTEXT></img> a small tokenizer"
 VLM_PROMPTS["glm_ocr"] = "<|begin_of_image|><|image|><|end_of_image|> a small tokenizer"
 VLM_PROMPTS["mistral3"] = VLM_PROMPTS["pixtral"] = "[IMG] a small tokenizer"
 VLM_SCALES = {
@@ -1698,6 +1700,7 @@ VLM_SCALES = {
     "qwen3_vl_moe": 0.8,
     "glm_ocr": 0.5,
     "paligemma": 0.2,
+    "internvl_chat": 0.2,
     "mistral3": 0.3,
     "pixtral": 0.3,
 }  # weight scales at which greedy tokens differ (the others: 0.1)
@@ -1890,6 +1893,17 @@ def _vlm_settings(architecture: str, ids: dict, vocab: int) -> dict:
             text_config=dict(VLM_LLAMA_TEXT, model_type="mistral", head_dim=16, rope_theta=10000.0, vocab_size=vocab),
             vision_config=PIXTRAL_TOWER,
         )
+    if architecture == "internvl_chat":  # InternVL3's layout: a Qwen2 text model, 4 x 4 patches shuffled to 4 tokens
+        return dict(
+            model_type="internvl_chat",
+            image_token_index=ids["<IMG_CONTEXT>"],
+            vocab_size=vocab,
+            downsample_ratio=0.5,
+            eos_token_id=[ids["<|im_end|>"]],
+            pad_token_id=ids["<|endoftext|>"],
+            text_config=dict(VLM_LLAMA_TEXT, model_type="qwen2", vocab_size=vocab),
+            vision_config=dict(TINY_TOWER, model_type="intern_vit_6b", image_size=32, patch_size=8),
+        )
     if architecture == "paligemma":  # PaliGemma's layout: a Gemma text model, a SigLIP tower of 16 tokens
         text = dict(
             model_type="gemma",
@@ -2017,7 +2031,7 @@ def write_vlm_folder(
         "add_bos_token": False,
         "model_max_length": 512,
     }
-    if architecture in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"):
+    if architecture in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "internvl_chat"):
         names.update(bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None)
     if architecture == "glm_ocr":
         names.update(bos_token=None, eos_token="<|endoftext|>", pad_token="<|endoftext|>", unk_token=None)
@@ -2112,10 +2126,11 @@ def vlm_pixels(architecture: str, image: np.ndarray) -> dict[str, np.ndarray]:
             {"patch_size": 16 if qwen3 else 14, "spatial_merge_size": 2, "temporal_patch_size": 2},
             "grid_thw" if architecture == "qwen2_vl" else "image_grid_thw",
         )
-    if architecture in ("llava", "mistral3", "pixtral"):
-        from mlx2onnx.tasks.image_processors import CLIP_MEAN, CLIP_STD
+    if architecture in ("llava", "mistral3", "pixtral", "internvl_chat"):
+        from mlx2onnx.tasks.image_processors import CLIP_MEAN, CLIP_STD, IMAGENET_MEAN, IMAGENET_STD
 
-        scaled = (image.astype(np.float32) / 255 - np.array(CLIP_MEAN, np.float32)) / np.array(CLIP_STD, np.float32)
+        mean, std = (IMAGENET_MEAN, IMAGENET_STD) if architecture == "internvl_chat" else (CLIP_MEAN, CLIP_STD)
+        scaled = (image.astype(np.float32) / 255 - np.array(mean, np.float32)) / np.array(std, np.float32)
         return {"pixel_values": scaled.transpose(2, 0, 1)[None].astype(np.float32)}
     pixels = ((image.astype(np.float32) / 255 - 0.5) / 0.5).transpose(2, 0, 1)[None]
     if architecture in ("gemma3", "paligemma"):

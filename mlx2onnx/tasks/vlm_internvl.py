@@ -1,0 +1,118 @@
+"""mlx-vlm's internvl_chat (InternVL) as an image-text-to-text package
+(:mod:`.vision_language`), served through transformers.js's llava type, which has no
+InternVL type of its own.
+
+InternVL's tower takes 448-pixel tiles: each tile's patch states without the class token,
+pixel-shuffled by ``downsample_ratio`` and projected (``mlp1``), are its
+``<IMG_CONTEXT>`` tokens (256 for InternVL's 448 tiles of 14-pixel patches). The vision
+graph takes ``pixel_values`` [tiles, 3, S, S] and gives the tiles' features in order.
+transformers.js's LlavaProcessor (images first) resizes the image to one S x S tile
+(bicubic, ImageNet's normalisation, as InternVL's own processor does with ``max_num=1``:
+one tile and no thumbnail) and expands ``<IMG_CONTEXT>`` to (S / p)**2 tokens, where the
+package's ``patch_size`` p is the pixels a token stands for; the prompt writes InternVL's
+``<img><IMG_CONTEXT></img>`` around it. Several tiles (InternVL's ``max_num`` above 1) are
+the graph's to take, not transformers.js's processor's. onnxruntime-genai has no
+internvl_chat type.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+
+from .image_processors import IMAGENET_MEAN, IMAGENET_STD, RESAMPLE
+from .vlm_architecture import Architecture, embedding_lookup
+
+
+def embeddings(model):
+    return model.language_model.model.embed_tokens
+
+
+def _side(model) -> int:
+    """Image tokens along a tile's side."""
+    vision = model.config.vision_config
+    return int(vision.image_size // vision.patch_size * model.downsample_ratio)
+
+
+def vision_function(model, dtype):
+    """pixel_values [tiles, 3, S, S] -> the tiles' features [tiles, tokens, hidden] as
+    mlx-vlm writes them over the image tokens (in the embeddings' dtype)."""
+    from mlx_vlm.models.base import pixel_shuffle
+
+    def encode(pixel_values):
+        tower_dtype = model.vision_model.embeddings.patch_embedding.weight.dtype
+        states, _, _ = model.vision_model(
+            pixel_values.astype(tower_dtype).transpose(0, 2, 3, 1), output_hidden_states=True
+        )
+        features = pixel_shuffle(states[:, 1:, :], shuffle_ratio=model.downsample_ratio)
+        for layer in model.mlp1:
+            features = layer(features)
+        return features.astype(dtype)
+
+    return encode
+
+
+def vision_inputs(model, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    size = model.config.vision_config.image_size
+    return {"pixel_values": rng.uniform(-2.0, 2.5, (batch, 3, size, size)).astype(np.float32)}
+
+
+def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> tuple[mx.array, dict]:
+    """mlx-vlm's merged embeddings, as its generate step asks for them."""
+    return model.get_input_embeddings(input_ids, mx.array(inputs["pixel_values"])).inputs_embeds, {}
+
+
+def processor_configs(model, folder: Path | None = None) -> dict[str, dict]:
+    """transformers.js's Llava processor files for one tile: the image resized to the
+    tile (bicubic, ImageNet's mean and std), ``<IMG_CONTEXT>`` expanded to the tile's tokens."""
+    size = model.config.vision_config.image_size
+    image = {
+        "image_processor_type": "CLIPImageProcessor",
+        "do_resize": True,
+        "size": {"height": size, "width": size},
+        "resample": RESAMPLE["bicubic"],
+        "do_center_crop": False,
+        "do_rescale": True,
+        "rescale_factor": 1 / 255,
+        "do_normalize": True,
+        "image_mean": list(IMAGENET_MEAN),
+        "image_std": list(IMAGENET_STD),
+        "do_convert_rgb": True,
+    }
+    return {
+        "preprocessor_config.json": dict(image, processor_class="LlavaProcessor"),
+        "processor_config.json": {
+            "processor_class": "LlavaProcessor",
+            "image_token": "<IMG_CONTEXT>",
+            "patch_size": size // _side(model),
+            "num_additional_image_tokens": 0,
+            "vision_feature_select_strategy": "full",
+        },
+    }
+
+
+def package_config(config: dict) -> dict:
+    """config.json as transformers.js's llava type reads it: the text settings in
+    ``text_config`` (InternVL's own configs call them ``llm_config``) and the image token."""
+    from mlx_vlm.models.internvl_chat.config import ModelConfig
+
+    text = config.get("text_config") or config.get("llm_config")
+    token = config.get("image_token_index", ModelConfig.image_token_index)
+    return dict(config, model_type="llava", text_config=text, image_token_index=token)
+
+
+ARCHITECTURE = Architecture(
+    "Llava",
+    embeddings,
+    vision_function,
+    vision_inputs,
+    {"pixel_values": {0: "tiles"}},
+    embedding_lookup(embeddings),
+    mlx_embeddings,
+    processor_configs,
+    None,
+    lambda model: [model.config.image_token_index] * _side(model) ** 2,
+    package_config=package_config,
+)

@@ -100,6 +100,8 @@ ROWS = [  # (task, MLX package, architecture, variant)
     ("image-text-to-text", "mlx-vlm", "llava", "float32"),
     ("image-text-to-text", "mlx-vlm", "llava", "4-bit"),
     ("image-text-to-text", "mlx-vlm", "llava", "bfloat16"),
+    ("image-text-to-text", "mlx-vlm", "llava_next", "float32"),
+    ("image-text-to-text", "mlx-vlm", "llava_next", "4-bit"),
     ("image-text-to-text", "mlx-vlm", "mistral3", "float32"),
     ("image-text-to-text", "mlx-vlm", "mistral3", "4-bit"),
     ("image-text-to-text", "mlx-vlm", "mistral3", "bfloat16"),

@@ -1,7 +1,7 @@
 """mlx-vlm folders -> image-text-to-text packages, run by transformers.js and onnxruntime-genai.
 
 gemma3, idefics3 (SmolVLM), qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, glm_ocr, llava, mistral3, pixtral and
-paligemma and internvl_chat folders are
+paligemma, internvl_chat and llava_next folders are
 written by mlx-vlm's own save functions (tiny text and vision configs, a tokenizer trained
 here with the architecture's image tokens), exported with ``mlx2onnx export``, checked with
 ``mlx2onnx check`` and run by transformers.js under Node (its processor expands the image
@@ -45,6 +45,7 @@ ARCHITECTURES = (
     "pixtral",
     "paligemma",
     "internvl_chat",
+    "llava_next",
 )
 QWEN = {
     "qwen2_vl": 14,
@@ -53,9 +54,10 @@ QWEN = {
     "qwen3_vl_moe": 16,
     "glm_ocr": 14,
 }  # the Qwen-VL patch folders' patch sizes
-# MLX's CPU gather_mm multiplies float32 only ("[GatherMM::eval] Currently only supports float32"): a
-# bfloat16 mixture-of-experts folder has no MLX reference on this machine
-NO_MLX_REFERENCE = {("qwen3_vl_moe", "bfloat16")}
+# bfloat16 folders mlx-vlm 0.7.10 cannot run here: MLX's CPU gather_mm multiplies float32 only
+# ("[GatherMM::eval] Currently only supports float32": a mixture-of-experts text model), and llava_next
+# turns its bfloat16 image_newline into a NumPy array, which has no bfloat16 (a ValueError)
+NO_MLX_REFERENCE = {("qwen3_vl_moe", "bfloat16"), ("llava_next", "bfloat16")}
 CASES = [
     (arch, variant) for arch in ARCHITECTURES for variant in sorted(VARIANTS) if (arch, variant) not in NO_MLX_REFERENCE
 ]
@@ -118,7 +120,7 @@ def test_vlm_folder_generates_mlx_vlm_tokens_in_transformers_js(tmp_path, vlm_pa
     assert heard["tokens"] == want
     if architecture == "llava":  # the processor's expansion: 4 x 4 patches, the class token dropped
         assert heard["ids"].count(json.loads((folder / "config.json").read_text())["image_token_index"]) == 16
-    if architecture in ("llava", "mistral3", "pixtral", "paligemma", "internvl_chat"):
+    if architecture in ("llava", "llava_next", "mistral3", "pixtral", "paligemma", "internvl_chat"):
         assert "processor(await RawImage.read" in (package / "README.md").read_text()  # the images first
 
 

@@ -1667,7 +1667,13 @@ VLM_SPECIALS = {
 }
 for _qwen in ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"):
     VLM_SPECIALS[_qwen] = VLM_SPECIALS["qwen2_vl"]
-VLM_SPECIALS["llava"] = VLM_SPECIALS["paligemma"] = ["<pad>", "<eos>", "<bos>", "<unk>", "<image>"]
+VLM_SPECIALS["llava"] = VLM_SPECIALS["llava_next"] = VLM_SPECIALS["paligemma"] = [
+    "<pad>",
+    "<eos>",
+    "<bos>",
+    "<unk>",
+    "<image>",
+]
 VLM_SPECIALS["internvl_chat"] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>"]
 VLM_SPECIALS["glm_ocr"] = [
     "<|endoftext|>",
@@ -1688,7 +1694,7 @@ VLM_PROMPTS = {
 }
 for _qwen in ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"):
     VLM_PROMPTS[_qwen] = VLM_PROMPTS["qwen2_vl"]
-VLM_PROMPTS["llava"] = "<image> a small tokenizer"
+VLM_PROMPTS["llava"] = VLM_PROMPTS["llava_next"] = "<image> a small tokenizer"
 VLM_PROMPTS["paligemma"] = "<image>caption a small tokenizer"
 VLM_PROMPTS["internvl_chat"] = "<img><IMG_CONTEXT></img> a small tokenizer"
 VLM_PROMPTS["glm_ocr"] = "<|begin_of_image|><|image|><|end_of_image|> a small tokenizer"
@@ -1928,6 +1934,10 @@ def _vlm_settings(architecture: str, ids: dict, vocab: int) -> dict:
                 TINY_TOWER, model_type="siglip_vision_model", image_size=32, patch_size=8, projection_dim=64
             ),
         )
+    if architecture == "llava_next":  # LLaVA 1.6's layout: LLaVA's with any-resolution pinpoints
+        return dict(
+            _vlm_settings("llava", ids, vocab), model_type="llava_next", image_grid_pinpoints=[[32, 32], [32, 64]]
+        )
     if architecture == "llava":
         return dict(
             model_type="llava",
@@ -2126,7 +2136,7 @@ def vlm_pixels(architecture: str, image: np.ndarray) -> dict[str, np.ndarray]:
             {"patch_size": 16 if qwen3 else 14, "spatial_merge_size": 2, "temporal_patch_size": 2},
             "grid_thw" if architecture == "qwen2_vl" else "image_grid_thw",
         )
-    if architecture in ("llava", "mistral3", "pixtral", "internvl_chat"):
+    if architecture in ("llava", "llava_next", "mistral3", "pixtral", "internvl_chat"):
         from mlx2onnx.tasks.image_processors import CLIP_MEAN, CLIP_STD, IMAGENET_MEAN, IMAGENET_STD
 
         mean, std = (IMAGENET_MEAN, IMAGENET_STD) if architecture == "internvl_chat" else (CLIP_MEAN, CLIP_STD)

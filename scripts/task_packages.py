@@ -114,6 +114,9 @@ ROWS = [  # (task, MLX package, architecture, variant)
     ("image-text-to-text", "mlx-vlm", "internvl_chat", "float32"),
     ("image-text-to-text", "mlx-vlm", "internvl_chat", "4-bit"),
     ("image-text-to-text", "mlx-vlm", "internvl_chat", "bfloat16"),
+    ("image-text-to-text", "mlx-vlm", "aya_vision", "float32"),
+    ("image-text-to-text", "mlx-vlm", "aya_vision", "4-bit"),
+    ("image-text-to-text", "mlx-vlm", "aya_vision", "bfloat16"),
 ]
 
 

@@ -10,7 +10,7 @@ package's decoder, :mod:`mlx2onnx.llm.package`, over embeddings), and merges the
 the image token's positions take the image features, in order. The graphs give what
 mlx-vlm's own generation computes (``get_input_embeddings`` then ``language_model``); what
 differs between architectures is an :class:`Architecture` (:mod:`.vlm_gemma3`,
-:mod:`.vlm_idefics3`, :mod:`.vlm_qwen2_vl`, :mod:`.vlm_qwen2_5_vl`, :mod:`.vlm_qwen3_vl`, :mod:`.vlm_glm_ocr`, :mod:`.vlm_llava`, :mod:`.vlm_llava_next`, :mod:`.vlm_paligemma`, :mod:`.vlm_internvl`,
+:mod:`.vlm_idefics3`, :mod:`.vlm_qwen2_vl`, :mod:`.vlm_qwen2_5_vl`, :mod:`.vlm_qwen3_vl`, :mod:`.vlm_glm_ocr`, :mod:`.vlm_llava`, :mod:`.vlm_llava_next`, :mod:`.vlm_paligemma`, :mod:`.vlm_internvl`, :mod:`.vlm_aya_vision`,
 :mod:`.vlm_mistral3`; their onnxruntime-genai
 layout, :mod:`.vlm_genai`).
 """
@@ -41,6 +41,7 @@ VLM_MODULES = {
     "llava": "vlm_llava",
     "llava_next": "vlm_llava_next",
     "internvl_chat": "vlm_internvl",
+    "aya_vision": "vlm_aya_vision",
     "paligemma": "vlm_paligemma",
     "mistral3": "vlm_mistral3",
     "pixtral": "vlm_mistral3",

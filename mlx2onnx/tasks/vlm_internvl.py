@@ -64,10 +64,10 @@ def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> tuple[mx.array, 
     return model.get_input_embeddings(input_ids, mx.array(inputs["pixel_values"])).inputs_embeds, {}
 
 
-def processor_configs(model, folder: Path | None = None) -> dict[str, dict]:
-    """transformers.js's Llava processor files for one tile: the image resized to the
-    tile (bicubic, ImageNet's mean and std), ``<IMG_CONTEXT>`` expanded to the tile's tokens."""
-    size = model.config.vision_config.image_size
+def tile_processor_files(size: int, side: int, image_token: str, mean, std) -> dict[str, dict]:
+    """transformers.js's Llava processor files for one tile of a model served through the
+    llava type: the image resized to the ``size`` square tile (bicubic, normalised with
+    ``mean`` and ``std``), ``image_token`` expanded to the tile's ``side`` x ``side`` tokens."""
     image = {
         "image_processor_type": "CLIPImageProcessor",
         "do_resize": True,
@@ -77,20 +77,26 @@ def processor_configs(model, folder: Path | None = None) -> dict[str, dict]:
         "do_rescale": True,
         "rescale_factor": 1 / 255,
         "do_normalize": True,
-        "image_mean": list(IMAGENET_MEAN),
-        "image_std": list(IMAGENET_STD),
+        "image_mean": list(mean),
+        "image_std": list(std),
         "do_convert_rgb": True,
     }
     return {
         "preprocessor_config.json": dict(image, processor_class="LlavaProcessor"),
         "processor_config.json": {
             "processor_class": "LlavaProcessor",
-            "image_token": "<IMG_CONTEXT>",
-            "patch_size": size // _side(model),
+            "image_token": image_token,
+            "patch_size": size // side,
             "num_additional_image_tokens": 0,
             "vision_feature_select_strategy": "full",
         },
     }
+
+
+def processor_configs(model, folder: Path | None = None) -> dict[str, dict]:
+    """One InternVL tile: bicubic, ImageNet's mean and std, ``<IMG_CONTEXT>`` expanded."""
+    size = model.config.vision_config.image_size
+    return tile_processor_files(size, _side(model), "<IMG_CONTEXT>", IMAGENET_MEAN, IMAGENET_STD)
 
 
 def package_config(config: dict) -> dict:

@@ -1,7 +1,7 @@
 """mlx-vlm folders -> image-text-to-text packages, run by transformers.js and onnxruntime-genai.
 
 gemma3, idefics3 (SmolVLM), qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, glm_ocr, llava, mistral3, pixtral and
-paligemma, internvl_chat and llava_next folders are
+paligemma, internvl_chat, llava_next and aya_vision folders are
 written by mlx-vlm's own save functions (tiny text and vision configs, a tokenizer trained
 here with the architecture's image tokens), exported with ``mlx2onnx export``, checked with
 ``mlx2onnx check`` and run by transformers.js under Node (its processor expands the image
@@ -46,6 +46,7 @@ ARCHITECTURES = (
     "paligemma",
     "internvl_chat",
     "llava_next",
+    "aya_vision",
 )
 QWEN = {
     "qwen2_vl": 14,
@@ -120,7 +121,7 @@ def test_vlm_folder_generates_mlx_vlm_tokens_in_transformers_js(tmp_path, vlm_pa
     assert heard["tokens"] == want
     if architecture == "llava":  # the processor's expansion: 4 x 4 patches, the class token dropped
         assert heard["ids"].count(json.loads((folder / "config.json").read_text())["image_token_index"]) == 16
-    if architecture in ("llava", "llava_next", "mistral3", "pixtral", "paligemma", "internvl_chat"):
+    if architecture in ("llava", "llava_next", "mistral3", "pixtral", "paligemma", "internvl_chat", "aya_vision"):
         assert "processor(await RawImage.read" in (package / "README.md").read_text()  # the images first
 
 
@@ -353,17 +354,18 @@ def _greedy(model, ids: mx.array, embeds: mx.array, first: dict, count: int = 12
     return tokens
 
 
-def test_internvl_vision_graph_takes_several_tiles(vlm_packages):
-    """InternVL's tiles (its processor's ``max_num`` above 1; transformers.js's Llava
-    processor makes one): two tiles' tokens in one prompt, the package's graphs in plain
-    onnxruntime sessions give mlx-vlm's tokens."""
+@pytest.mark.parametrize("architecture", ["internvl_chat", "aya_vision"])
+def test_tile_vision_graphs_take_several_tiles(vlm_packages, architecture):
+    """InternVL's and Aya Vision's tiles (their processors' ``max_num`` / ``max_patches``
+    above 1; transformers.js's Llava processor makes one): two tiles' tokens in one
+    prompt, the package's graphs in plain onnxruntime sessions give mlx-vlm's tokens."""
     from mlx_vlm.utils import load_model
 
     from mlx2onnx.tasks.vision_language import package_vlm_tokens
 
-    folder, package = vlm_packages("internvl_chat", "float32")
+    folder, package = vlm_packages(architecture, "float32")
     model = load_model(folder)
-    tiles = [zoo.vlm_pixels("internvl_chat", zoo.generated_image(32, seed=seed))["pixel_values"] for seed in (4, 5)]
+    tiles = [zoo.vlm_pixels(architecture, zoo.generated_image(32, seed=seed))["pixel_values"] for seed in (4, 5)]
     pixels = {"pixel_values": np.concatenate(tiles)}
     image = model.config.image_token_index
     ids = np.array([[40, 41] + [image] * 8 + [42, 43, 44]], np.int64)

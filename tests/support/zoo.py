@@ -1675,6 +1675,16 @@ VLM_SPECIALS["llava"] = VLM_SPECIALS["llava_next"] = VLM_SPECIALS["paligemma"] =
     "<image>",
 ]
 VLM_SPECIALS["internvl_chat"] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>"]
+VLM_SPECIALS["aya_vision"] = [
+    "<pad>",
+    "<eos>",
+    "<bos>",
+    "<unk>",
+    "<|START_OF_IMG|>",
+    "<|END_OF_IMG|>",
+    "<|IMG_PATCH|>",
+    "TILE_GLOBAL",
+]
 VLM_SPECIALS["glm_ocr"] = [
     "<|endoftext|>",
     "<|user|>",
@@ -1697,6 +1707,7 @@ for _qwen in ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"):
 VLM_PROMPTS["llava"] = VLM_PROMPTS["llava_next"] = "<image> a small tokenizer"
 VLM_PROMPTS["paligemma"] = "<image>caption a small tokenizer"
 VLM_PROMPTS["internvl_chat"] = "<img><IMG_CONTEXT></img> a small tokenizer"
+VLM_PROMPTS["aya_vision"] = "<|START_OF_IMG|>TILE_GLOBAL<|IMG_PATCH|><|END_OF_IMG|> a small tokenizer"
 VLM_PROMPTS["glm_ocr"] = "<|begin_of_image|><|image|><|end_of_image|> a small tokenizer"
 VLM_PROMPTS["mistral3"] = VLM_PROMPTS["pixtral"] = "[IMG] a small tokenizer"
 VLM_SCALES = {
@@ -1707,6 +1718,7 @@ VLM_SCALES = {
     "glm_ocr": 0.5,
     "paligemma": 0.2,
     "internvl_chat": 0.2,
+    "aya_vision": 0.2,
     "mistral3": 0.3,
     "pixtral": 0.3,
 }  # weight scales at which greedy tokens differ (the others: 0.1)
@@ -1909,6 +1921,29 @@ def _vlm_settings(architecture: str, ids: dict, vocab: int) -> dict:
             pad_token_id=ids["<|endoftext|>"],
             text_config=dict(VLM_LLAMA_TEXT, model_type="qwen2", vocab_size=vocab),
             vision_config=dict(TINY_TOWER, model_type="intern_vit_6b", image_size=32, patch_size=8),
+        )
+    if architecture == "aya_vision":  # Aya Vision's layout: a Cohere2 text model, SigLIP tiles shuffled by 2
+        return dict(
+            model_type="aya_vision",
+            image_token_index=ids["<|IMG_PATCH|>"],
+            downsample_factor=2,
+            alignment_intermediate_size=128,
+            vocab_size=vocab,
+            eos_token_id=[ids["<eos>"]],
+            pad_token_id=ids["<pad>"],
+            text_config=dict(
+                model_type="cohere2",
+                hidden_size=64,
+                head_dim=16,
+                num_hidden_layers=2,
+                intermediate_size=128,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                vocab_size=vocab,
+                sliding_window=8,
+                sliding_window_pattern=2,
+            ),
+            vision_config=dict(TINY_TOWER, model_type="siglip_vision_model", image_size=32, patch_size=8),
         )
     if architecture == "paligemma":  # PaliGemma's layout: a Gemma text model, a SigLIP tower of 16 tokens
         text = dict(
@@ -2143,7 +2178,7 @@ def vlm_pixels(architecture: str, image: np.ndarray) -> dict[str, np.ndarray]:
         scaled = (image.astype(np.float32) / 255 - np.array(mean, np.float32)) / np.array(std, np.float32)
         return {"pixel_values": scaled.transpose(2, 0, 1)[None].astype(np.float32)}
     pixels = ((image.astype(np.float32) / 255 - 0.5) / 0.5).transpose(2, 0, 1)[None]
-    if architecture in ("gemma3", "paligemma"):
+    if architecture in ("gemma3", "paligemma", "aya_vision"):
         return {"pixel_values": pixels}
     return {"pixel_values": pixels[:, None], "pixel_attention_mask": np.ones((1, 1, *image.shape[:2]), bool)}
 

@@ -10,7 +10,7 @@ package's decoder, :mod:`mlx2onnx.llm.package`, over embeddings), and merges the
 the image token's positions take the image features, in order. The graphs give what
 mlx-vlm's own generation computes (``get_input_embeddings`` then ``language_model``); what
 differs between architectures is an :class:`Architecture` (:mod:`.vlm_gemma3`,
-:mod:`.vlm_idefics3`, :mod:`.vlm_qwen2_vl`, :mod:`.vlm_qwen2_5_vl`, :mod:`.vlm_qwen3_vl`, :mod:`.vlm_glm_ocr`, :mod:`.vlm_llava`, :mod:`.vlm_llava_next`, :mod:`.vlm_paligemma`, :mod:`.vlm_internvl`, :mod:`.vlm_aya_vision`,
+:mod:`.vlm_idefics3`, :mod:`.vlm_qwen2_vl`, :mod:`.vlm_qwen2_5_vl`, :mod:`.vlm_qwen3_vl`, :mod:`.vlm_glm_ocr`, :mod:`.vlm_llava`, :mod:`.vlm_llava_next`, :mod:`.vlm_llava_bunny`, :mod:`.vlm_paligemma`, :mod:`.vlm_internvl`, :mod:`.vlm_aya_vision`,
 :mod:`.vlm_mistral3`; their onnxruntime-genai
 layout, :mod:`.vlm_genai`).
 """
@@ -40,6 +40,8 @@ VLM_MODULES = {
     "glm_ocr": "vlm_glm_ocr",
     "llava": "vlm_llava",
     "llava_next": "vlm_llava_next",
+    "bunny-llama": "vlm_llava_bunny",  # mlx-vlm's llava_bunny (Bunny), by its checkpoints' model types
+    "llava-qwen2": "vlm_llava_bunny",
     "internvl_chat": "vlm_internvl",
     "aya_vision": "vlm_aya_vision",
     "paligemma": "vlm_paligemma",
@@ -234,12 +236,12 @@ def export_vision_language(folder: Path, out: Path, exporter, stage) -> Path:
                 "cannot run: the folder has no chat_template.jinja, which transformers.js's Gemma3 processor loads"
             )
         written = config if arch.package_config is None else arch.package_config(config)
+        copy_present(folder, package, ("generation_config.json", *TOKENIZER_FILES))  # an architecture may change them
         write_json_files(
             package,
             {"config.json": dict(written, mlx2onnx=notes), **arch.processor_configs(model, folder), **genai},
             dtypes,
         )
-        copy_present(folder, package, ("generation_config.json", *TOKENIZER_FILES))
     return out
 
 
@@ -314,7 +316,8 @@ def check_vision_language(package: Path, folder: Path, seed: int = 0, new_tokens
     text = [int(t) for t in rng.integers(3, config.text_config.vocab_size, 12) if t not in image]
     ids = np.array([image + text if arch.image_first else text[:4] + image + text[4:]], np.int64)
     rope = None if arch.rope_index is None else arch.rope_index(model, ids, pixels)
-    got, logits, decoder = package_vlm_tokens(package, ids, pixels, new_tokens, image_token_id(config), rope)
+    token = image_token_id(config) if arch.image_token is None else arch.image_token(model)
+    got, logits, decoder = package_vlm_tokens(package, ids, pixels, new_tokens, token, rope)
     want, want_logits = mlx_vlm_tokens(model, mx.array(ids), pixels, new_tokens)
     row = decoder.tokens_row(f"a random image in {ids.shape[1]} tokens", got, want, logits, want_logits)
     return decoder.result("image-text-to-text", package, folder, [row])

@@ -34,6 +34,7 @@ class Architecture:
     package_config: Callable | None = None  # the folder's config -> the package's config.json, where they differ
     prefix_attention: bool = False  # the prompt (a call on an empty past) attends both ways, as PaliGemma's
     image_first: bool = False  # the processor puts the image tokens first (mlx-vlm's merge assumes it: PaliGemma)
+    image_token: Callable | None = None  # model -> the package's image token id, where config.json's is not one
 
 
 def embedding_lookup(embeddings: Callable) -> Callable:

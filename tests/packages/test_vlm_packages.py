@@ -1,7 +1,7 @@
 """mlx-vlm folders -> image-text-to-text packages, run by transformers.js and onnxruntime-genai.
 
 gemma3, idefics3 (SmolVLM), qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, glm_ocr, llava, mistral3, pixtral and
-paligemma, internvl_chat, llava_next and aya_vision folders are
+paligemma, internvl_chat, llava_next, aya_vision and llava_bunny folders are
 written by mlx-vlm's own save functions (tiny text and vision configs, a tokenizer trained
 here with the architecture's image tokens), exported with ``mlx2onnx export``, checked with
 ``mlx2onnx check`` and run by transformers.js under Node (its processor expands the image
@@ -47,6 +47,7 @@ ARCHITECTURES = (
     "internvl_chat",
     "llava_next",
     "aya_vision",
+    "llava_bunny",
 )
 QWEN = {
     "qwen2_vl": 14,
@@ -121,8 +122,21 @@ def test_vlm_folder_generates_mlx_vlm_tokens_in_transformers_js(tmp_path, vlm_pa
     assert heard["tokens"] == want
     if architecture == "llava":  # the processor's expansion: 4 x 4 patches, the class token dropped
         assert heard["ids"].count(json.loads((folder / "config.json").read_text())["image_token_index"]) == 16
-    if architecture in ("llava", "llava_next", "mistral3", "pixtral", "paligemma", "internvl_chat", "aya_vision"):
+    if architecture in (
+        "llava",
+        "llava_next",
+        "llava_bunny",
+        "mistral3",
+        "pixtral",
+        "paligemma",
+        "internvl_chat",
+        "aya_vision",
+    ):
         assert "processor(await RawImage.read" in (package / "README.md").read_text()  # the images first
+    if architecture == "llava_bunny":  # the package's own <image> token, past the embedding table, 27 x 27 patches
+        token = json.loads((package / "config.json").read_text())["image_token_index"]
+        assert token == json.loads((folder / "config.json").read_text())["vocab_size"]
+        assert heard["ids"].count(token) == 729
 
 
 @pytest.mark.node
@@ -374,6 +388,21 @@ def test_tile_vision_graphs_take_several_tiles(vlm_packages, architecture):
     assert len(set(want)) > 1 and got == want
 
 
+def test_bunny_tokenizer_without_a_free_id_is_refused(tmp_path):
+    """A Bunny folder whose tokenizer already uses the first id past the embedding table
+    (where the package puts its <image> token) is refused, nothing written."""
+    pytest.importorskip("mlx_vlm.utils")
+    folder = zoo.write_vlm_folder(tmp_path / "folder", "llava_bunny")
+    tokenizer = json.loads((folder / "tokenizer.json").read_text())
+    vocab = json.loads((folder / "config.json").read_text())["vocab_size"]
+    extra = {"content": "<extra>", "single_word": False, "lstrip": False, "rstrip": False, "normalized": False}
+    tokenizer["added_tokens"].append({"id": vocab, **extra, "special": True})
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+    done = cli("export", folder, "-o", tmp_path / "package", cwd=tmp_path)
+    assert done.returncode != 0 and f"uses id {vocab}" in done.stderr and "<image>" in done.stderr, done.stderr
+    assert not (tmp_path / "package").exists()
+
+
 def test_paligemma_prompt_attends_both_ways(vlm_packages):
     """The PaliGemma package's first decoder call (the prompt) attends both ways among its
     tokens and later calls see every key before them: its graphs in plain onnxruntime
@@ -423,4 +452,5 @@ def test_every_vlm_architecture_has_a_test_folder():
     """Each architecture module the export dispatches to is exported in this file's cases."""
     from mlx2onnx.tasks.vision_language import VLM_MODULES
 
-    assert set(VLM_MODULES.values()) == {VLM_MODULES[name] for name in ARCHITECTURES}
+    model_types = {"llava_bunny": "bunny-llama"}  # the mlx-vlm module's name -> its folders' model_type
+    assert set(VLM_MODULES.values()) == {VLM_MODULES[model_types.get(name, name)] for name in ARCHITECTURES}

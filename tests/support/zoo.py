@@ -1667,6 +1667,7 @@ VLM_SPECIALS = {
 }
 for _qwen in ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"):
     VLM_SPECIALS[_qwen] = VLM_SPECIALS["qwen2_vl"]
+VLM_SPECIALS["llava_bunny"] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # Bunny's image is the id -200
 VLM_SPECIALS["llava"] = VLM_SPECIALS["llava_next"] = VLM_SPECIALS["paligemma"] = [
     "<pad>",
     "<eos>",
@@ -1704,7 +1705,7 @@ VLM_PROMPTS = {
 }
 for _qwen in ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"):
     VLM_PROMPTS[_qwen] = VLM_PROMPTS["qwen2_vl"]
-VLM_PROMPTS["llava"] = VLM_PROMPTS["llava_next"] = "<image> a small tokenizer"
+VLM_PROMPTS["llava"] = VLM_PROMPTS["llava_next"] = VLM_PROMPTS["llava_bunny"] = "<image> a small tokenizer"
 VLM_PROMPTS["paligemma"] = "<image>caption a small tokenizer"
 VLM_PROMPTS["internvl_chat"] = "<img><IMG_CONTEXT></img> a small tokenizer"
 VLM_PROMPTS["aya_vision"] = "<|START_OF_IMG|>TILE_GLOBAL<|IMG_PATCH|><|END_OF_IMG|> a small tokenizer"
@@ -1719,6 +1720,7 @@ VLM_SCALES = {
     "paligemma": 0.2,
     "internvl_chat": 0.2,
     "aya_vision": 0.2,
+    "llava_bunny": 0.5,
     "mistral3": 0.3,
     "pixtral": 0.3,
 }  # weight scales at which greedy tokens differ (the others: 0.1)
@@ -1969,6 +1971,18 @@ def _vlm_settings(architecture: str, ids: dict, vocab: int) -> dict:
                 TINY_TOWER, model_type="siglip_vision_model", image_size=32, patch_size=8, projection_dim=64
             ),
         )
+    if architecture == "llava_bunny":  # Bunny-Llama's layout: its text settings at the top, SigLIP's 27 x 27 patches
+        text = dict(VLM_LLAMA_TEXT, vocab_size=vocab, tie_word_embeddings=True)
+        return dict(
+            text,
+            model_type="bunny-llama",
+            auto_map={"AutoModelForCausalLM": "modeling_bunny_qwen2.BunnyQwen2ForCausalLM"},
+            mm_hidden_size=TINY_TOWER["hidden_size"],
+            eos_token_id=[ids["<|im_end|>"]],
+            pad_token_id=ids["<|endoftext|>"],
+            text_config=text,
+            vision_config=dict(TINY_TOWER, model_type="siglip_vision_model", image_size=384, patch_size=14),
+        )
     if architecture == "llava_next":  # LLaVA 1.6's layout: LLaVA's with any-resolution pinpoints
         return dict(
             _vlm_settings("llava", ids, vocab), model_type="llava_next", image_grid_pinpoints=[[32, 32], [32, 64]]
@@ -2178,7 +2192,7 @@ def vlm_pixels(architecture: str, image: np.ndarray) -> dict[str, np.ndarray]:
         scaled = (image.astype(np.float32) / 255 - np.array(mean, np.float32)) / np.array(std, np.float32)
         return {"pixel_values": scaled.transpose(2, 0, 1)[None].astype(np.float32)}
     pixels = ((image.astype(np.float32) / 255 - 0.5) / 0.5).transpose(2, 0, 1)[None]
-    if architecture in ("gemma3", "paligemma", "aya_vision"):
+    if architecture in ("gemma3", "paligemma", "aya_vision", "llava_bunny"):
         return {"pixel_values": pixels}
     return {"pixel_values": pixels[:, None], "pixel_attention_mask": np.ones((1, 1, *image.shape[:2]), bool)}
 

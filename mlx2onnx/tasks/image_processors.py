@@ -14,7 +14,8 @@ CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 
 
-def _rescaled(mean, std) -> dict:
+def rescaled_settings(mean, std) -> dict:
+    """1/255, then ``mean`` and ``std``, from RGB."""
     return {
         "do_rescale": True,
         "rescale_factor": 1 / 255,
@@ -32,7 +33,7 @@ def siglip_image_settings(size: int, processor_type: str = "SiglipImageProcessor
         "do_resize": True,
         "size": {"height": size, "width": size},
         "resample": RESAMPLE["bilinear"],
-        **_rescaled([0.5] * 3, [0.5] * 3),
+        **rescaled_settings([0.5] * 3, [0.5] * 3),
     }
 
 
@@ -47,7 +48,19 @@ def centre_crop_settings(processor_type: str, size: dict, crop: int, mean, std, 
         "resample": resample,
         "do_center_crop": True,
         "crop_size": {"height": crop, "width": crop},
-        **_rescaled(mean, std),
+        **rescaled_settings(mean, std),
+    }
+
+
+def square_settings(processor_type: str, size: int, mean, std, resample: int) -> dict:
+    """A processor resizing to ``size`` square (no crop), 1/255, ``mean`` and ``std``."""
+    return {
+        "image_processor_type": processor_type,
+        "do_resize": True,
+        "size": {"height": size, "width": size},
+        "resample": resample,
+        "do_center_crop": False,
+        **rescaled_settings(mean, std),
     }
 
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from .loading import load_with
-from .vlm_architecture import Architecture
+from .vlm_architecture import Architecture, image_token_id
 
 # mlx-vlm model_type -> the module under mlx2onnx.tasks whose ARCHITECTURE exports it
 VLM_MODULES = {
@@ -58,12 +58,6 @@ def architecture(model_type: str) -> Architecture:
             f"{', '.join(sorted(VLM_MODULES))}"
         )
     return importlib.import_module(f"{__package__}.{VLM_MODULES[model_type]}").ARCHITECTURE
-
-
-def image_token_id(config) -> int:
-    """The token whose positions take the image features (its name differs between configs)."""
-    index = getattr(config, "image_token_index", None)
-    return config.image_token_id if index is None else index
 
 
 def load_vlm_folder(folder: Path):

@@ -1,6 +1,6 @@
 """What one mlx-vlm architecture's image-text-to-text package needs
-(:mod:`.vision_language`): its modules :mod:`.vlm_gemma3`, :mod:`.vlm_idefics3` and
-:mod:`.vlm_qwen2_vl` each give one."""
+(:mod:`.vision_language`): each ``vlm_*`` module gives one :class:`Architecture`, and the
+helpers they share (the image token, a model's own merge, the token table's lookup)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,30 @@ class Architecture:
     prefix_attention: bool = False  # the prompt (a call on an empty past) attends both ways, as PaliGemma's
     image_first: bool = False  # the processor puts the image tokens first (mlx-vlm's merge assumes it: PaliGemma)
     image_token: Callable | None = None  # model -> the package's image token id, where config.json's is not one
+
+
+def image_token_id(config) -> int:
+    """The token whose positions take the image features (its name differs between configs)."""
+    index = getattr(config, "image_token_index", None)
+    return config.image_token_id if index is None else index
+
+
+def model_merge(model, input_ids, inputs: dict):
+    """``Architecture.mlx_embeddings`` of a model whose ``get_input_embeddings`` takes the
+    ids and ``pixel_values`` alone: (its merged embeddings, nothing more for the first step)."""
+    import mlx.core as mx
+
+    return model.get_input_embeddings(input_ids, mx.array(inputs["pixel_values"])).inputs_embeds, {}
+
+
+def collapsed(input_ids, token: int):
+    """The ids [1, sequence] as a NumPy row with each run of ``token`` as one: the prompt
+    of a model that expands one image token itself (mlx-vlm's LLaVA-NeXT, Bunny) for the
+    package's prompt, which the runtime's processor expanded beforehand."""
+    import numpy as np
+
+    ids = np.array(input_ids).reshape(-1)
+    return ids[[i for i, t in enumerate(ids) if t != token or i == 0 or ids[i - 1] != token]]
 
 
 def embedding_lookup(embeddings: Callable) -> Callable:

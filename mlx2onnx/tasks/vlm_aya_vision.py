@@ -18,11 +18,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import mlx.core as mx
 import numpy as np
 
-from .vlm_architecture import Architecture, embedding_lookup
-from .vlm_internvl import tile_processor_files
+from .vlm_internvl import tile_architecture, tile_processor_files
 
 
 def embeddings(model):
@@ -54,11 +52,6 @@ def vision_inputs(model, batch: int, rng: np.random.Generator) -> dict[str, np.n
     return {"pixel_values": rng.uniform(-1, 1, (batch, 3, size, size)).astype(np.float32)}
 
 
-def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> tuple[mx.array, dict]:
-    """mlx-vlm's merged embeddings, as its generate step asks for them."""
-    return model.get_input_embeddings(input_ids, mx.array(inputs["pixel_values"])).inputs_embeds, {}
-
-
 def processor_configs(model, folder: Path | None = None) -> dict[str, dict]:
     """One Aya Vision tile: the folder's mean and std (Aya Vision's 0.5), ``<|IMG_PATCH|>`` expanded."""
     found = folder / "preprocessor_config.json" if folder is not None else None
@@ -72,16 +65,4 @@ def package_config(config: dict) -> dict:
     return dict(config, model_type="llava")
 
 
-ARCHITECTURE = Architecture(
-    "Llava",
-    embeddings,
-    vision_function,
-    vision_inputs,
-    {"pixel_values": {0: "tiles"}},
-    embedding_lookup(embeddings),
-    mlx_embeddings,
-    processor_configs,
-    None,
-    lambda model: [model.config.image_token_index] * _side(model) ** 2,
-    package_config=package_config,
-)
+ARCHITECTURE = tile_architecture(embeddings, vision_function, vision_inputs, processor_configs, _side, package_config)

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import mlx.core as mx
 import numpy as np
 
-from .image_processors import IMAGENET_MEAN, IMAGENET_STD, RESAMPLE
-from .vlm_architecture import Architecture, embedding_lookup
+from .image_processors import IMAGENET_MEAN, IMAGENET_STD, RESAMPLE, square_settings
+from .vlm_architecture import Architecture, embedding_lookup, model_merge
 
 
 def embeddings(model):
@@ -59,28 +58,11 @@ def vision_inputs(model, batch: int, rng: np.random.Generator) -> dict[str, np.n
     return {"pixel_values": rng.uniform(-2.0, 2.5, (batch, 3, size, size)).astype(np.float32)}
 
 
-def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> tuple[mx.array, dict]:
-    """mlx-vlm's merged embeddings, as its generate step asks for them."""
-    return model.get_input_embeddings(input_ids, mx.array(inputs["pixel_values"])).inputs_embeds, {}
-
-
 def tile_processor_files(size: int, side: int, image_token: str, mean, std) -> dict[str, dict]:
     """transformers.js's Llava processor files for one tile of a model served through the
     llava type: the image resized to the ``size`` square tile (bicubic, normalised with
     ``mean`` and ``std``), ``image_token`` expanded to the tile's ``side`` x ``side`` tokens."""
-    image = {
-        "image_processor_type": "CLIPImageProcessor",
-        "do_resize": True,
-        "size": {"height": size, "width": size},
-        "resample": RESAMPLE["bicubic"],
-        "do_center_crop": False,
-        "do_rescale": True,
-        "rescale_factor": 1 / 255,
-        "do_normalize": True,
-        "image_mean": list(mean),
-        "image_std": list(std),
-        "do_convert_rgb": True,
-    }
+    image = square_settings("CLIPImageProcessor", size, mean, std, RESAMPLE["bicubic"])
     return {
         "preprocessor_config.json": dict(image, processor_class="LlavaProcessor"),
         "processor_config.json": {
@@ -91,6 +73,25 @@ def tile_processor_files(size: int, side: int, image_token: str, mean, std) -> d
             "vision_feature_select_strategy": "full",
         },
     }
+
+
+def tile_architecture(embeddings, vision, inputs, processor_configs, side, package_config) -> Architecture:
+    """The Architecture of a tile model served through the llava type (InternVL, Aya
+    Vision): ``vision`` the tiles' features, ``inputs`` the check's tiles, ``side`` (model ->
+    the image tokens along a tile's side)."""
+    return Architecture(
+        "Llava",
+        embeddings,
+        vision,
+        inputs,
+        {"pixel_values": {0: "tiles"}},
+        embedding_lookup(embeddings),
+        model_merge,
+        processor_configs,
+        None,
+        lambda model: [model.config.image_token_index] * side(model) ** 2,
+        package_config=package_config,
+    )
 
 
 def processor_configs(model, folder: Path | None = None) -> dict[str, dict]:
@@ -109,16 +110,4 @@ def package_config(config: dict) -> dict:
     return dict(config, model_type="llava", text_config=text, image_token_index=token)
 
 
-ARCHITECTURE = Architecture(
-    "Llava",
-    embeddings,
-    vision_function,
-    vision_inputs,
-    {"pixel_values": {0: "tiles"}},
-    embedding_lookup(embeddings),
-    mlx_embeddings,
-    processor_configs,
-    None,
-    lambda model: [model.config.image_token_index] * _side(model) ** 2,
-    package_config=package_config,
-)
+ARCHITECTURE = tile_architecture(embeddings, vision_function, vision_inputs, processor_configs, _side, package_config)

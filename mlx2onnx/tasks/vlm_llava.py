@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import mlx.core as mx
 import numpy as np
 
 from ..errors import UnsupportedVariantError
 from .image_processors import CLIP_MEAN, CLIP_STD, RESAMPLE, centre_crop_settings, folder_processor
-from .vlm_architecture import Architecture, embedding_lookup
+from .vlm_architecture import Architecture, embedding_lookup, model_merge
 
 
 def embeddings(model):
@@ -60,11 +59,6 @@ def vision_inputs(model, batch: int, rng: np.random.Generator) -> dict[str, np.n
 text_function = embedding_lookup(embeddings)
 
 
-def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> tuple[mx.array, dict]:
-    """mlx-vlm's merged embeddings, as its generate step asks for them."""
-    return model.get_input_embeddings(input_ids, mx.array(inputs["pixel_values"])).inputs_embeds, {}
-
-
 def processor_configs(model, folder: Path | None = None) -> dict[str, dict]:
     """transformers.js's Llava processor files: the folder's CLIP image processor (or CLIP's
     at the tower's size), and the image token with its count."""
@@ -96,7 +90,7 @@ ARCHITECTURE = Architecture(
     vision_inputs,
     {"pixel_values": {0: "batch_size"}},
     text_function,
-    mlx_embeddings,
+    model_merge,
     processor_configs,
     None,
     lambda model: [model.config.image_token_index] * image_tokens(model),

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from .image_processors import folder_processor, siglip_image_settings
-from .vlm_architecture import Architecture
+from .vlm_architecture import Architecture, collapsed
 
 IMAGE = "<image>"  # the token the package's tokenizer gains
 
@@ -71,10 +71,9 @@ def vision_inputs(model, batch: int, rng: np.random.Generator) -> dict[str, np.n
 def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> tuple[mx.array, dict]:
     """mlx-vlm's merged embeddings for the prompt whose runs of the package's image token
     are each one -200 (mlx-vlm writes the patches there): as long as ``input_ids``."""
-    ids = np.array(input_ids).reshape(-1)
     token = image_token(model)
-    kept = [i for i, t in enumerate(ids) if t != token or i == 0 or ids[i - 1] != token]
-    prompt = np.where(ids[kept] == token, model.config.image_token_index, ids[kept])
+    ids = collapsed(input_ids, token)
+    prompt = np.where(ids == token, model.config.image_token_index, ids)
     return model.get_input_embeddings(mx.array(prompt[None]), mx.array(inputs["pixel_values"])).inputs_embeds, {}
 
 

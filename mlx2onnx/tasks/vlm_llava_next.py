@@ -13,21 +13,20 @@ image tokens as the one ``<image>`` it expands. onnxruntime-genai has no llava_n
 
 from __future__ import annotations
 
-import mlx.core as mx
-import numpy as np
+from dataclasses import replace
 
-from .vlm_architecture import Architecture
-from .vlm_llava import embeddings, image_tokens, processor_configs, text_function, vision_function, vision_inputs
+import mlx.core as mx
+
+from .vlm_architecture import collapsed
+from .vlm_llava import ARCHITECTURE as LLAVA
 
 
 def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> tuple[mx.array, dict]:
     """mlx-vlm's merged embeddings for the prompt whose runs of image tokens are each one
     ``<image>`` (mlx-vlm expands it with the image's patches): as long as ``input_ids``."""
-    image = model.config.image_token_index
-    ids = np.array(input_ids).reshape(-1)
-    kept = [i for i, t in enumerate(ids) if t != image or i == 0 or ids[i - 1] != image]
+    ids = collapsed(input_ids, model.config.image_token_index)
     pixels = mx.array(inputs["pixel_values"])[None]  # the processor's images [1, tiles, 3, H, W]
-    return model.get_input_embeddings(mx.array(ids[kept][None]), pixels).inputs_embeds, {}
+    return model.get_input_embeddings(mx.array(ids[None]), pixels).inputs_embeds, {}
 
 
 def package_config(config: dict) -> dict:
@@ -35,16 +34,4 @@ def package_config(config: dict) -> dict:
     return dict(config, model_type="llava")
 
 
-ARCHITECTURE = Architecture(
-    "Llava",
-    embeddings,
-    vision_function,
-    vision_inputs,
-    {"pixel_values": {0: "batch_size"}},
-    text_function,
-    mlx_embeddings,
-    processor_configs,
-    None,
-    lambda model: [model.config.image_token_index] * image_tokens(model),
-    package_config=package_config,
-)
+ARCHITECTURE = replace(LLAVA, mlx_embeddings=mlx_embeddings, package_config=package_config)

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import UnsupportedVariantError
 from .image_processors import CLIP_MEAN, CLIP_STD, RESAMPLE, folder_processor
-from .vlm_architecture import Architecture, embedding_lookup
+from .vlm_architecture import Architecture, embedding_lookup, image_token_id
 from .vlm_genai import embedding_graph, genai_settings, processor_file
 
 CHECK_GRID = (2, 3)  # the check's image, in merged tokens (rows, columns): not square, so rows and columns differ
@@ -173,8 +173,6 @@ def image_prompt(model) -> list[int]:
     the processor ends rows with ``[IMG_BREAK]`` and the image with ``[IMG_END]`` (config.json
     does not name their ids: the check takes the tokens after the image token's id, which
     keep their own embeddings alike)."""
-    from .vision_language import image_token_id
-
     config = model.config
     rows, columns = CHECK_GRID
     image, vocab = image_token_id(config), config.text_config.vocab_size
@@ -224,8 +222,6 @@ def genai_files(model, folder: Path, layout: list, exporter, graphs: dict) -> tu
             ("pixtral_image_sizes", "PixtralImageSizes", {}),
         ],
     )
-    from .vision_language import image_token_id
-
     embedding = embedding_graph(
         exporter,
         embedding_lookup(embeddings)(model),

@@ -30,7 +30,7 @@ import mlx.core as mx
 import numpy as np
 import onnx_ir as ir
 
-from .image_processors import CLIP_MEAN, CLIP_STD
+from .image_processors import CLIP_MEAN, CLIP_STD, RESAMPLE, rescaled_settings
 from .vlm_architecture import Architecture
 
 GENAI_GRID = "image_grid_thw"  # the name onnxruntime-genai feeds the grid as
@@ -199,13 +199,8 @@ def processor_configs(
         "image_processor_type": image_processor,
         "processor_class": processor,
         "do_resize": True,
-        "resample": 3,
-        "do_rescale": True,
-        "rescale_factor": 1 / 255,
-        "do_normalize": True,
-        "image_mean": list(mean),
-        "image_std": list(std),
-        "do_convert_rgb": True,
+        "resample": RESAMPLE["bicubic"],
+        **rescaled_settings(mean, std),
         "min_pixels": MIN_PIXELS * factor * factor,
         "max_pixels": MAX_PIXELS * factor * factor,
         "patch_size": vision.patch_size,

@@ -114,9 +114,8 @@ def test_unknown_option_is_refused():
         mlx2onnx.Exporter(quantized_weights="int4").export(qmlp(mx.float32), mx.zeros((1, 64)))
 
 
-@pytest.mark.parametrize("opset", OPSETS)
-def test_gather_qmm_dequantized_experts(opset):
-    rng = rng_for("moe", opset)
+def _experts(rng):
+    """A 4-bit mixture of 4 experts ``moe(x, experts)`` and its example: 5 tokens, each routed to one."""
     wq, scales, biases = mx.quantize(
         mx.array(rng.standard_normal((4, 32, 64)).astype(np.float32)), group_size=32, bits=4
     )
@@ -126,7 +125,12 @@ def test_gather_qmm_dequantized_experts(opset):
         return mx.gather_qmm(x, wq, scales, biases, rhs_indices=experts, transpose=True, group_size=32, bits=4)
 
     x = mx.array(rng.standard_normal((5, 1, 64)).astype(np.float32))
-    experts = mx.array(rng.integers(0, 4, size=(5,)).astype(np.uint32))
+    return moe, x, mx.array(rng.integers(0, 4, size=(5,)).astype(np.uint32))
+
+
+@pytest.mark.parametrize("opset", OPSETS)
+def test_gather_qmm_dequantized_experts(opset):
+    moe, x, experts = _experts(rng_for("moe", opset))
     proto = mlx2onnx.Exporter(opset=opset, quantized_weights="dequantize").export(moe, x, experts)
     assert "BitShift" not in ops_of(proto)
     report = mlx2onnx.Verifier(random_inputs=False).verify(proto, moe, x, experts)
@@ -138,17 +142,7 @@ def test_gather_qmm_of_a_dynamic_token_count(weights):
     """Packed experts picked per token of a dynamic count (an MoE layer's routed rows at
     any batch and sequence), the codes unpacked in the graph: one graph for every count,
     equal to MLX at sizes no trace used."""
-    rng = rng_for("moe.dynamic")
-    wq, scales, biases = mx.quantize(
-        mx.array(rng.standard_normal((4, 32, 64)).astype(np.float32)), group_size=32, bits=4
-    )
-    mx.eval(wq, scales, biases)
-
-    def moe(x, experts):
-        return mx.gather_qmm(x, wq, scales, biases, rhs_indices=experts, transpose=True, group_size=32, bits=4)
-
-    x = mx.array(rng.standard_normal((5, 1, 64)).astype(np.float32))
-    experts = mx.array(rng.integers(0, 4, size=(5,)).astype(np.uint32))
+    moe, x, experts = _experts(rng_for("moe.dynamic"))
     exporter = mlx2onnx.Exporter(quantized_weights=weights, dynamic={"x": {0: "tokens"}, "experts": {0: "tokens"}})
     proto = exporter.export(moe, x, experts)
     report = mlx2onnx.Verifier(sizes={"tokens": [1, 3, 17]}).verify(proto, moe, x, experts)

@@ -11,7 +11,9 @@ runtimes' own pipelines load, and checked against the MLX package that wrote the
   Whisper folders, :mod:`.whisper_audio`, and mlx-audio Moonshine folders,
   :mod:`.moonshine` (all through :mod:`.seq2seq`);
 - ``image-text-to-text``: mlx-vlm folders with their vision tower's weights (gemma3,
-  idefics3 / SmolVLM, qwen2_vl, qwen2_5_vl), :mod:`.vision_language`.
+  idefics3 / SmolVLM, the Qwen-VL family and GLM-OCR, the LLaVA family, Mistral 3 and
+  Pixtral, PaliGemma, InternVL, Aya Vision: ``vision_language.VLM_MODULES``),
+  :mod:`.vision_language`.
 
 Text generation (mlx-lm folders, the fallback kind) is :mod:`mlx2onnx.llm`. Each kind is
 registered below, once, in :mod:`.kinds`' registry, which tells them apart."""

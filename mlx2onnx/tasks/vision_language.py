@@ -67,13 +67,13 @@ def load_vlm_folder(folder: Path):
 
 class _Language:
     """mlx-vlm's language model as the text package's decoder expects a model: called with
-    token ids (the cache probe) or embeddings, returning logits; its make_cache."""
+    token ids (the cache probe: taken through ``text``, the package's token embedding, so
+    the caches it finds are those the decoder's embeddings make) or embeddings, returning
+    logits; its make_cache."""
 
     def __init__(self, model, positioned=None, prefix: bool = False, text=None):
         self.language = model.language_model
-        # the probes' token ids as the package's embeddings where those are not the token table's
-        # rows as they are (PaliGemma's float32 merge of a bfloat16 model: its caches then hold float32)
-        self.text = text
+        self.text = text  # Architecture.text(model)
         self.layers = self.language.layers
         self.positioned = positioned  # mRoPE: f(inputs_embeds, cache, position_ids) (Architecture.positioned)
         self.positions = None  # the position_ids [3, batch, sequence] of the call being traced
@@ -87,18 +87,15 @@ class _Language:
         return make_prompt_cache(self.language)
 
     def __call__(self, x, cache=None):
-        if self.positioned is not None:  # the probes' token ids at text positions; the traced call's positions
-            embeds = self.language.model.embed_tokens(x) if x.ndim == 2 else x
+        if x.ndim == 2:  # a probe's token ids
+            x = self.text(x)
+        if self.positioned is not None:  # the probes at text positions; the traced call's positions
             positions = (
                 self.positions
                 if self.positions is not None
                 else mx.broadcast_to(mx.arange(x.shape[1])[None, None], (3, *x.shape[:2]))
             )
-            return self.positioned(embeds, cache, positions)
-        if x.ndim == 2 and self.text is not None:
-            x = self.text(x)
-        if x.ndim == 2:  # token ids
-            return self.language(x, cache=cache).logits
+            return self.positioned(x, cache, positions)
         if self.prefix and cache and hasattr(cache[0], "key_mask"):  # the package's caches
             return self.language(None, inputs_embeds=x, cache=cache, mask=prompt_mask(cache[0], x.shape[1])).logits
         return self.language(None, inputs_embeds=x, cache=cache).logits
@@ -119,12 +116,6 @@ def embedding_dtype(model, arch: Architecture):
     return arch.text(model)(mx.zeros((1, 1), mx.int64)).dtype
 
 
-def embedding_width(model, arch: Architecture) -> int:
-    """The width of the embeddings the decoder takes (the hidden size, or wider where the
-    embeddings carry more than the first layer's input: :mod:`.vlm_qwen3_vl`)."""
-    return arch.text(model)(mx.zeros((1, 1), mx.int64)).shape[-1]
-
-
 def decoder_graph(model, exporter, arch: Architecture):
     """The text package's decoder over ``inputs_embeds`` (its layout, its names)."""
     from ..capture.dynamic import Dim
@@ -132,13 +123,11 @@ def decoder_graph(model, exporter, arch: Architecture):
     from ..llm.states import has_states, package_layout, slot_names
 
     text = arch.text(model)
-    table = arch.embeddings(model)(mx.zeros((1, 1), mx.int32)).dtype
-    language = _Language(
-        model,
-        None if arch.positioned is None else arch.positioned(model),
-        arch.prefix_attention,
-        text if embedding_dtype(model, arch) != table else None,
-    )
+    # the embeddings the decoder takes: their dtype, and their width (the hidden size, or wider where
+    # they carry more than the first layer's input: vlm_qwen3_vl)
+    sample = text(mx.zeros((1, 1), mx.int64))
+    positioned = None if arch.positioned is None else arch.positioned(model)
+    language = _Language(model, positioned, arch.prefix_attention, text)
     layout = package_layout(language, model.config.model_type)
     if has_states(layout):
         raise UnsupportedModelError(
@@ -146,12 +135,12 @@ def decoder_graph(model, exporter, arch: Architecture):
             "states, which the vision-language package does not carry (attention caches only)"
         )
     mask_rank = attention_mask_rank(language, layout)
-    width = embedding_width(model, arch)
+    width = sample.shape[-1]
     rng = np.random.default_rng(0)
     positions = np.tile(np.arange(4, 7), (2, 1)).astype(np.int64)
     rows = 1 if arch.positioned is None else 3  # mRoPE: [3, batch, sequence]
     arrays = [
-        mx.array(rng.standard_normal((2, 3, width)), dtype=embedding_dtype(model, arch)),
+        mx.array(rng.standard_normal((2, 3, width)), dtype=sample.dtype),
         mx.ones((2, 7), dtype=mx.int64),
         mx.array(positions if rows == 1 else np.stack([positions] * rows)),
     ] + carried_arrays(layout, 2, 4, rng)

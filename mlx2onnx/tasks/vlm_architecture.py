@@ -7,6 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import mlx.core as mx
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Architecture:
@@ -37,6 +40,29 @@ class Architecture:
     image_token: Callable | None = None  # model -> the package's image token id, where config.json's is not one
 
 
+def token_table(model):
+    """The text model's token embedding of most mlx-vlm models (``Architecture.embeddings``)."""
+    return model.language_model.model.embed_tokens
+
+
+def patch_count(vision) -> int:
+    """Patches of a square tower of ``vision``'s image and patch sizes."""
+    return (vision.image_size // vision.patch_size) ** 2
+
+
+def one_image(model, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """``Architecture.vision_inputs`` of a tower that takes one square image a prompt."""
+    size = model.config.vision_config.image_size
+    return {"pixel_values": rng.uniform(-1, 1, (1, 3, size, size)).astype(np.float32)}
+
+
+def text_config_of(config: dict) -> dict:
+    """The ``text_config`` a package's config.json gives transformers.js: the folder's, or
+    the settings at its top where it keeps them there (Qwen2-VL's, Bunny's). (Not
+    :func:`mlx2onnx.llm.configs.text_settings`, the merged view genai's settings read.)"""
+    return config.get("text_config") or {k: v for k, v in config.items() if k != "vision_config"}
+
+
 def image_token_id(config) -> int:
     """The token whose positions take the image features (its name differs between configs)."""
     index = getattr(config, "image_token_index", None)
@@ -46,8 +72,6 @@ def image_token_id(config) -> int:
 def model_merge(model, input_ids, inputs: dict):
     """``Architecture.mlx_embeddings`` of a model whose ``get_input_embeddings`` takes the
     ids and ``pixel_values`` alone: (its merged embeddings, nothing more for the first step)."""
-    import mlx.core as mx
-
     return model.get_input_embeddings(input_ids, mx.array(inputs["pixel_values"])).inputs_embeds, {}
 
 
@@ -55,8 +79,6 @@ def collapsed(input_ids, token: int):
     """The ids [1, sequence] as a NumPy row with each run of ``token`` as one: the prompt
     of a model that expands one image token itself (mlx-vlm's LLaVA-NeXT, Bunny) for the
     package's prompt, which the runtime's processor expanded beforehand."""
-    import numpy as np
-
     ids = np.array(input_ids).reshape(-1)
     return ids[[i for i, t in enumerate(ids) if t != token or i == 0 or ids[i - 1] != token]]
 

@@ -20,11 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .vlm_architecture import token_table as embeddings
 from .vlm_internvl import tile_architecture, tile_processor_files
-
-
-def embeddings(model):
-    return model.language_model.model.embed_tokens
+from .vlm_llava import package_config
 
 
 def _side(model) -> int:
@@ -58,11 +56,6 @@ def processor_configs(model, folder: Path | None = None) -> dict[str, dict]:
     settings = json.loads(found.read_text()) if found is not None and found.is_file() else {}
     mean, std = settings.get("image_mean", [0.5] * 3), settings.get("image_std", [0.5] * 3)
     return tile_processor_files(model.config.vision_config.image_size, _side(model), "<|IMG_PATCH|>", mean, std)
-
-
-def package_config(config: dict) -> dict:
-    """config.json as transformers.js's llava type reads it."""
-    return dict(config, model_type="llava")
 
 
 ARCHITECTURE = tile_architecture(embeddings, vision_function, vision_inputs, processor_configs, _side, package_config)

@@ -12,11 +12,8 @@ import numpy as np
 
 from .image_processors import siglip_image_settings
 from .vlm_architecture import Architecture
+from .vlm_architecture import token_table as embeddings
 from .vlm_genai import embedding_graph, genai_settings, processor_file
-
-
-def embeddings(model):
-    return model.language_model.model.embed_tokens
 
 
 def vision_function(model, dtype):

@@ -23,10 +23,8 @@ import numpy as np
 
 from .image_processors import IMAGENET_MEAN, IMAGENET_STD, RESAMPLE, square_settings
 from .vlm_architecture import Architecture, embedding_lookup, model_merge
-
-
-def embeddings(model):
-    return model.language_model.model.embed_tokens
+from .vlm_architecture import token_table as embeddings
+from .vlm_llava import package_config
 
 
 def _side(model) -> int:
@@ -100,14 +98,14 @@ def processor_configs(model, folder: Path | None = None) -> dict[str, dict]:
     return tile_processor_files(size, _side(model), "<IMG_CONTEXT>", IMAGENET_MEAN, IMAGENET_STD)
 
 
-def package_config(config: dict) -> dict:
+def llava_typed(config: dict) -> dict:
     """config.json as transformers.js's llava type reads it: the text settings in
     ``text_config`` (InternVL's own configs call them ``llm_config``) and the image token."""
     from mlx_vlm.models.internvl_chat.config import ModelConfig
 
     text = config.get("text_config") or config.get("llm_config")
     token = config.get("image_token_index", ModelConfig.image_token_index)
-    return dict(config, model_type="llava", text_config=text, image_token_index=token)
+    return package_config(dict(config, text_config=text, image_token_index=token))
 
 
-ARCHITECTURE = tile_architecture(embeddings, vision_function, vision_inputs, processor_configs, _side, package_config)
+ARCHITECTURE = tile_architecture(embeddings, vision_function, vision_inputs, processor_configs, _side, llava_typed)

@@ -15,11 +15,8 @@ import numpy as np
 
 from ..errors import UnsupportedVariantError
 from .image_processors import CLIP_MEAN, CLIP_STD, RESAMPLE, centre_crop_settings, folder_processor
-from .vlm_architecture import Architecture, embedding_lookup, model_merge
-
-
-def embeddings(model):
-    return model.language_model.model.embed_tokens
+from .vlm_architecture import Architecture, embedding_lookup, model_merge, patch_count
+from .vlm_architecture import token_table as embeddings
 
 
 def _selected(model, pixel_values):
@@ -47,7 +44,7 @@ def vision_function(model, dtype):
 
 def image_tokens(model) -> int:
     vision = model.config.vision_config
-    patches = (vision.image_size // vision.patch_size) ** 2
+    patches = patch_count(vision)
     return patches if model.vision_feature_select_strategy == "default" else patches + 1
 
 
@@ -81,6 +78,12 @@ def processor_configs(model, folder: Path | None = None) -> dict[str, dict]:
             "vision_feature_select_strategy": model.vision_feature_select_strategy,
         },
     }
+
+
+def package_config(config: dict) -> dict:
+    """config.json as transformers.js's llava type reads it: a folder of another
+    architecture served through it (LLaVA-NeXT, Pixtral, InternVL, Aya Vision, Bunny)."""
+    return dict(config, model_type="llava")
 
 
 ARCHITECTURE = Architecture(

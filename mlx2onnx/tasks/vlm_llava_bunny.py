@@ -22,23 +22,16 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from .image_processors import folder_processor, siglip_image_settings
-from .vlm_architecture import Architecture, collapsed
+from .vlm_architecture import Architecture, collapsed, one_image, patch_count, text_config_of
+from .vlm_architecture import token_table as embeddings
+from .vlm_llava import package_config
 
 IMAGE = "<image>"  # the token the package's tokenizer gains
-
-
-def embeddings(model):
-    return model.language_model.model.embed_tokens
 
 
 def image_token(model) -> int:
     """The package's image token id: the first past the text model's embedding table."""
     return model.config.text_config.vocab_size
-
-
-def _patches(model) -> int:
-    vision = model.config.vision_config
-    return (vision.image_size // vision.patch_size) ** 2
 
 
 def vision_function(model, dtype):
@@ -61,11 +54,6 @@ def text_function(model):
         return embed(mx.minimum(input_ids, last)).astype(mx.float32)
 
     return embed_tokens
-
-
-def vision_inputs(model, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    size = model.config.vision_config.image_size
-    return {"pixel_values": rng.uniform(-1, 1, (1, 3, size, size)).astype(np.float32)}
 
 
 def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> tuple[mx.array, dict]:
@@ -125,25 +113,25 @@ def processor_configs(model, folder: Path | None = None) -> dict[str, dict]:
     return files if folder is None else {**files, **_tokenizer_files(model, folder)}
 
 
-def package_config(config: dict) -> dict:
+def llava_typed(config: dict) -> dict:
     """config.json as transformers.js's llava type reads it: the text settings in
     ``text_config`` (Bunny's are at the top) and the package's image token."""
-    text = config.get("text_config") or {k: v for k, v in config.items() if k != "vision_config"}
+    text = text_config_of(config)
     vocab = text.get("vocab_size", config.get("vocab_size"))
-    return dict(config, model_type="llava", text_config=text, image_token_index=vocab)
+    return package_config(dict(config, text_config=text, image_token_index=vocab))
 
 
 ARCHITECTURE = Architecture(
     "Llava",
     embeddings,
     vision_function,
-    vision_inputs,
+    one_image,
     {},
     text_function,
     mlx_embeddings,
     processor_configs,
     None,
-    lambda model: [image_token(model)] * _patches(model),
-    package_config=package_config,
+    lambda model: [image_token(model)] * patch_count(model.config.vision_config),
+    package_config=llava_typed,
     image_token=image_token,
 )

@@ -19,6 +19,7 @@ import mlx.core as mx
 
 from .vlm_architecture import collapsed
 from .vlm_llava import ARCHITECTURE as LLAVA
+from .vlm_llava import package_config
 
 
 def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> tuple[mx.array, dict]:
@@ -27,11 +28,6 @@ def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> tuple[mx.array, 
     ids = collapsed(input_ids, model.config.image_token_index)
     pixels = mx.array(inputs["pixel_values"])[None]  # the processor's images [1, tiles, 3, H, W]
     return model.get_input_embeddings(mx.array(ids[None]), pixels).inputs_embeds, {}
-
-
-def package_config(config: dict) -> dict:
-    """config.json as transformers.js reads it: a llava_next folder as its llava type."""
-    return dict(config, model_type="llava")
 
 
 ARCHITECTURE = replace(LLAVA, mlx_embeddings=mlx_embeddings, package_config=package_config)

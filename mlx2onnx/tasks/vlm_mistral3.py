@@ -28,13 +28,11 @@ import numpy as np
 from ..errors import UnsupportedVariantError
 from .image_processors import CLIP_MEAN, CLIP_STD, RESAMPLE, folder_processor
 from .vlm_architecture import Architecture, embedding_lookup, image_token_id
+from .vlm_architecture import token_table as embeddings
 from .vlm_genai import embedding_graph, genai_settings, processor_file
+from .vlm_llava import package_config as llava_typed
 
 CHECK_GRID = (2, 3)  # the check's image, in merged tokens (rows, columns): not square, so rows and columns differ
-
-
-def embeddings(model):
-    return model.language_model.model.embed_tokens
 
 
 def merge_size(model) -> int:
@@ -239,7 +237,7 @@ def genai_files(model, folder: Path, layout: list, exporter, graphs: dict) -> tu
 
 def package_config(config: dict) -> dict:
     """config.json as transformers.js reads it: a pixtral folder as its llava type."""
-    return dict(config, model_type="llava") if config.get("model_type") == "pixtral" else config
+    return llava_typed(config) if config.get("model_type") == "pixtral" else config
 
 
 ARCHITECTURE = Architecture(

@@ -22,19 +22,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import mlx.core as mx
-import numpy as np
 
 from .image_processors import folder_processor, siglip_image_settings
-from .vlm_architecture import Architecture
-
-
-def embeddings(model):
-    return model.language_model.model.embed_tokens
-
-
-def _image_tokens(model) -> int:
-    vision = model.config.vision_config
-    return (vision.image_size // vision.patch_size) ** 2
+from .vlm_architecture import Architecture, one_image, patch_count
+from .vlm_architecture import token_table as embeddings
 
 
 def vision_function(model, dtype):
@@ -66,11 +57,6 @@ def text_function(model):
     return embed_tokens
 
 
-def vision_inputs(model, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    size = model.config.vision_config.image_size
-    return {"pixel_values": rng.uniform(-1, 1, (1, 3, size, size)).astype(np.float32)}
-
-
 def mlx_embeddings(model, input_ids: mx.array, inputs: dict) -> tuple[mx.array, dict]:
     """mlx-vlm's merged embeddings and the prompt's two-way mask, as its generate step passes them."""
     out = model.get_input_embeddings(input_ids, mx.array(inputs["pixel_values"]), mask=mx.ones_like(input_ids))
@@ -84,7 +70,7 @@ def processor_configs(model, folder: Path | None = None) -> dict[str, dict]:
     image = folder_processor(folder, siglip_image_settings(size))
     return {
         "preprocessor_config.json": dict(
-            image, processor_class="PaliGemmaProcessor", image_seq_length=_image_tokens(model)
+            image, processor_class="PaliGemmaProcessor", image_seq_length=patch_count(model.config.vision_config)
         ),
         "processor_config.json": {"processor_class": "PaliGemmaProcessor"},
     }
@@ -94,13 +80,13 @@ ARCHITECTURE = Architecture(
     "PaliGemma",
     embeddings,
     vision_function,
-    vision_inputs,
+    one_image,
     {},
     text_function,
     mlx_embeddings,
     processor_configs,
     None,
-    lambda model: [model.config.image_token_index] * _image_tokens(model),
+    lambda model: [model.config.image_token_index] * patch_count(model.config.vision_config),
     prefix_attention=True,
     image_first=True,
 )

@@ -13,13 +13,14 @@ as its qwen2_5_vl type over the whole vision encoder (:func:`.vlm_qwen2_vl.genai
 
 from __future__ import annotations
 
+from .vlm_architecture import text_config_of
 from .vlm_qwen2_vl import qwen_architecture
 
 
 def package_config(config: dict) -> dict:
     """config.json as transformers.js reads Qwen2.5-VL's: the text settings in ``text_config``
     of model_type ``qwen2_5_vl_text`` (the folder's, or those at its top)."""
-    text = config.get("text_config") or {k: v for k, v in config.items() if k != "vision_config"}
+    text = text_config_of(config)
     return dict(config, text_config=dict(text, model_type="qwen2_5_vl_text"))
 
 

@@ -32,13 +32,10 @@ import onnx_ir as ir
 
 from .image_processors import CLIP_MEAN, CLIP_STD, RESAMPLE, rescaled_settings
 from .vlm_architecture import Architecture
+from .vlm_architecture import token_table as embeddings
 
 GENAI_GRID = "image_grid_thw"  # the name onnxruntime-genai feeds the grid as
 MIN_PIXELS, MAX_PIXELS = 4, 256  # the processors' image area bounds, in merged patches (28 x 28 pixels)
-
-
-def embeddings(model):
-    return model.language_model.model.embed_tokens
 
 
 def _merge(model) -> int:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 
+from .vlm_architecture import text_config_of
 from .vlm_qwen2_vl import _merge, _same, block_step, embeddings, patch_places, qwen_architecture, rotary_frequencies
 
 MEAN = STD = (0.5, 0.5, 0.5)  # Qwen3-VL's processor normalisation
@@ -156,7 +157,7 @@ def language(model):
 def package_config(config: dict) -> dict:
     """config.json as transformers.js reads Qwen3-VL's: the text settings in ``text_config``
     (of model_type ``qwen3_vl_text``)."""
-    text = config.get("text_config") or {k: v for k, v in config.items() if k != "vision_config"}
+    text = text_config_of(config)
     return dict(config, text_config=dict(text, model_type=f"{config['model_type']}_text"))
 
 

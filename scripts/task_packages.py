@@ -62,6 +62,7 @@ ROWS = [  # (task, MLX package, architecture, variant)
     ("image-feature-extraction", "mlx-vlm", "dinov2", "float32"),
     ("image-feature-extraction", "mlx-vlm", "dinov2", "4-bit"),
     ("image-feature-extraction", "mlx-vlm", "dinov2", "bfloat16"),
+    ("image-feature-extraction", "mlx-vlm", "dinov2", "registers"),  # dinov2_with_registers
     ("image-classification", "mlx-image", "resnet18", "float32"),
     ("image-classification", "mlx-image", "mobilenet_v2", "float32"),
     ("image-classification", "mlx-image", "resnet18", "bfloat16"),
@@ -79,6 +80,7 @@ ROWS = [  # (task, MLX package, architecture, variant)
     ("image-text-to-text", "mlx-vlm", "gemma3", "float32"),
     ("image-text-to-text", "mlx-vlm", "gemma3", "4-bit"),
     ("image-text-to-text", "mlx-vlm", "gemma3", "bfloat16"),
+    ("image-text-to-text", "mlx-vlm", "smolvlm", "float32"),
     ("image-text-to-text", "mlx-vlm", "idefics3", "float32"),
     ("image-text-to-text", "mlx-vlm", "idefics3", "4-bit"),
     ("image-text-to-text", "mlx-vlm", "idefics3", "bfloat16"),
@@ -132,6 +134,7 @@ def write_folder(where: Path, source: str, architecture: str, variant: str) -> P
         "4-bit": {"bits": 4},
         "bfloat16": {"dtype": mx.bfloat16},
         "english-only": {"dims": zoo.ENGLISH_WHISPER_DIMS},
+        "registers": {"registers": 4},
     }.get(variant, {})
     if (source, architecture) == ("mlx-audio", "whisper"):
         return zoo.write_mlx_audio_whisper_folder(where / "folder", **options)
@@ -209,20 +212,21 @@ def vision_language(architecture: str, folder: Path, package: Path, where: Path)
     from mlx_vlm.utils import load_model
     from PIL import Image
 
+    from mlx2onnx.tasks import architecture_of
     from mlx2onnx.tasks.vision_language import mlx_vlm_tokens
     from tests.support import zoo
 
-    model = load_model(folder)
+    model, arch = load_model(folder), architecture_of(folder)
     if architecture == "idefics3 (tiles)":
         tile = model.config.vision_config.image_size
         image = zoo.generated_image(tile, seed=4, width=2 * tile)
         Image.fromarray(image).save(where / "image.png")
         heard, inputs = zoo.transformers_vlm_tiles(package, where / "image.png", zoo.VLM_PROMPTS["idefics3"], where)
         pixels = inputs["pixel_values"]
-        want = mlx_vlm_tokens(model, mx.array([heard["ids"]]), inputs, 12)[0]
+        want = mlx_vlm_tokens(model, arch, mx.array([heard["ids"]]), inputs, 12)[0]
         python = transformers_idefics3_pixels(folder, where / "image.png")
         same = heard["tokens"] == want
-        own = mlx_vlm_tokens(model, mx.array([heard["ids"]]), python, 12)[0] == want
+        own = mlx_vlm_tokens(model, arch, mx.array([heard["ids"]]), python, 12)[0] == want
         return (
             f"{'PASS' if same else 'FAIL'}: {len(want)} greedy tokens {'equal' if same else 'differ'} "
             f"({pixels.shape[1] - 1} tiles and a global image; the global image {np.abs(python['pixel_values'] - pixels).max():.2g} "
@@ -235,7 +239,7 @@ def vision_language(architecture: str, folder: Path, package: Path, where: Path)
             -1
         ]
     )
-    want = mlx_vlm_tokens(model, mx.array([heard["ids"]]), zoo.vlm_pixels(architecture, image), 12)[0]
+    want = mlx_vlm_tokens(model, arch, mx.array([heard["ids"]]), zoo.vlm_pixels(architecture, image), 12)[0]
     same = heard["tokens"] == want
     return f"{'PASS' if same else 'FAIL'}: {len(want)} greedy tokens {'equal' if same else 'differ'}"
 
@@ -258,14 +262,15 @@ def genai_vision_language(architecture: str, folder: Path, package: Path, where:
     from mlx_vlm.utils import load_model
     from PIL import Image
 
+    from mlx2onnx.tasks import architecture_of
     from mlx2onnx.tasks.vision_language import mlx_vlm_tokens
     from tests.support import zoo
 
-    model = load_model(folder)
+    model, arch = load_model(folder), architecture_of(folder)
     image = zoo.generated_image(zoo.VLM_IMAGE_SIZES.get(architecture) or model.config.vision_config.image_size, seed=4)
     Image.fromarray(image).save(where / "genai.png")
     ids, got = zoo.genai_vlm_tokens(package, where / "genai.png", zoo.VLM_PROMPTS[architecture], 12)
-    want = mlx_vlm_tokens(model, mx.array([ids]), zoo.vlm_pixels(architecture, image), 12)[0]
+    want = mlx_vlm_tokens(model, arch, mx.array([ids]), zoo.vlm_pixels(architecture, image), 12)[0]
     return f"{'PASS' if got == want else 'FAIL'}: {len(want)} greedy tokens {'equal' if got == want else 'differ'}"
 
 
@@ -395,20 +400,32 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--print", action="store_true", help="print the table, do not write docs/packages.md")
     parser.add_argument("--resize", action="store_true", help="only measure images of other sizes (prints)")
+    parser.add_argument(
+        "--only", metavar="ARCHITECTURE", help="run this architecture's rows, replacing them in the table"
+    )
     args = parser.parse_args()
     if args.resize:
         print("\n".join(resize_rows()))
         return 0
     results = []
     for row in ROWS:
-        results.append(run_row(*row))
-        print(table(results[-1:]).splitlines()[-1], flush=True)
+        if args.only is None or row[2] == args.only:
+            results.append(run_row(*row))
+            print(table(results[-1:]).splitlines()[-1], flush=True)
     if not args.print:
         page = (ROOT / "docs" / "packages.md").read_text()
         begin, end = "<!-- table: scripts/task_packages.py -->", "<!-- end of table -->"
         head, rest = page.split(begin)
+        lines = table(results).splitlines()
+        if args.only is not None:  # the table's other rows as they were measured, in ROWS' order
+            kept = {
+                tuple(c.strip() for c in line.strip("|").split("|")[:4]): line
+                for line in rest.split(end)[0].strip().splitlines()[2:]
+            }
+            kept.update({tuple(c.strip() for c in line.strip("|").split("|")[:4]): line for line in lines[2:]})
+            lines = lines[:2] + [kept[row] for row in ROWS if row in kept]
         (ROOT / "docs" / "packages.md").write_text(
-            head + begin + "\n" + table(results) + "\n" + end + rest.split(end, 1)[1]
+            head + begin + "\n" + "\n".join(lines) + "\n" + end + rest.split(end, 1)[1]
         )
     return 0 if all("FAIL" not in json.dumps(r) for r in results) else 1
 

@@ -12,11 +12,12 @@ runtimes' own pipelines load, and checked against the MLX package that wrote the
   :mod:`.moonshine` (all through :mod:`.seq2seq`);
 - ``image-text-to-text``: mlx-vlm folders with their vision tower's weights (gemma3,
   idefics3 / SmolVLM, the Qwen-VL family and GLM-OCR, the LLaVA family, Mistral 3 and
-  Pixtral, PaliGemma, InternVL, Aya Vision: ``vision_language.VLM_MODULES``),
-  :mod:`.vision_language`.
+  Pixtral, PaliGemma, InternVL, Aya Vision: ``VISION_LANGUAGE`` below, one ``vlm_*``
+  module each), :mod:`.vision_language`.
 
 Text generation (mlx-lm folders, the fallback kind) is :mod:`mlx2onnx.llm`. Each kind is
-registered below, once, in :mod:`.kinds`' registry, which tells them apart."""
+registered below, once, in :mod:`.kinds`' registry, which tells them apart, with the
+architectures it exports: the one place an architecture is named."""
 
 from __future__ import annotations
 
@@ -26,8 +27,75 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from . import dinov2, embeddings, images, moonshine, siglip, vision_language, whisper, whisper_audio
-from .kinds import FolderKind, kind_named, recognise, register
+from . import (
+    dinov2,
+    embedding_encoders,
+    embeddings,
+    images,
+    moonshine,
+    siglip,
+    vision_language,
+    vlm_aya_vision,
+    vlm_gemma3,
+    vlm_glm_ocr,
+    vlm_idefics3,
+    vlm_internvl,
+    vlm_llava,
+    vlm_llava_bunny,
+    vlm_llava_next,
+    vlm_mistral3,
+    vlm_paligemma,
+    vlm_qwen2_5_vl,
+    vlm_qwen2_vl,
+    vlm_qwen3_vl,
+    whisper,
+    whisper_audio,
+)
+from .kinds import FolderKind, kind_named, named, recognise, register, spec_of
+
+# -- the architectures: config.json's model_type -> what the kind's export is given for it --------------
+EMBEDDINGS = {
+    "bert": embedding_encoders.BERT,
+    "xlm-roberta": embedding_encoders.BERT,
+    "modernbert": embedding_encoders.MODERNBERT,
+    "qwen3": embedding_encoders.LAST_TOKEN,  # Qwen3-Embedding
+    "gemma3_text": embedding_encoders.DENSE_AFTER_MEAN,  # EmbeddingGemma
+    "llama_bidirec": embedding_encoders.LLAMA_BIDIRECTIONAL,
+    "lfm2": embedding_encoders.LATE_INTERACTION,  # LFM2-ColBERT
+}
+# mlxim model name prefix -> transformers.js model type (its image-classification class only runs
+# the session: any type of the family's layout serves); mlx-image folders have no config.json
+IMAGE_CLASSIFIERS = {
+    "resnet": "resnet",
+    "wide_resnet": "resnet",
+    "vit": "vit",
+    "swin_tiny": "swin",
+    "swin_small": "swin",
+    "swin_base": "swin",
+    "efficientnet": "efficientnet",
+    "mobilenet_v2": "mobilenet_v2",
+    "mobilenet_v3": "mobilenet_v3",
+}
+WHISPER = {"whisper": None}
+VISION_LANGUAGE = {
+    "gemma3": vlm_gemma3.ARCHITECTURE,
+    "idefics3": vlm_idefics3.ARCHITECTURE,
+    "smolvlm": vlm_idefics3.ARCHITECTURE,
+    "qwen2_vl": vlm_qwen2_vl.ARCHITECTURE,
+    "qwen2_5_vl": vlm_qwen2_5_vl.ARCHITECTURE,
+    "qwen3_vl": vlm_qwen3_vl.ARCHITECTURE,
+    "qwen3_vl_moe": vlm_qwen3_vl.ARCHITECTURE,
+    "glm_ocr": vlm_glm_ocr.ARCHITECTURE,
+    "llava": vlm_llava.ARCHITECTURE,
+    "llava_next": vlm_llava_next.ARCHITECTURE,
+    "bunny-llama": vlm_llava_bunny.ARCHITECTURE,  # mlx-vlm's llava_bunny (Bunny), by its checkpoints' model types
+    "llava-qwen2": vlm_llava_bunny.ARCHITECTURE,
+    "internvl_chat": vlm_internvl.ARCHITECTURE,
+    "aya_vision": vlm_aya_vision.ARCHITECTURE,
+    "paligemma": vlm_paligemma.ARCHITECTURE,
+    "mistral3": vlm_mistral3.ARCHITECTURE,
+    "pixtral": vlm_mistral3.PIXTRAL,
+}
 
 
 def _has_vision_weights(folder: Path) -> bool:
@@ -43,10 +111,6 @@ def _has_vision_weights(folder: Path) -> bool:
         if any(name.startswith(("vision_tower.", "vision_model.")) for name in names):
             return True
     return False
-
-
-def _model_type(config: dict | None) -> str:
-    return str((config or {}).get("model_type", ""))
 
 
 def _export_text(folder: Path, out: Path, exporter, stage, **options) -> Path:
@@ -68,8 +132,9 @@ register(
         "feature-extraction",
         embeddings.export_embeddings,
         embeddings.check_embeddings,
-        recognises=embeddings.is_embeddings_folder,
+        recognises=lambda folder, config: embeddings.has_sentence_files(folder, spec_of(EMBEDDINGS, config)),
         tokenizer_for="transformers.js",
+        architectures=EMBEDDINGS,
     )
 )
 register(
@@ -78,8 +143,9 @@ register(
         "zero-shot-image-classification",
         siglip.export_siglip,
         siglip.check_siglip,
-        recognises=siglip.is_siglip_folder,
+        recognises=lambda folder, config: siglip.has_both_towers(config),
         tokenizer_for="transformers.js",
+        architectures={"siglip": None},
     )
 )
 register(
@@ -88,7 +154,8 @@ register(
         "image-feature-extraction",
         dinov2.export_dinov2,
         dinov2.check_dinov2,
-        recognises=dinov2.is_dinov2_folder,
+        recognises=lambda folder, config: "text_config" not in config,
+        architectures={"dinov2": None, "dinov2_with_registers": None},  # an image encoder alone
     )
 )
 register(
@@ -100,6 +167,8 @@ register(
         recognises=lambda folder, config: (
             config is None and (any(folder.glob("*.safetensors")) or any(folder.glob("*.npz")))
         ),
+        architectures=IMAGE_CLASSIFIERS,
+        keyed=False,  # identified by its weights' names and shapes
     )
 )
 register(
@@ -111,8 +180,10 @@ register(
         recognises=lambda folder, config: (
             config is not None
             and whisper.is_whisper_config(config)
-            and not whisper.is_mlx_audio_whisper(folder, config)
+            and not whisper.is_mlx_audio_whisper(folder, config, named(WHISPER, config))
         ),
+        architectures=WHISPER,
+        keyed=False,  # a config of Whisper's dimensions, without model_type
     )
 )
 register(
@@ -121,7 +192,11 @@ register(
         "automatic-speech-recognition",
         whisper_audio.export_mlx_audio_whisper,
         whisper_audio.check_mlx_audio_whisper,
-        recognises=lambda folder, config: config is not None and whisper.is_mlx_audio_whisper(folder, config),
+        recognises=lambda folder, config: (
+            config is not None and whisper.is_mlx_audio_whisper(folder, config, named(WHISPER, config))
+        ),
+        architectures=WHISPER,
+        keyed=False,  # Transformers' Whisper keys, or Whisper's dimensions beside model.safetensors
     )
 )
 register(
@@ -130,7 +205,8 @@ register(
         "automatic-speech-recognition",
         moonshine.export_moonshine,
         moonshine.check_moonshine,
-        recognises=lambda folder, config: _model_type(config) == "moonshine",
+        recognises=lambda folder, config: True,
+        architectures={"moonshine": None},
     )
 )
 register(
@@ -140,12 +216,9 @@ register(
         vision_language.export_vision_language,
         vision_language.check_vision_language,
         # a VLM folder without its vision tower's weights, as mlx-lm writes a VLM's text model, is mlx-lm's
-        recognises=lambda folder, config: (
-            _model_type(config) in vision_language.VLM_TYPES
-            and "vision_config" in config
-            and _has_vision_weights(folder)
-        ),
+        recognises=lambda folder, config: "vision_config" in config and _has_vision_weights(folder),
         tokenizer_for="transformers.js and onnxruntime-genai",
+        architectures=VISION_LANGUAGE,
     )
 )
 register(
@@ -164,6 +237,13 @@ register(
 def folder_kind(folder: str | os.PathLike) -> str:
     """The name of the kind of ``folder`` (:func:`~.kinds.recognise`)."""
     return recognise(Path(folder)).name
+
+
+def architecture_of(folder: str | os.PathLike):
+    """The spec the registry holds for ``folder``'s architecture (its kind's, by model_type)."""
+    from .kinds import folder_config
+
+    return recognise(Path(folder)).architecture(folder_config(Path(folder)))
 
 
 def folder_task(folder: str | os.PathLike) -> str:
@@ -206,7 +286,7 @@ def export_folder(
             f"{folder} is a {kind.task} folder: its package holds the folder's own graphs "
             "alone; other dtype files are written for text-generation packages"
         )
-    return kind.export(folder, out, exporter or Exporter(), stage)
+    return kind.export_package(folder, out, exporter or Exporter(), stage)
 
 
 def package_task(package: str | os.PathLike) -> str:
@@ -234,11 +314,12 @@ def check_folder_package(package: str | os.PathLike, folder: str | os.PathLike, 
         raise UsageError(
             f"{package} is a {task} package but {folder} is a {kind.task} folder: give the folder it was exported from"
         )
-    return kind.check(package, folder, **options)
+    return kind.check_package(package, folder, **options)
 
 
 __all__ = [
     "FolderKind",
+    "architecture_of",
     "check_folder_package",
     "export_folder",
     "folder_kind",

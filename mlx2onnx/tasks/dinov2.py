@@ -25,12 +25,6 @@ from .image_processors import IMAGENET_MEAN, IMAGENET_STD, RESAMPLE, centre_crop
 from .loading import load_with
 
 OUTPUTS = ("last_hidden_state", "pooler_output")
-DINOV2_TYPES = ("dinov2", "dinov2_with_registers")
-
-
-def is_dinov2_folder(folder: Path, config: dict | None) -> bool:
-    """An mlx-vlm DINOv2 folder: ``model_type`` ``dinov2`` (or with registers), one image encoder."""
-    return bool(config) and config.get("model_type") in DINOV2_TYPES and "text_config" not in config
 
 
 def load_dinov2_folder(folder: Path):

@@ -46,6 +46,7 @@ class Encoder:
     runtime_config: Callable[[dict], dict] = lambda config: {}  # fields the runtime reads that the folder lacks
     padding_side: str | None = None
     needs_sentence_files: bool = False  # the model_type is also an mlx-lm one: recognised by its sentence files
+    classes: tuple | None = None  # the config's ``architectures`` mlx-embeddings pools, where it pools only some
 
 
 def _bert_states(model, input_ids, attention_mask, token_type_ids):
@@ -117,45 +118,44 @@ def _lfm2_layer_types(config: dict) -> dict:
 DECODER_INPUTS = TOKEN_TYPES[:2]
 STATES_AND_EMBEDDING = ("last_hidden_state", "sentence_embedding")
 
-ENCODERS = {
-    "bert": Encoder(TOKEN_TYPES, _bert_states, _bert_embeds, lambda config: "mean"),
-    "xlm-roberta": Encoder(TOKEN_TYPES, _bert_states, _bert_embeds, lambda config: "mean"),
-    "modernbert": Encoder(
-        DECODER_INPUTS,
-        _modernbert_states,
-        _modernbert_embeds,
-        lambda config: config.get("classifier_pooling", "mean"),
-    ),
-    "qwen3": Encoder(
-        DECODER_INPUTS,
-        _last_token_states,
-        _embeds,
-        lambda config: "last_token",
-        STATES_AND_EMBEDDING,
-        padding_side="left",
-        needs_sentence_files=True,
-    ),
-    # EmbeddingGemma: mean, then two dense layers; the pipeline's mean of the states is not it
-    "gemma3-text": Encoder(
-        DECODER_INPUTS,
-        _states_and_embeds,
-        _embeds,
-        lambda config: None,
-        STATES_AND_EMBEDDING,
-        needs_sentence_files=True,
-    ),
-    "llama-bidirec": Encoder(
-        DECODER_INPUTS, _states_and_embeds, _embeds, lambda config: "mean", STATES_AND_EMBEDDING, runtime_type="llama"
-    ),
-    # LFM2's late-interaction (ColBERT) model: one normalised vector a token, zero on pads
-    "lfm2": Encoder(
-        DECODER_INPUTS,
-        _embeds,
-        _embeds,
-        lambda config: "none",
-        ("token_embeddings",),
-        normalize=False,
-        runtime_config=_lfm2_layer_types,
-        needs_sentence_files=True,
-    ),
-}
+# the encoders the registry (mlx2onnx.tasks) gives each mlx-embeddings model_type
+BERT = Encoder(TOKEN_TYPES, _bert_states, _bert_embeds, lambda config: "mean")  # and XLM-RoBERTa
+MODERNBERT = Encoder(
+    DECODER_INPUTS,
+    _modernbert_states,
+    _modernbert_embeds,
+    lambda config: config.get("classifier_pooling", "mean"),
+    classes=(None, ["ModernBertModel"]),
+)
+LAST_TOKEN = Encoder(  # Qwen3-Embedding
+    DECODER_INPUTS,
+    _last_token_states,
+    _embeds,
+    lambda config: "last_token",
+    STATES_AND_EMBEDDING,
+    padding_side="left",
+    needs_sentence_files=True,
+)
+# EmbeddingGemma: mean, then two dense layers; the pipeline's mean of the states is not it
+DENSE_AFTER_MEAN = Encoder(
+    DECODER_INPUTS,
+    _states_and_embeds,
+    _embeds,
+    lambda config: None,
+    STATES_AND_EMBEDDING,
+    needs_sentence_files=True,
+)
+LLAMA_BIDIRECTIONAL = Encoder(
+    DECODER_INPUTS, _states_and_embeds, _embeds, lambda config: "mean", STATES_AND_EMBEDDING, runtime_type="llama"
+)
+# LFM2's late-interaction (ColBERT) model: one normalised vector a token, zero on pads
+LATE_INTERACTION = Encoder(
+    DECODER_INPUTS,
+    _embeds,
+    _embeds,
+    lambda config: "none",
+    ("token_embeddings",),
+    normalize=False,
+    runtime_config=_lfm2_layer_types,
+    needs_sentence_files=True,
+)

@@ -28,46 +28,34 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
-from ..errors import UnsupportedModelError, UnsupportedVariantError
-from .embedding_encoders import ENCODERS, Encoder
+from ..errors import UnsupportedVariantError
+from .embedding_encoders import Encoder
 from .loading import folder_json, load_with
 
 SENTENCE_FILES = ("modules.json", "config_sentence_transformers.json")
 
 
-def _model_type(config: dict) -> str:
-    return str(config.get("model_type", "?")).replace("_", "-")
+def has_sentence_files(folder: Path, encoder: Encoder) -> bool:
+    """Whether ``folder`` (of a model_type the registry names for ``encoder``) is an
+    mlx-embeddings folder: for a model_type mlx-lm also has, the sentence-transformers files
+    tell it from a language model."""
+    return not encoder.needs_sentence_files or any((folder / name).is_file() for name in SENTENCE_FILES)
 
 
-def is_embeddings_folder(folder: Path, config: dict | None) -> bool:
-    """Whether ``folder`` is an mlx-embeddings folder of an architecture the export knows:
-    its ``model_type``, and for one mlx-lm also has, the sentence-transformers files."""
-    if config is None or _model_type(config) not in ENCODERS:
-        return False
-    return not ENCODERS[_model_type(config)].needs_sentence_files or any(
-        (folder / name).is_file() for name in SENTENCE_FILES
-    )
-
-
-def encoder_of(config: dict) -> Encoder:
-    model_type = _model_type(config)
-    if model_type not in ENCODERS:
-        raise UnsupportedModelError(
-            f"model_type {config.get('model_type')!r}: the feature-extraction export handles the mlx-embeddings "
-            f"architectures {', '.join(sorted(ENCODERS))}"
-        )
-    if config.get("architectures") not in (None, ["ModernBertModel"]) and model_type == "modernbert":
+def check_classes(config: dict, encoder: Encoder) -> None:
+    """Refuse a folder whose ``architectures`` mlx-embeddings gives no pooled embedding."""
+    if encoder.classes is not None and config.get("architectures") not in encoder.classes:
         raise UnsupportedVariantError(
-            f"architectures {config['architectures']}: mlx-embeddings gives this ModernBERT folder no pooled "
-            "embedding (only ModernBertModel's text_embeds are pooled), so there is nothing to match"
+            f"architectures {config['architectures']}: mlx-embeddings gives this {config.get('model_type')} folder "
+            f"no pooled embedding (only {', '.join(str(c) for c in encoder.classes if c)}'s text_embeds are "
+            "pooled), so there is nothing to match"
         )
-    return ENCODERS[model_type]
 
 
-def load_embeddings_folder(folder: Path):
-    """(model, tokenizer, config) as mlx-embeddings loads the folder."""
+def load_embeddings_folder(folder: Path, encoder: Encoder):
+    """(model, tokenizer, config) as mlx-embeddings loads the folder (of ``encoder``'s architecture)."""
     config = json.loads((folder / "config.json").read_text())
-    encoder_of(config)
+    check_classes(config, encoder)
     model, tokenizer = load_with(
         folder,
         "mlx-embeddings",
@@ -108,14 +96,14 @@ def pooled(states: np.ndarray, mask: np.ndarray, pooling: str, normalize: bool =
     return vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
 
 
-def export_embeddings(folder: Path, out: Path, exporter, stage) -> Path:
+def export_embeddings(folder: Path, out: Path, exporter, stage, architecture: Encoder) -> Path:
     """Write the feature-extraction package of the mlx-embeddings folder ``folder`` (see
-    module) to ``out`` (already checked), whole or not at all."""
+    module; of the registry's ``architecture``) to ``out`` (already checked), whole or not at all."""
     from ..io.packages import TOKENIZER_FILES, copy_present, package_folder, save_graphs, write_json_files
 
     with stage(f"loading {folder} with mlx-embeddings"):
-        model, _, config = load_embeddings_folder(folder)
-        encoder = encoder_of(config)
+        encoder = architecture
+        model, _, config = load_embeddings_folder(folder, encoder)
     dynamic = {name: {0: "batch_size", 1: "sequence_length"} for name in encoder.inputs}
     exporter = exporter.with_options(
         input_names=list(encoder.inputs), output_names=list(encoder.output_names), path=None, dynamic=dynamic
@@ -172,7 +160,9 @@ def _real(rows: np.ndarray, mask: np.ndarray, k: int) -> np.ndarray:
     return rows[k] if rows.ndim == 2 else rows[k][mask[k] == 1]
 
 
-def check_embeddings(package: Path, folder: Path, texts=CHECK_TEXTS, atol=None, rtol=None) -> dict:
+def check_embeddings(
+    package: Path, folder: Path, architecture: Encoder, texts=CHECK_TEXTS, atol=None, rtol=None
+) -> dict:
     """The package's embeddings of ``texts`` (one batch padded as the package's tokenizer
     pads, a plain onnxruntime session; pooled as transformers.js pools, and its
     ``sentence_embedding`` output) against mlx-embeddings' ``text_embeds`` of the same
@@ -182,8 +172,8 @@ def check_embeddings(package: Path, folder: Path, texts=CHECK_TEXTS, atol=None, 
     from ..io.graph_files import graph_path
     from ..verify.plain import half_precision, in_float32, plain_session, reference
 
-    model, tokenizer, config = load_embeddings_folder(folder)
-    encoder = encoder_of(config)
+    encoder = architecture
+    model, tokenizer, config = load_embeddings_folder(folder, encoder)
     plain = plain_session(graph_path(package, "onnx/model.onnx"), atol, rtol)
     side = (folder_json(package, "tokenizer_config.json") or {}).get("padding_side", "right")
     feeds = _batch(tokenizer, texts, encoder.inputs, side)

@@ -23,20 +23,6 @@ import numpy as np
 from ..errors import MissingPackageError, NotAModelFolderError, UsageError, UserFunctionError
 from .image_processors import IMAGENET_MEAN, IMAGENET_STD, RESAMPLE, centre_crop_settings
 
-# mlxim model name prefix -> transformers.js model type (its image-classification class
-# only runs the session: any type of the family's layout serves)
-FAMILIES = {
-    "resnet": "resnet",
-    "wide_resnet": "resnet",
-    "vit": "vit",
-    "swin_tiny": "swin",
-    "swin_small": "swin",
-    "swin_base": "swin",
-    "efficientnet": "efficientnet",
-    "mobilenet_v2": "mobilenet_v2",
-    "mobilenet_v3": "mobilenet_v3",
-}
-
 
 def weights_file(folder: Path) -> Path | None:
     found = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.npz"))
@@ -134,9 +120,10 @@ def preprocessor_config(name: str) -> dict:
     )
 
 
-def model_config(name: str, classes: int) -> tuple[dict, str | None]:
-    """config.json, and why transformers.js cannot run the package (None when it can)."""
-    family = next((t for prefix, t in FAMILIES.items() if name.startswith(prefix)), None)
+def model_config(name: str, classes: int, architectures: dict[str, str]) -> tuple[dict, str | None]:
+    """config.json, and why transformers.js cannot run the package (None when it can);
+    ``architectures``: mlxim model name prefix -> transformers.js model type (the registry's)."""
+    family = next((t for prefix, t in architectures.items() if name.startswith(prefix)), None)
     labels = {str(i): f"LABEL_{i}" for i in range(classes)}
     config = {
         "model_type": family or name.split("_")[0],
@@ -151,9 +138,10 @@ def model_config(name: str, classes: int) -> tuple[dict, str | None]:
     return config, reason
 
 
-def export_classifier(folder: Path, out: Path, exporter, stage) -> Path:
+def export_classifier(folder: Path, out: Path, exporter, stage, architectures: dict[str, str]) -> Path:
     """Write the image-classification package of the mlx-image folder ``folder`` (see
-    module) to ``out`` (already checked), whole or not at all."""
+    module; ``architectures``: the registry's, :func:`model_config`) to ``out`` (already
+    checked), whole or not at all."""
     from ..io.packages import package_folder, save_graphs, write_json_files
 
     with stage(f"loading {folder} with mlx-image"):
@@ -169,7 +157,10 @@ def export_classifier(folder: Path, out: Path, exporter, stage) -> Path:
         dtypes = save_graphs(package, {"onnx/model.onnx": graph}, exporter.check)
         write_json_files(
             package,
-            {"config.json": model_config(name, classes)[0], "preprocessor_config.json": preprocessor_config(name)},
+            {
+                "config.json": model_config(name, classes, architectures)[0],
+                "preprocessor_config.json": preprocessor_config(name),
+            },
             dtypes,
         )
     return out

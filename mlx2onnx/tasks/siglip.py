@@ -37,9 +37,9 @@ LOGITS = ("logits_per_image", "logits_per_text", "text_embeds", "image_embeds")
 TOWER = ("last_hidden_state", "pooler_output")
 
 
-def is_siglip_folder(folder: Path, config: dict | None) -> bool:
-    """An mlx-embeddings SigLIP folder: ``model_type`` ``siglip`` with both towers' settings."""
-    return bool(config) and config.get("model_type") == "siglip" and {"text_config", "vision_config"} <= set(config)
+def has_both_towers(config: dict) -> bool:
+    """Whether the config (of a SigLIP model_type) has both towers' settings, as mlx-embeddings' SigLIP folders do."""
+    return {"text_config", "vision_config"} <= set(config)
 
 
 def load_siglip_folder(folder: Path):

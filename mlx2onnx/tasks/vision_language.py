@@ -9,15 +9,13 @@ pixel inputs -> ``image_features``), ``onnx/embed_tokens.onnx`` (``input_ids`` -
 package's decoder, :mod:`mlx2onnx.llm.package`, over embeddings), and merges them itself:
 the image token's positions take the image features, in order. The graphs give what
 mlx-vlm's own generation computes (``get_input_embeddings`` then ``language_model``); what
-differs between architectures is an :class:`Architecture` (:mod:`.vlm_gemma3`,
-:mod:`.vlm_idefics3`, :mod:`.vlm_qwen2_vl`, :mod:`.vlm_qwen2_5_vl`, :mod:`.vlm_qwen3_vl`, :mod:`.vlm_glm_ocr`, :mod:`.vlm_llava`, :mod:`.vlm_llava_next`, :mod:`.vlm_llava_bunny`, :mod:`.vlm_paligemma`, :mod:`.vlm_internvl`, :mod:`.vlm_aya_vision`,
-:mod:`.vlm_mistral3`; their onnxruntime-genai
-layout, :mod:`.vlm_genai`).
+differs between architectures is an :class:`Architecture`, one a ``vlm_*`` module, which
+the registry of folder kinds (:mod:`mlx2onnx.tasks`) names by model_type and gives the
+export and check (their onnxruntime-genai layout, :mod:`.vlm_genai`).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 
@@ -27,37 +25,6 @@ import numpy as np
 from ..errors import UnsupportedModelError
 from .loading import load_with
 from .vlm_architecture import Architecture, image_token_id
-
-# mlx-vlm model_type -> the module under mlx2onnx.tasks whose ARCHITECTURE exports it
-VLM_MODULES = {
-    "gemma3": "vlm_gemma3",
-    "idefics3": "vlm_idefics3",
-    "smolvlm": "vlm_idefics3",
-    "qwen2_vl": "vlm_qwen2_vl",
-    "qwen2_5_vl": "vlm_qwen2_5_vl",
-    "qwen3_vl": "vlm_qwen3_vl",
-    "qwen3_vl_moe": "vlm_qwen3_vl",
-    "glm_ocr": "vlm_glm_ocr",
-    "llava": "vlm_llava",
-    "llava_next": "vlm_llava_next",
-    "bunny-llama": "vlm_llava_bunny",  # mlx-vlm's llava_bunny (Bunny), by its checkpoints' model types
-    "llava-qwen2": "vlm_llava_bunny",
-    "internvl_chat": "vlm_internvl",
-    "aya_vision": "vlm_aya_vision",
-    "paligemma": "vlm_paligemma",
-    "mistral3": "vlm_mistral3",
-    "pixtral": "vlm_mistral3",
-}
-VLM_TYPES = tuple(VLM_MODULES)
-
-
-def architecture(model_type: str) -> Architecture:
-    if model_type not in VLM_MODULES:
-        raise UnsupportedModelError(
-            f"model_type {model_type!r}: the image-text-to-text export handles mlx-vlm's "
-            f"{', '.join(sorted(VLM_MODULES))}"
-        )
-    return importlib.import_module(f"{__package__}.{VLM_MODULES[model_type]}").ARCHITECTURE
 
 
 def load_vlm_folder(folder: Path):
@@ -193,13 +160,12 @@ def export_graphs(model, exporter, arch: Architecture):
     }, layout
 
 
-def export_vision_language(folder: Path, out: Path, exporter, stage) -> Path:
-    """Write the image-text-to-text package of the mlx-vlm folder ``folder`` to ``out``
-    (already checked), whole or not at all."""
+def export_vision_language(folder: Path, out: Path, exporter, stage, architecture: Architecture) -> Path:
+    """Write the image-text-to-text package of the mlx-vlm folder ``folder`` (of the
+    registry's ``architecture``) to ``out`` (already checked), whole or not at all."""
     from ..io.packages import TOKENIZER_FILES, copy_present, package_folder, save_graphs, write_json_files
 
-    config = json.loads((folder / "config.json").read_text())
-    arch = architecture(config.get("model_type"))
+    config, arch = json.loads((folder / "config.json").read_text()), architecture
     with stage(f"loading {folder} with mlx-vlm"):
         model = load_vlm_folder(folder)
     with stage("tracing the vision encoder, the token embedding and the decoder, and translating them"):
@@ -228,11 +194,12 @@ def export_vision_language(folder: Path, out: Path, exporter, stage) -> Path:
     return out
 
 
-def mlx_vlm_tokens(model, input_ids: mx.array, pixels: dict, new_tokens: int) -> tuple[list[int], mx.array]:
+def mlx_vlm_tokens(
+    model, arch: Architecture, input_ids: mx.array, pixels: dict, new_tokens: int
+) -> tuple[list[int], mx.array]:
     """mlx-vlm's greedy generation as its generate step runs it: the merged embeddings of
-    ``get_input_embeddings``, then the language model over its own cache: (tokens, the
-    first step's logits)."""
-    arch = architecture(model.config.model_type)
+    ``get_input_embeddings`` (``arch``'s), then the language model over its own cache:
+    (tokens, the first step's logits)."""
     cache = _Language(model).make_cache()
     embeds, first_step = arch.mlx_embeddings(model, input_ids, pixels)
     logits = model.language_model(input_ids, inputs_embeds=embeds, cache=cache, **first_step).logits
@@ -288,11 +255,14 @@ def package_vlm_tokens(
     return tokens, first, decoder
 
 
-def check_vision_language(package: Path, folder: Path, seed: int = 0, new_tokens: int = 12) -> dict:
+def check_vision_language(
+    package: Path, folder: Path, architecture: Architecture, seed: int = 0, new_tokens: int = 12
+) -> dict:
     """The package's greedy tokens and first logits for a random image and a prompt of
-    random text tokens around the image tokens, against mlx-vlm's generation."""
+    random text tokens around the image tokens, against mlx-vlm's generation (of the
+    registry's ``architecture``)."""
     model = load_vlm_folder(folder)
-    config, arch = model.config, architecture(model.config.model_type)
+    config, arch = model.config, architecture
     rng = np.random.default_rng(seed)
     pixels = arch.vision_inputs(model, 1, rng)
     image = arch.image_prompt(model)
@@ -301,6 +271,6 @@ def check_vision_language(package: Path, folder: Path, seed: int = 0, new_tokens
     rope = None if arch.rope_index is None else arch.rope_index(model, ids, pixels)
     token = image_token_id(config) if arch.image_token is None else arch.image_token(model)
     got, logits, decoder = package_vlm_tokens(package, ids, pixels, new_tokens, token, rope)
-    want, want_logits = mlx_vlm_tokens(model, mx.array(ids), pixels, new_tokens)
+    want, want_logits = mlx_vlm_tokens(model, arch, mx.array(ids), pixels, new_tokens)
     row = decoder.tokens_row(f"a random image in {ids.shape[1]} tokens", got, want, logits, want_logits)
     return decoder.result("image-text-to-text", package, folder, [row])

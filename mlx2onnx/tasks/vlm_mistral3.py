@@ -20,6 +20,7 @@ image.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import mlx.core as mx
@@ -235,11 +236,6 @@ def genai_files(model, folder: Path, layout: list, exporter, graphs: dict) -> tu
     )
 
 
-def package_config(config: dict) -> dict:
-    """config.json as transformers.js reads it: a pixtral folder as its llava type."""
-    return llava_typed(config) if config.get("model_type") == "pixtral" else config
-
-
 ARCHITECTURE = Architecture(
     "Pixtral",
     embeddings,
@@ -252,5 +248,6 @@ ARCHITECTURE = Architecture(
     genai_files,
     image_prompt,
     vision_graph=vision_graph,
-    package_config=package_config,
 )
+# Pixtral alone (no merger): transformers.js has no pixtral type and runs it as its llava type
+PIXTRAL = replace(ARCHITECTURE, package_config=llava_typed)

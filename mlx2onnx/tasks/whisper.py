@@ -45,10 +45,11 @@ def is_whisper_config(config: dict) -> bool:
     return {"n_mels", "n_audio_ctx", "n_text_ctx"} <= set(config)
 
 
-def is_mlx_audio_whisper(folder: Path, config: dict) -> bool:
-    """Whether the folder is mlx-audio's Whisper (Transformers' config keys, or mlx-whisper's
-    dimensions beside ``model.safetensors`` instead of mlx-whisper's weights file)."""
-    if config.get("model_type") == "whisper" and {"d_model", "encoder_layers"} & set(config):
+def is_mlx_audio_whisper(folder: Path, config: dict, named: bool) -> bool:
+    """Whether the folder is mlx-audio's Whisper (``named``: a Whisper model_type, the
+    registry's, with Transformers' config keys; or mlx-whisper's dimensions beside
+    ``model.safetensors`` instead of mlx-whisper's weights file)."""
+    if named and {"d_model", "encoder_layers"} & set(config):
         return True
     return is_whisper_config(config) and (folder / "model.safetensors").is_file() and not _has_weights(folder)
 

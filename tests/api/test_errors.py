@@ -64,7 +64,9 @@ def test_a_missing_package_names_the_pip_command(tmp_path, monkeypatch):
     from mlx2onnx.cli.common import EXIT_USAGE, exit_code
     from mlx2onnx.tasks.loading import load_with
 
-    monkeypatch.setitem(sys.modules, "mlx_audio", None)  # as if it were not installed: import raises ImportError
+    # as if it were not installed: import raises ImportError (also where another test imported it before)
+    for name in ["mlx_audio", *(m for m in sys.modules if m.startswith("mlx_audio."))]:
+        monkeypatch.setitem(sys.modules, name, None)
     try:
         load_with(tmp_path, "mlx-audio", "mlx_audio.stt.utils", "load", lambda load: load(str(tmp_path)))
     except errors.MissingPackageError as exc:

@@ -144,9 +144,9 @@ def test_a_decoder_embedding_folder_is_told_from_a_language_model_by_its_sentenc
 
 
 def test_every_embedding_architecture_has_a_test_folder():
-    from mlx2onnx.tasks.embedding_encoders import ENCODERS
+    from mlx2onnx.tasks import EMBEDDINGS
 
-    assert {name.replace("-", "_") for name in ENCODERS} == set(zoo.EMBEDDING_CONFIGS)
+    assert {name.replace("-", "_") for name in EMBEDDINGS} == set(zoo.EMBEDDING_CONFIGS)
 
 
 @pytest.mark.node
@@ -182,13 +182,14 @@ def test_a_siglip_image_classifier_folder_is_refused_before_anything_is_written(
 
 
 @pytest.mark.node
-@pytest.mark.parametrize("variant", ["float32", "4-bit", "bfloat16"])
+@pytest.mark.parametrize("variant", ["float32", "4-bit", "bfloat16", "registers"])
 def test_dinov2_folder_runs_in_transformers_js_image_feature_extraction(tmp_path, variant):
     """A DINOv2 folder (position embeddings interpolated from 6 x 6 to the crop's 4 x 4
-    patches): transformers.js's image-feature-extraction pipeline gives mlx-vlm's token
-    sequence of the processed image, and with {pool: true} its class token."""
+    patches), and one with register tokens (``dinov2_with_registers``): transformers.js's
+    image-feature-extraction pipeline gives mlx-vlm's token sequence of the processed
+    image, and with {pool: true} its class token."""
     pytest.importorskip("mlx_vlm.utils")
-    options = {"4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16}}.get(variant, {})
+    options = {"4-bit": {"bits": 4}, "bfloat16": {"dtype": mx.bfloat16}, "registers": {"registers": 4}}.get(variant, {})
     folder = zoo.write_dinov2_folder(tmp_path / "folder", **options)
     package, out, result = _exported(tmp_path, folder)
     assert result["task"] == "image-feature-extraction" and [r["detail"] for r in result["rows"]] == [
@@ -255,12 +256,13 @@ def test_image_folder_runs_in_transformers_js_image_classification(tmp_path, var
 @pytest.mark.slow
 def test_image_folder_identification(tmp_path):
     pytest.importorskip("mlxim.model")
+    from mlx2onnx.tasks import IMAGE_CLASSIFIERS
     from mlx2onnx.tasks.images import identify, model_config
 
     folder = zoo.write_image_folder(tmp_path / "weights", "resnet18")
     assert identify(folder) == ("resnet18", 10)
     # regnet has no transformers.js class: exported, and the package says so
-    config, reason = model_config("regnet_y_400mf", 10)
+    config, reason = model_config("regnet_y_400mf", 10, IMAGE_CLASSIFIERS)
     assert "no image-classification model type" in reason and "cannot run" in config["mlx2onnx"]["transformers.js"]
     (folder / "model.safetensors").rename(folder / "other.safetensors")
     mx.save_safetensors(str(folder / "model.safetensors"), {"w": mx.zeros((3, 3))})

@@ -62,7 +62,7 @@ QWEN = {
 NO_MLX_REFERENCE = {("qwen3_vl_moe", "bfloat16"), ("llava_next", "bfloat16")}
 CASES = [
     (arch, variant) for arch in ARCHITECTURES for variant in sorted(VARIANTS) if (arch, variant) not in NO_MLX_REFERENCE
-]
+] + [("smolvlm", "float32")]  # SmolVLM: idefics3's layout and export under its own model_type (mlx-vlm's smolvlm)
 GRAPHS = ("vision_encoder", "embed_tokens", "decoder_model_merged")
 
 
@@ -84,9 +84,10 @@ def vlm_packages(tmp_path_factory):
 def _mlx_tokens(folder, ids, pixels):
     from mlx_vlm.utils import load_model
 
+    from mlx2onnx.tasks import architecture_of
     from mlx2onnx.tasks.vision_language import mlx_vlm_tokens
 
-    return mlx_vlm_tokens(load_model(folder), mx.array([ids]), pixels, 12)[0]
+    return mlx_vlm_tokens(load_model(folder), architecture_of(folder), mx.array([ids]), pixels, 12)[0]
 
 
 @pytest.mark.node
@@ -291,11 +292,11 @@ def test_qwen_prompt_with_two_images_of_different_sizes(vlm_packages, architectu
     one image per prompt.)"""
     from mlx_vlm.utils import load_model
 
-    from mlx2onnx.tasks.vision_language import architecture as vlm_architecture
+    from mlx2onnx.tasks import architecture_of
     from mlx2onnx.tasks.vision_language import package_vlm_tokens
 
     folder, package = vlm_packages(architecture, "float32")
-    model, arch = load_model(folder), vlm_architecture(architecture)
+    model, arch = load_model(folder), architecture_of(folder)
     p = QWEN[architecture]
     each = [
         zoo.vlm_pixels(architecture, zoo.generated_image(8 * p, seed=8)),
@@ -340,11 +341,11 @@ def test_qwen3_vl_deepstack_features_reach_the_decoder(vlm_packages):
     others: the features the wide embeddings carry are the ones that count."""
     from mlx_vlm.utils import load_model
 
-    from mlx2onnx.tasks.vision_language import architecture as vlm_architecture
+    from mlx2onnx.tasks import architecture_of
     from mlx2onnx.tasks.vision_language import package_vlm_tokens
 
     folder, package = vlm_packages("qwen3_vl", "float32")
-    model, arch = load_model(folder), vlm_architecture("qwen3_vl")
+    model, arch = load_model(folder), architecture_of(folder)
     pixels = zoo.vlm_pixels("qwen3_vl", zoo.generated_image(128, seed=4))
     config = model.config
     ids = np.array([[7, 8, config.vision_start_token_id] + [config.image_token_id] * 16 + [9, 10, 11]], np.int64)
@@ -409,11 +410,11 @@ def test_paligemma_prompt_attends_both_ways(vlm_packages):
     sessions give mlx-vlm's tokens, and mlx-vlm with a causal prompt gives others."""
     from mlx_vlm.utils import load_model
 
-    from mlx2onnx.tasks.vision_language import architecture as vlm_architecture
+    from mlx2onnx.tasks import architecture_of
     from mlx2onnx.tasks.vision_language import package_vlm_tokens
 
     folder, package = vlm_packages("paligemma", "float32")
-    model, arch = load_model(folder), vlm_architecture("paligemma")
+    model, arch = load_model(folder), architecture_of(folder)
     pixels = zoo.vlm_pixels("paligemma", zoo.generated_image(32, seed=4))
     image = model.config.image_token_index
     ids = np.array([[image] * 16 + [40, 41, 42, 43, 44]], np.int64)
@@ -449,8 +450,10 @@ def test_vlm_folder_kinds(tmp_path, vlm_packages):
 
 
 def test_every_vlm_architecture_has_a_test_folder():
-    """Each architecture module the export dispatches to is exported in this file's cases."""
-    from mlx2onnx.tasks.vision_language import VLM_MODULES
+    """Each architecture the registry gives the mlx-vlm kind is exported in this file's cases."""
+    from mlx2onnx.tasks import VISION_LANGUAGE
 
     model_types = {"llava_bunny": "bunny-llama"}  # the mlx-vlm module's name -> its folders' model_type
-    assert set(VLM_MODULES.values()) == {VLM_MODULES[model_types.get(name, name)] for name in ARCHITECTURES}
+    assert {id(a) for a in VISION_LANGUAGE.values()} == {
+        id(VISION_LANGUAGE[model_types.get(name, name)]) for name in ARCHITECTURES
+    }

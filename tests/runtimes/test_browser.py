@@ -181,7 +181,7 @@ def measure_image_text_to_text(root: Path, device: str) -> Measured:
     from mlx_vlm.utils import load_model
     from PIL import Image
 
-    from mlx2onnx.tasks import export_folder
+    from mlx2onnx.tasks import architecture_of, export_folder
     from mlx2onnx.tasks.vision_language import mlx_vlm_tokens
 
     folder = zoo.write_vlm_folder(root / "folder", "gemma3")
@@ -194,7 +194,13 @@ def measure_image_text_to_text(root: Path, device: str) -> Measured:
         {"pkg": package, "images": root / "images"},
         webgpu=device == "webgpu",
     )
-    want = mlx_vlm_tokens(load_model(folder), mx.array([heard["ids"]]), zoo.vlm_pixels("gemma3", image), NEW_TOKENS)[0]
+    want = mlx_vlm_tokens(
+        load_model(folder),
+        architecture_of(folder),
+        mx.array([heard["ids"]]),
+        zoo.vlm_pixels("gemma3", image),
+        NEW_TOKENS,
+    )[0]
     ok = len(set(want)) > 1 and heard["tokens"] == want
     return Measured("mlx-vlm's tokens" if ok else "other tokens", ok, f"{heard['tokens']}, mlx-vlm {want}")
 

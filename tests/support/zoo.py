@@ -361,9 +361,10 @@ def embedding_encoder(name: str):
     mx.eval(model.parameters())
 
     if name in DECODER_EMBEDDINGS:  # what the package computes: Qwen3's own pooling branches on the mask's values
-        from mlx2onnx.tasks.embedding_encoders import ENCODERS
+        from mlx2onnx.tasks import EMBEDDINGS
+        from mlx2onnx.tasks.kinds import spec_of
 
-        encoder = ENCODERS[name.replace("_", "-")]
+        encoder = spec_of(EMBEDDINGS, EMBEDDING_CONFIGS[name])
         return lambda input_ids, attention_mask: dict(
             zip(encoder.output_names, _as_tuple(encoder.outputs(model, input_ids, attention_mask)))
         )
@@ -1297,18 +1298,27 @@ def dinov2_encoder():
     return encoder(model)
 
 
-def write_dinov2_folder(folder, bits: int | None = None, dtype=None):
+def write_dinov2_folder(folder, bits: int | None = None, dtype=None, registers: int = 0):
     """An mlx-vlm DINOv2 folder as its converter writes one from a DINOv2 repository:
     config.json, model.safetensors (mlx-vlm's save functions), and the repository's
-    preprocessor_config.json (DINOv2's processor: shortest edge to 36, centre crop 32)."""
+    preprocessor_config.json (DINOv2's processor: shortest edge to 36, centre crop 32);
+    ``registers``: a DINOv2-with-registers folder of that many register tokens."""
     saving = pytest.importorskip("mlx_vlm.utils")
     from mlx_vlm.models.dinov2 import Model, ModelConfig
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     settings = dict(DINOV2_CONFIG)
+    if registers:
+        settings.update(
+            model_type="dinov2_with_registers",
+            architectures=["Dinov2WithRegistersModel"],
+            num_register_tokens=registers,
+        )
     mx.random.seed(0)
     model = Model(ModelConfig.from_dict(settings))
+    if registers:  # mlx-vlm starts them at zero, as a checkpoint's are not
+        model.register_tokens = mx.random.normal((1, registers, DINOV2_CONFIG["hidden_size"]))
     as_variant(
         model, settings, dtype, bits, predicate=lambda p, m: hasattr(m, "to_quantized") and m.weight.size % 64 == 0
     )
@@ -1667,6 +1677,7 @@ VLM_SPECIALS = {
 }
 for _qwen in ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"):
     VLM_SPECIALS[_qwen] = VLM_SPECIALS["qwen2_vl"]
+VLM_SPECIALS["smolvlm"] = VLM_SPECIALS["idefics3"]  # SmolVLM: Idefics3's layout under its own model_type
 VLM_SPECIALS["llava_bunny"] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # Bunny's image is the id -200
 VLM_SPECIALS["llava"] = VLM_SPECIALS["llava_next"] = VLM_SPECIALS["paligemma"] = [
     "<pad>",
@@ -1706,6 +1717,7 @@ VLM_PROMPTS = {
 for _qwen in ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"):
     VLM_PROMPTS[_qwen] = VLM_PROMPTS["qwen2_vl"]
 VLM_PROMPTS["llava"] = VLM_PROMPTS["llava_next"] = VLM_PROMPTS["llava_bunny"] = "<image> a small tokenizer"
+VLM_PROMPTS["smolvlm"] = VLM_PROMPTS["idefics3"]
 VLM_PROMPTS["paligemma"] = "<image>caption a small tokenizer"
 VLM_PROMPTS["internvl_chat"] = "<img><IMG_CONTEXT></img> a small tokenizer"
 VLM_PROMPTS["aya_vision"] = "<|START_OF_IMG|>TILE_GLOBAL<|IMG_PATCH|><|END_OF_IMG|> a small tokenizer"
@@ -2038,7 +2050,7 @@ def _vlm_settings(architecture: str, ids: dict, vocab: int) -> dict:
             ),
         )
     return dict(
-        model_type="idefics3",
+        model_type=architecture,  # idefics3, smolvlm
         image_token_id=ids["<image>"],
         vocab_size=vocab,
         scale_factor=2,
@@ -2065,13 +2077,15 @@ def write_vlm_folder(
     dtype=None,
     bits: int | None = None,
     split: bool = False,
+    model_type: str | None = None,
 ):
     """An mlx-vlm folder as mlx-vlm's save functions write it (config.json with text and
     vision configs, model.safetensors with the vision tower), a byte-level BPE tokenizer
     trained here with the architecture's image tokens, its tokenizer_config naming them (as
     transformers.js's processors read them) and a chat template; ``split`` (idefics3):
     SmolVLM's processor files beside, which split an image into tiles of the tower's size
-    (longest edge resized to two tiles) and add a global image."""
+    (longest edge resized to two tiles) and add a global image; ``model_type``: another of
+    the mlx-vlm module's model types (mlx-vlm's MODEL_REMAPPING: Bunny's ``llava-qwen2``)."""
     scale = VLM_SCALES.get(architecture, 0.1) if scale is None else scale
     module = pytest.importorskip(f"mlx_vlm.models.{architecture}.{architecture}")
     configs = pytest.importorskip(f"mlx_vlm.models.{architecture}.config")
@@ -2098,6 +2112,7 @@ def write_vlm_folder(
         names.update(boi_token="<start_of_image>", eoi_token="<end_of_image>", image_token="<image_soft_token>")
     (folder / "tokenizer_config.json").write_text(json.dumps(names))
     settings = _vlm_settings(architecture, ids, tokenizer.get_vocab_size())
+    settings["model_type"] = model_type or settings["model_type"]
     config = configs.ModelConfig.from_dict(settings)
     config.text_config = configs.TextConfig.from_dict(settings["text_config"])
     config.vision_config = configs.VisionConfig.from_dict(settings["vision_config"])

@@ -194,14 +194,20 @@ def genai_hybrid(layout: list) -> tuple[dict | None, str | None]:
     recurrent layer (its RecurrentState: ``past_conv_names`` / ``past_recurrent_names``)
     with any decoder type; each array's shape after the batch axis is fixed."""
     kinds = _kinds(layout)
+    leaves = [leaf for _, leaf in flat(layout)]
     if all(k in ("kv", 1) for k in kinds):
+        ranks = sorted({1 + len(leaf.shapes[0]) for leaf in leaves if not is_kv(leaf)})
+        if ranks != [3]:  # genai's ConvKeyValueCache takes [batch, channels, window] alone
+            return None, (
+                "onnxruntime-genai 0.18 carries one state beside attention layers as its lfm2 type's "
+                f"convolution window, of rank 3 [batch, channels, window]; this model's state is of rank {ranks[-1]}"
+            )
         return {
             "type": "lfm2",
             "layer_types": ["full_attention" if k == "kv" else "conv" for k in kinds],
             "inputs": {"past_conv_names": "past_conv.%d"},
             "outputs": {"present_conv_names": "present_conv.%d"},
         }, None
-    leaves = [leaf for _, leaf in flat(layout)]
     states = {(leaf.shapes, leaf.dtypes) for leaf in leaves if not is_kv(leaf)}
     windowed = any(len(shapes[0]) == 3 or len(shapes[1]) == 4 for shapes, _ in states if len(shapes) == 2)
     if windowed:  # a rank-4 convolution or rank-5 recurrent state is genai's window of per-token states

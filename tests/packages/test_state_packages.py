@@ -43,6 +43,10 @@ ARCHITECTURES = {
         "no attention at all: transformers.js counts tokens from an attention cache",
         {"transformers.js": "no attention layer", "left_padded_batches": "read the padding"},
     ),
+    "bailing_moe_linear": (
+        "a rank-4 linear-attention state beside attention: not genai's rank-3 lfm2 window",
+        {"onnxruntime-genai": "state is of rank 4", "left_padded_batches": "read the padding"},
+    ),
     "rwkv7": (
         "three states per layer, a count genai does not carry, and no attention",
         {
@@ -54,6 +58,11 @@ ARCHITECTURES = {
 }
 
 
+# configs other than the sweep's tiny one: bailing_moe_linear's layer_group_size 2 makes every other
+# layer a linear-attention one (the sweep's 1 makes every layer attention)
+CONFIGS = {"bailing_moe_linear": zoo.RECURRENT_CONFIGS["bailing_moe_linear"]}
+
+
 @pytest.mark.node
 @pytest.mark.genai
 @pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
@@ -61,7 +70,7 @@ def test_recurrent_architectures_run_as_packages(tmp_path, arch):
     from mlx2onnx.llm.check import check_package
     from tests.support.mlx_lm_configs import config_for
 
-    folder = zoo.write_model_folder(tmp_path / "folder", arch, config=config_for(arch))
+    folder = zoo.write_model_folder(tmp_path / "folder", arch, config=CONFIGS.get(arch) or config_for(arch))
     package = tmp_path / "package"
     out = cli("export", folder, "-o", package, cwd=tmp_path, check_rc=0)
     notes = json.loads((package / "config.json").read_text()).get("mlx2onnx", {})

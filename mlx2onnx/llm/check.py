@@ -107,7 +107,8 @@ def check_package(
 ) -> dict:
     """Greedy tokens and first-step logits of the package in onnxruntime (the prompts in
     one left-padded batch, or one at a time where the package says it does not serve
-    left-padded batches) against mlx-lm's own forward of each prompt alone. The session
+    left-padded batches) against mlx-lm's own generation of each prompt alone (its first step's logits over a
+    fresh cache, as its generation computes them). The session
     is a plain one, as onnxruntime-genai and transformers.js open it; where the package
     asks for int8 activations, or MLX's device computes float32 products in TF32, the
     result says so and the logits are compared at that arithmetic's tolerance (the tokens
@@ -118,7 +119,7 @@ def check_package(
     same weights (the function the half-precision arithmetic approximates); how far MLX's
     own half-precision logits are from float32 is measured on every prompt (:func:`half_row`)."""
     from ..verify.plain import half_precision, plain_session, reference
-    from .greedy import mlx_generate
+    from .greedy import mlx_generate, mlx_prompt_logits
 
     package, folder = Path(package), Path(folder)
     model_file = graph_path(package, "onnx/model.onnx")
@@ -134,7 +135,7 @@ def check_package(
     rows = []
     for row, prompt in enumerate(prompts):
         want_tokens = mlx_generate(model, mx.array([prompt]), new_tokens)[0]
-        want_logits, held = reference(model(mx.array([prompt]))[0, -1])
+        want_logits, held = reference(mlx_prompt_logits(model, mx.array([prompt]))[0])
         error, bound = plain.compare(logits[row], want_logits, held)
         found = {
             "prompt": list(map(int, prompt)),
@@ -169,18 +170,18 @@ def half_row(
     only where float32's margin between the two tokens is within MLX's spread (a near tie
     half precision may break either way; ``first_divergence`` says where and by how much)."""
     from ..verify.plain import in_float32
-    from .greedy import mlx_generate
+    from .greedy import mlx_generate, mlx_prompt_logits
 
     prompt, tokens = found["prompt"], found["tokens"]
     with in_float32(model):
         f32_tokens = mlx_generate(model, mx.array([prompt]), new_tokens)[0].tolist()
-        f32_logits = np.array(model(mx.array([prompt]))[0, -1].astype(mx.float32))
+        f32_logits = np.array(mlx_prompt_logits(model, mx.array([prompt]))[0].astype(mx.float32))
         compared = plain.half_compare(logits, half_logits, f32_logits, held)
         spread = compared["mlx_half_vs_float32"]
         divergence = None
         if tokens not in (found["mlx_tokens"], f32_tokens):
             step = next(k for k, (a, b) in enumerate(zip(tokens, f32_tokens)) if a != b)
-            there = np.array(model(mx.array([prompt + tokens[:step]]))[0, -1].astype(mx.float32))
+            there = np.array(mlx_prompt_logits(model, mx.array([prompt + tokens[:step]]))[0].astype(mx.float32))
             margin = float(there[f32_tokens[step]] - there[tokens[step]])
             divergence = {
                 "step": step,

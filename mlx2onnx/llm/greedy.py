@@ -57,15 +57,9 @@ def _vocabulary(export: DecoderExport) -> int | None:
 
 
 def mlx_generate(model: nn.Module, prompt: mx.array, max_new_tokens: int, cache=None) -> np.ndarray:
-    """Greedy decoding in MLX with the model's own cache (mlx-lm ``make_cache`` when it
-    has one), the reference for :func:`generate`."""
-    if cache is None:
-        if hasattr(model, "make_cache"):
-            cache = model.make_cache()
-        else:
-            from mlx_lm.models.cache import KVCache
-
-            cache = [KVCache() for _ in model.layers]
+    """Greedy decoding in MLX with the model's own cache (:func:`fresh_cache`), the
+    reference for :func:`generate`."""
+    cache = fresh_cache(model) if cache is None else cache
     logits = model(prompt, cache=cache)
     tokens = []
     for step in range(max_new_tokens):
@@ -75,3 +69,21 @@ def mlx_generate(model: nn.Module, prompt: mx.array, max_new_tokens: int, cache=
             break
         logits = model(token[:, None], cache=cache)
     return np.array(mx.stack(tokens, axis=1))
+
+
+def fresh_cache(model: nn.Module) -> list:
+    """The model's own empty cache, as mlx-lm's generation makes it (``make_cache`` when
+    it has one, else a KVCache per layer)."""
+    if hasattr(model, "make_cache"):
+        return model.make_cache()
+    from mlx_lm.models.cache import KVCache
+
+    return [KVCache() for _ in model.layers]
+
+
+def mlx_prompt_logits(model: nn.Module, prompt: mx.array) -> mx.array:
+    """The logits [batch, vocab] of the prompt's last token as mlx-lm's generation computes
+    them: over a fresh cache. (A model whose layers share another layer's cache, Gemma 3n's
+    KV-shared layers, computes other numbers without one: those layers then project their
+    own keys and values.)"""
+    return model(prompt, cache=fresh_cache(model))[:, -1]

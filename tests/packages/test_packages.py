@@ -215,20 +215,43 @@ ARCHITECTURES = {
 }
 
 
+def _config(arch: str) -> dict:
+    """The sweep's tiny config; gemma3n's with KV-shared layers (the sweep's has none): its
+    last two of four layers read the caches of the layers before them (and Gemma 3n's own
+    logit softcap, 30: the sweep's 2 saturates random logits into ties)."""
+    from tests.support.mlx_lm_configs import config_for
+
+    config = config_for(arch)
+    if arch == "gemma3n":
+        config["text_config"].update(
+            num_hidden_layers=4,
+            num_kv_shared_layers=2,
+            layer_types=["sliding_attention", "full_attention"] * 2,
+            activation_sparsity_pattern=[0.0] * 4,
+            final_logit_softcapping=30.0,
+        )
+    return config
+
+
 @pytest.mark.node
 @pytest.mark.genai
 @pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
 def test_architectures_run_as_packages_in_both_runtimes(tmp_path, arch):
     """Each architecture's package (tiny config, random weights): a left-padded batch in
-    onnxruntime, onnxruntime-genai and transformers.js give mlx-lm's greedy tokens."""
+    onnxruntime, onnxruntime-genai and transformers.js give mlx-lm's greedy tokens, and the
+    check passes against mlx-lm's generation (gemma3n's KV-shared layers: mlx-lm's forward
+    without a cache gives other logits, as those layers then project their own keys)."""
     from mlx2onnx.llm.check import check_package
-    from tests.support.mlx_lm_configs import config_for
+    from mlx2onnx.llm.greedy import mlx_prompt_logits
 
-    folder = zoo.write_model_folder(tmp_path / "folder", arch, config=config_for(arch))
+    folder = zoo.write_model_folder(tmp_path / "folder", arch, config=_config(arch))
     package = tmp_path / "package"
     cli("export", folder, "-o", package, cwd=tmp_path, check_rc=0)
     result = check_package(package, folder, [[5, 6, 7, 8, 9, 10, 11], [20, 21, 22]])
     assert result["passed"], json.dumps(result, indent=1)
+    if arch == "gemma3n":
+        model, prompt = load_model_folder(str(folder)).fun, mx.array([[5, 6, 7, 8, 9, 10, 11]])
+        assert float(mx.abs(model(prompt)[0, -1] - mlx_prompt_logits(model, prompt)[0]).max()) > 0.1
     og = pytest.importorskip("onnxruntime_genai")
     model = og.Model(str(package))
     for text in PROMPTS:

@@ -150,8 +150,8 @@ def stage_package(model_type: str, folder: Path) -> dict:
 
     import mlx2onnx
     from mlx2onnx.errors import UsageError
+    from mlx2onnx.io.notes import read_notes
     from mlx2onnx.llm import check_package, export_package, mlx_generate
-    from mlx2onnx.llm.check import package_notes
     from mlx2onnx.targets import load_model_folder
     from tests.support import zoo
     from tests.support.mlx_lm_configs import UNBUILDABLE, config_for
@@ -189,7 +189,7 @@ def stage_package(model_type: str, folder: Path) -> dict:
         }
     except BaseException as exc:  # noqa: BLE001
         result["check"] = {"passed": False, "detail": _reason(exc)}
-    notes = package_notes(package)
+    notes = read_notes(package).runtime_notes()
     for column, runtime, run in (
         ("genai", "onnxruntime-genai", _genai),
         ("transformers.js", "transformers.js", _transformers_js),

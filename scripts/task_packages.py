@@ -42,6 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from mlx2onnx.io.notes import read_notes
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
@@ -172,7 +174,7 @@ def transformers_js(
     if task == "feature-extraction":
         got = zoo.transformers_js_embeddings(package, zoo.EMBEDDING_TEXTS)
         error = np.abs(got - zoo.mlx_embeddings(folder, zoo.EMBEDDING_TEXTS)).max()
-        pooling = json.loads((package / "config.json").read_text())["mlx2onnx"]["pooling"]
+        pooling = read_notes(package).pooling
         read = "AutoModel's sentence_embedding" if pooling is None else f"pooling {pooling}"
         return f"{'PASS' if error <= 2e-5 else 'FAIL'}: embeddings of 4 texts ({read}), max abs {error:.2g}"
     if task in ("zero-shot-image-classification", "image-feature-extraction"):
@@ -301,7 +303,7 @@ def speech_reference(source: str, architecture: str, folder: Path, audio, varian
 def genai(source: str, architecture: str, variant: str, folder: Path, package: Path, where: Path) -> str:
     from tests.support import zoo
 
-    notes = json.loads((package / "config.json").read_text()).get("mlx2onnx", {})
+    notes = read_notes(package).runtime_notes()
     if "onnxruntime-genai" in notes:
         return f"declared: {notes['onnxruntime-genai']}"
     samples = zoo.write_wav(where / "clip.wav", zoo.speech_clip(seconds=2.7, seed=5))
@@ -328,7 +330,7 @@ def run_row(task: str, source: str, architecture: str, variant: str) -> dict:
         errors = max(r["max_abs_error"] for r in result["rows"])
         check = f"{'PASS' if result['passed'] else 'FAIL'}: max abs {errors:.2g}"
         js = transformers_js(task, source, architecture, variant, folder, package, where)
-        notes = json.loads((package / "config.json").read_text()).get("mlx2onnx", {})
+        notes = read_notes(package).runtime_notes()
         if task == "automatic-speech-recognition":
             ga = genai(source, architecture, variant, folder, package, where)
         elif task == "image-text-to-text" and "onnxruntime-genai" not in notes:

@@ -29,9 +29,8 @@ def _export_package(ns, progress: Progress) -> int:
     from pathlib import Path
 
     from ..exporter import Exporter
-    from ..io.metadata import RUNTIME_NOTES
+    from ..io.notes import read_notes
     from ..io.ownership import FOLDER_MARKER
-    from ..llm.check import package_notes
     from ..llm.package import PACKAGE_BFLOAT16
     from ..tasks import export_folder
 
@@ -48,10 +47,8 @@ def _export_package(ns, progress: Progress) -> int:
     )
     files = sorted(str(p.relative_to(out)) for p in Path(out).rglob("*") if p.is_file() and p.name != FOLDER_MARKER)
     print(f"wrote package {out}: {', '.join(files)}")
-    notes = package_notes(Path(out))
-    for key in RUNTIME_NOTES:
-        if key in notes:  # what a runtime cannot do with this package, as config.json records it
-            print(f"  {key.replace('_', ' ')}: {notes[key]}")
+    for key, note in read_notes(out).runtime_notes().items():  # what a runtime cannot do with the package
+        print(f"  {key.replace('_', ' ')}: {note}")
     if not ns.check:
         return EXIT_OK
     from .check import check_package_folder

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from .graph_files import DTYPE_SUFFIXES, dtype_file
-from .metadata import RUNTIME_NOTES
+from .notes import PackageNotes, notes_in
 
 _TRANSFORMERS_JS = {  # task -> how a transformers.js user calls the package
     "text-generation": 'const generator = await pipeline("text-generation", "{name}");\n'
@@ -50,9 +50,9 @@ def base_model(source: Path) -> str:
     return source.resolve().name
 
 
-def _usage(task: str, notes: dict) -> str:
+def _usage(task: str, notes: PackageNotes) -> str:
     """The usage line's key: the task's, or an embedding read from its own output."""
-    return "sentence-embedding" if task == "feature-extraction" and notes.get("pooling") is None else task
+    return "sentence-embedding" if task == "feature-extraction" and notes.pooling is None else task
 
 
 IMAGES_FIRST = (
@@ -76,12 +76,12 @@ def write_card(package: Path, source: Path) -> None:
     from .._version import __version__
 
     config = json.loads((package / "config.json").read_text()) if (package / "config.json").is_file() else {}
-    notes = config.get("mlx2onnx", {})
-    task = notes.get("task", "text-generation")
+    notes = notes_in(config)
+    task = notes.task
     dtypes = config.get("transformers.js_config", {}).get("dtype", {})
     base, name = base_model(source), "PACKAGE"
     genai = (package / "genai_config.json").is_file()
-    extra = {entry["file"]: (dtype, entry) for dtype, entry in notes.get("dtype_files", {}).items()}
+    extra = {entry["file"]: (dtype, entry) for dtype, entry in (notes.dtype_files or {}).items()}
     own = {dtype_file(f"onnx/{stem}.onnx", dtype): dtype for stem, dtype in dtypes.items() if dtype in DTYPE_SUFFIXES}
 
     def row(path: Path) -> str:
@@ -99,8 +99,8 @@ def write_card(package: Path, source: Path) -> None:
     rows = [row(p) for p in sorted((package / "onnx").glob("*.onnx"))]
     usage = _TRANSFORMERS_JS[_usage(task, notes)].format(
         name=name,
-        pooling=notes.get("pooling"),
-        normalize="true" if notes.get("normalize", True) else "false",
+        pooling=notes.pooling,
+        normalize="false" if notes.normalize is False else "true",
         processor_arguments=_processor_arguments(package),
     )
     lines = [
@@ -164,7 +164,6 @@ def write_card(package: Path, source: Path) -> None:
         "```",
         "",
     ]
-    for runtime in RUNTIME_NOTES:
-        if notes.get(runtime):
-            lines.append(f"- {runtime.replace('_', ' ')}: {notes[runtime]}")
+    for runtime, note in notes.runtime_notes().items():
+        lines.append(f"- {runtime.replace('_', ' ')}: {note}")
     (package / "README.md").write_text("\n".join(lines).rstrip() + "\n")

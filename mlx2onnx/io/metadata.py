@@ -23,10 +23,6 @@ from ..capture.trace import Trace
 from ..dtypes import FloatPolicy
 from ..errors import VerificationError
 
-# what a package's config.json records under ``mlx2onnx`` about what a runtime cannot do with
-# it (llm.package writes them; the export command and the model card read them)
-RUNTIME_NOTES = ("onnxruntime-genai", "transformers.js", "left_padded_batches")
-
 IO_METADATA_KEY = "mlx2onnx.io"
 POLICY_METADATA_KEY = "mlx2onnx.dtype_policy"
 PASSES_METADATA_KEY = "mlx2onnx.passes"

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import UsageError
 from ..io.graph_files import graph_path
+from ..io.notes import read_notes
 from ..targets import load_model_folder
 from ..verify.session import NUMPY_TYPES
 
@@ -78,7 +79,7 @@ def package_tokens(session, package: Path, prompts: list[list[int]], new_tokens:
     """:func:`package_generate` on ``prompts`` as the package serves them: one left-padded
     batch, or one prompt at a time where its config.json records that it does not serve
     padded batches; (tokens, first logits, that record or None)."""
-    padding = package_notes(package).get("left_padded_batches") if len({len(p) for p in prompts}) > 1 else None
+    padding = read_notes(package).left_padded_batches if len({len(p) for p in prompts}) > 1 else None
     if not padding:
         return (*package_generate(session, prompts, new_tokens), None)
     runs = [package_generate(session, [prompt], new_tokens) for prompt in prompts]
@@ -199,10 +200,3 @@ def half_row(
         "first_divergence": divergence,
         "passed": bool(close and (divergence is None or divergence["explained"])),
     }
-
-
-def package_notes(package: Path) -> dict:
-    """What the package's config.json says under ``mlx2onnx`` (runtimes that cannot run it,
-    batches it does not serve)."""
-    config = package / "config.json"
-    return json.loads(config.read_text()).get("mlx2onnx", {}) if config.is_file() else {}

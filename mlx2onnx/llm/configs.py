@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..io.notes import PackageNotes
 from .states import Group, flat, is_kv
 
 
@@ -139,9 +140,10 @@ def transformers_js_hybrid(layout: list) -> tuple[dict | None, str | None]:
     )
 
 
-def transformers_js_config(config: dict, layout: list, vocab: int) -> tuple[dict, str | None]:
-    """The package's config.json (see module), and why transformers.js cannot run the
-    package (None when it can; the export records it under ``mlx2onnx``)."""
+def transformers_js_config(config: dict, layout: list, vocab: int) -> tuple[dict, str | None, PackageNotes]:
+    """The package's config.json (see module), why transformers.js cannot run the package
+    (None when it can), and the notes of a retyped package (its folder's model type and
+    why), which the export records with the others (:func:`~..io.notes.noted`)."""
     settings = text_settings(config)
     model_type = config.get("model_type", "llama")
     layers = next((settings[k] for k in LAYER_COUNT_KEYS if isinstance(settings.get(k), int)), None)
@@ -161,13 +163,14 @@ def transformers_js_config(config: dict, layout: list, vocab: int) -> tuple[dict
         out.update({k: v for k, v in given.items() if v is not None})
         for k in (k for k, v in given.items() if v is None):
             out.pop(k, None)
-        out["mlx2onnx"] = {"source_model_type": model_type}
+        why = None
         if given["model_type"] != model_type and not reason:
-            out["mlx2onnx"]["why"] = (
+            why = (
                 f"transformers.js runs the package's decoder as its {given['model_type']}: it "
                 "does not run this model type, or not with this graph's inputs"
             )
-    return out, reason
+        return out, reason, PackageNotes(source_model_type=model_type, why=why)
+    return out, reason, PackageNotes()
 
 
 GENAI_TYPES = {

@@ -22,7 +22,8 @@ import mlx.nn as nn
 import numpy as np
 
 from ..errors import ExportOptionError
-from .check import forward_logits, package_notes
+from ..io.notes import read_notes
+from .check import forward_logits
 
 # the dtypes whose files a text-generation package can hold (their files: io.graph_files.dtype_file)
 DTYPES = ("fp32", "fp16", "q8", "q4", "q4f16")
@@ -106,7 +107,7 @@ def check_dtype_files(
     from ..targets import load_model_folder
     from ..verify.session import open_session
 
-    recorded = package_notes(Path(package)).get("dtype_files", {})
+    recorded = read_notes(Path(package)).dtype_files or {}
     if not recorded:
         return []
     reference = mlx_reference(load_model_folder(str(folder)).fun, prompts)

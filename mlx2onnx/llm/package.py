@@ -29,6 +29,7 @@ export reports it (:mod:`.configs`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -43,6 +44,7 @@ from ..capture.dynamic import Dim
 from ..errors import DynamicShapeError, UnsupportedModelError
 from ..exporter import Exporter
 from ..io.graph_files import dtype_file, graph_dtype
+from ..io.notes import noted
 from ..io.packages import TOKENIZER_FILES, check_folder_path, copy_present, package_folder, write_json_files
 from ..io.saving import save_model
 from ..targets import load_model_folder
@@ -261,21 +263,21 @@ def export_package(
             )
         copy_present(folder, package, ("generation_config.json", *TOKENIZER_FILES))
         stored = stored_layout(layout)
-        package_config, js_reason = transformers_js_config(config, stored, vocab)
+        package_config, js_reason, retyped = transformers_js_config(config, stored, vocab)
         settings, genai_reason = genai_config(text_settings(config), stored, vocab, folder)
-        notes = {
-            "transformers.js": js_reason and f"cannot run: {js_reason}",
-            "onnxruntime-genai": genai_reason and f"cannot run: {genai_reason}",
-            "left_padded_batches": padding and f"not served: {padding}",
-        }
-        for key, note in notes.items():
-            if note:
-                package_config.setdefault("mlx2onnx", {})[key] = note
-        if measured:
-            package_config.setdefault("mlx2onnx", {})["dtype_files"] = measured
+        notes = dataclasses.replace(
+            retyped,
+            transformers_js=js_reason and f"cannot run: {js_reason}",
+            onnxruntime_genai=genai_reason and f"cannot run: {genai_reason}",
+            left_padded_batches=padding and f"not served: {padding}",
+            dtype_files=measured or None,
+        )
         write_json_files(
             package,
-            {"config.json": package_config, **({"genai_config.json": settings} if settings is not None else {})},
+            {
+                "config.json": noted(package_config, notes),
+                **({"genai_config.json": settings} if settings is not None else {}),
+            },
             {GRAPH: own},
         )
     return out

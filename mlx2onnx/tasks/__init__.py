@@ -22,7 +22,6 @@ architectures it exports: the one place an architecture is named."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -290,11 +289,11 @@ def export_folder(
 
 
 def package_task(package: str | os.PathLike) -> str:
-    """The task a package was exported for (config.json records it under ``mlx2onnx``;
-    text-generation packages before that record are text generation)."""
-    config = Path(package) / "config.json"
-    recorded = json.loads(config.read_text()).get("mlx2onnx", {}) if config.is_file() else {}
-    return recorded.get("task", "text-generation")
+    """The task a package was exported for (its notes, :mod:`mlx2onnx.io.notes`; a
+    text-generation package records none)."""
+    from ..io.notes import read_notes
+
+    return read_notes(package).task
 
 
 def check_folder_package(package: str | os.PathLike, folder: str | os.PathLike, **options) -> dict:

@@ -21,6 +21,7 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
+from ..io.notes import PackageNotes, noted
 from .image_processors import IMAGENET_MEAN, IMAGENET_STD, RESAMPLE, centre_crop_settings, folder_processor
 from .loading import load_with
 
@@ -87,10 +88,8 @@ def export_dinov2(folder: Path, out: Path, exporter, stage) -> Path:
         ).to_ir(encoder(model), mx.array(example_pixels(processor, 2, 0)))
     with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
         dtypes = save_graphs(package, {"onnx/model.onnx": graph}, exporter.check)
-        notes = {"task": "image-feature-extraction"}
-        write_json_files(
-            package, {"config.json": dict(config, mlx2onnx=notes), "preprocessor_config.json": processor}, dtypes
-        )
+        notes = PackageNotes(task="image-feature-extraction")
+        write_json_files(package, {"config.json": noted(config, notes), "preprocessor_config.json": processor}, dtypes)
     return out
 
 

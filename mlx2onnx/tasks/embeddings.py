@@ -29,6 +29,7 @@ import mlx.core as mx
 import numpy as np
 
 from ..errors import UnsupportedVariantError
+from ..io.notes import PackageNotes, noted, read_notes
 from .embedding_encoders import Encoder
 from .loading import folder_json, load_with
 
@@ -111,9 +112,9 @@ def export_embeddings(folder: Path, out: Path, exporter, stage, architecture: En
     with stage("tracing the model at several sizes and translating it"):
         # partial keeps the parameter names, which the dynamic axes are given by
         graph = exporter.to_ir(functools.partial(encoder.outputs, model), *example_inputs(config, encoder.inputs))
-    notes = {"task": "feature-extraction", "pooling": encoder.pooling(config), "normalize": encoder.normalize}
+    notes = PackageNotes(task="feature-extraction", pooling=encoder.pooling(config), normalize=encoder.normalize)
     runtime = dict(encoder.runtime_config(config), model_type=encoder.runtime_type or config["model_type"])
-    files = {"config.json": dict(config, **runtime, mlx2onnx=notes)}
+    files = {"config.json": noted(dict(config, **runtime), notes)}
     tokenizer = folder_json(folder, "tokenizer_config.json", padding_side=encoder.padding_side)
     if encoder.padding_side and tokenizer is not None:
         files["tokenizer_config.json"] = tokenizer
@@ -139,17 +140,17 @@ def _batch(tokenizer, texts, names: tuple[str, ...], side: str) -> dict[str, np.
     }
 
 
-def _package_embeddings(notes: dict, session, encoder: Encoder, feeds: dict) -> dict[str, np.ndarray]:
-    """What a transformers.js user gets from the package (its ``notes``, config.json's
-    ``mlx2onnx``): the pipeline's pooling of the first output (where it has the pooling),
-    and the ``sentence_embedding`` output."""
+def _package_embeddings(notes: PackageNotes, session, encoder: Encoder, feeds: dict) -> dict[str, np.ndarray]:
+    """What a transformers.js user gets from the package (its ``notes``): the pipeline's
+    pooling of the first output (where it has the pooling), and the ``sentence_embedding``
+    output."""
     outputs = dict(zip(encoder.output_names, session.run(list(encoder.output_names), feeds)))
     found = {}
-    if notes.get("pooling") is not None:
+    if notes.pooling is not None:
         pipeline = pooled(
-            outputs[encoder.output_names[0]], feeds["attention_mask"], notes["pooling"], notes.get("normalize", True)
+            outputs[encoder.output_names[0]], feeds["attention_mask"], notes.pooling, notes.normalize is not False
         )
-        found[f"pipeline pooling {notes['pooling']!r}"] = pipeline
+        found[f"pipeline pooling {notes.pooling!r}"] = pipeline
     if "sentence_embedding" in outputs:
         found["sentence_embedding output"] = outputs["sentence_embedding"]
     return found
@@ -177,7 +178,7 @@ def check_embeddings(
     plain = plain_session(graph_path(package, "onnx/model.onnx"), atol, rtol)
     side = (folder_json(package, "tokenizer_config.json") or {}).get("padding_side", "right")
     feeds = _batch(tokenizer, texts, encoder.inputs, side)
-    notes = json.loads((package / "config.json").read_text()).get("mlx2onnx", {})
+    notes = read_notes(package)
     found = _package_embeddings(notes, plain.session, encoder, feeds)
     mlx_feeds = _batch(tokenizer, texts, encoder.inputs, "right")
     inputs = [mx.array(mlx_feeds[n]) for n in encoder.inputs]
@@ -204,7 +205,7 @@ def check_embeddings(
         package,
         folder,
         rows,
-        pooling=notes.get("pooling"),
+        pooling=notes.pooling,
         padding_side=side,
         **({"half_precision": half} if half else {}),
     )

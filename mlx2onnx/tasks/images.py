@@ -21,6 +21,7 @@ import mlx.core as mx
 import numpy as np
 
 from ..errors import MissingPackageError, NotAModelFolderError, UsageError, UserFunctionError
+from ..io.notes import PackageNotes, noted
 from .image_processors import IMAGENET_MEAN, IMAGENET_STD, RESAMPLE, centre_crop_settings
 
 
@@ -130,12 +131,12 @@ def model_config(name: str, classes: int, architectures: dict[str, str]) -> tupl
         "num_labels": classes,
         "id2label": labels,
         "label2id": {v: int(k) for k, v in labels.items()},
-        "mlx2onnx": {"task": "image-classification", "mlx_image_model": name},
     }
     reason = None if family else (f"transformers.js has no image-classification model type for mlx-image's {name}")
-    if reason:
-        config["mlx2onnx"]["transformers.js"] = f"cannot run: {reason}"
-    return config, reason
+    notes = PackageNotes(
+        task="image-classification", mlx_image_model=name, transformers_js=reason and f"cannot run: {reason}"
+    )
+    return noted(config, notes), reason
 
 
 def export_classifier(folder: Path, out: Path, exporter, stage, architectures: dict[str, str]) -> Path:

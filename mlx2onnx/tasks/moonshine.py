@@ -16,6 +16,7 @@ import numpy as np
 
 from ..capture.dynamic import Dim
 from ..errors import UnsupportedVariantError
+from ..io.notes import PackageNotes, noted
 from .loading import load_with
 from .seq2seq import Seq2Seq, check_clip, package_greedy, transformers_js_graphs
 
@@ -89,19 +90,22 @@ def package_configs(model, folder: Path) -> dict[str, dict]:
     generation and preprocessor configs transformers.js reads."""
     config = dataclasses.asdict(model.config)
     source = json.loads((folder / "config.json").read_text())
-    settings = {
-        **config,
-        **source,
-        "model_type": "moonshine",
-        "is_encoder_decoder": True,
-        "architectures": ["MoonshineForConditionalGeneration"],
-        "mlx2onnx": {
-            "task": "automatic-speech-recognition",
-            "onnxruntime-genai": "cannot run: onnxruntime-genai 0.18 has no type for Moonshine's encoder-decoder "
-            "(its speech types: whisper, nemotron_speech, parakeet_tdt, and streaming_enc_dec_asr, which reads "
-            "Moonshine Streaming's frontend, encoder, adapter, cross_kv and decoder_kv graphs)",
+    notes = PackageNotes(
+        task="automatic-speech-recognition",
+        onnxruntime_genai="cannot run: onnxruntime-genai 0.18 has no type for Moonshine's encoder-decoder "
+        "(its speech types: whisper, nemotron_speech, parakeet_tdt, and streaming_enc_dec_asr, which reads "
+        "Moonshine Streaming's frontend, encoder, adapter, cross_kv and decoder_kv graphs)",
+    )
+    settings = noted(
+        {
+            **config,
+            **source,
+            "model_type": "moonshine",
+            "is_encoder_decoder": True,
+            "architectures": ["MoonshineForConditionalGeneration"],
         },
-    }
+        notes,
+    )
     generation = {
         "decoder_start_token_id": config["decoder_start_token_id"],
         "bos_token_id": config["bos_token_id"],

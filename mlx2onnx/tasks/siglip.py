@@ -30,6 +30,7 @@ import mlx.core as mx
 import numpy as np
 
 from ..errors import UsageError
+from ..io.notes import PackageNotes, noted
 from .image_processors import folder_processor, siglip_image_settings
 from .loading import folder_json, load_with
 
@@ -123,10 +124,10 @@ def export_siglip(folder: Path, out: Path, exporter, stage) -> Path:
                 input_names=list(inputs), output_names=list(outputs), path=None, dynamic=dynamic
             )
             graphs[file] = options.to_ir(functools.partial(function, model), *(examples[n] for n in inputs))
-    notes = {"task": "zero-shot-image-classification"}
+    notes = PackageNotes(task="zero-shot-image-classification")
     default = siglip_image_settings(config["vision_config"].get("image_size", 224))
     length = config["text_config"].get("max_position_embeddings", 64)
-    files = {"config.json": dict(config, mlx2onnx=notes), "preprocessor_config.json": folder_processor(folder, default)}
+    files = {"config.json": noted(config, notes), "preprocessor_config.json": folder_processor(folder, default)}
     tokenizer = folder_json(folder, "tokenizer_config.json", model_max_length=length)
     if tokenizer is not None:  # the pipeline pads to the tokenizer's length: the model's
         files["tokenizer_config.json"] = tokenizer

@@ -23,6 +23,7 @@ import mlx.core as mx
 import numpy as np
 
 from ..errors import UnsupportedModelError
+from ..io.notes import PackageNotes, noted
 from .loading import load_with
 from .vlm_architecture import Architecture, image_token_id
 
@@ -177,18 +178,19 @@ def export_vision_language(folder: Path, out: Path, exporter, stage, architectur
         )
     with stage(f"checking and writing {out}"), package_folder(out, folder) as package:
         dtypes = save_graphs(package, {**graphs, **genai_graphs}, exporter.check)
-        notes = {"task": "image-text-to-text"}
-        if genai_reason:
-            notes["onnxruntime-genai"] = f"cannot run: {genai_reason}"
+        js_reason = None
         if arch.processor == "Gemma3" and not (folder / "chat_template.jinja").is_file():
-            notes["transformers.js"] = (
-                "cannot run: the folder has no chat_template.jinja, which transformers.js's Gemma3 processor loads"
-            )
+            js_reason = "the folder has no chat_template.jinja, which transformers.js's Gemma3 processor loads"
+        notes = PackageNotes(
+            task="image-text-to-text",
+            onnxruntime_genai=genai_reason and f"cannot run: {genai_reason}",
+            transformers_js=js_reason and f"cannot run: {js_reason}",
+        )
         written = config if arch.package_config is None else arch.package_config(config)
         copy_present(folder, package, ("generation_config.json", *TOKENIZER_FILES))  # an architecture may change them
         write_json_files(
             package,
-            {"config.json": dict(written, mlx2onnx=notes), **arch.processor_configs(model, folder), **genai},
+            {"config.json": noted(written, notes), **arch.processor_configs(model, folder), **genai},
             dtypes,
         )
     return out

@@ -19,6 +19,7 @@ import mlx.core as mx
 import numpy as np
 
 from ..errors import UsageError
+from ..io.notes import PackageNotes, noted
 from . import whisper_files as files
 from .loading import load_with
 from .seq2seq import Seq2Seq, check_clip, genai_graphs, package_greedy, transformers_js_graphs
@@ -161,8 +162,8 @@ def export_from(source: WhisperSource, folder: Path, out: Path, exporter, stage)
         write_json_files(
             package,
             {
-                "config.json": dict(
-                    files.model_config(model.dims, tokenizer), mlx2onnx={"task": "automatic-speech-recognition"}
+                "config.json": noted(
+                    files.model_config(model.dims, tokenizer), PackageNotes(task="automatic-speech-recognition")
                 ),
                 "generation_config.json": files.generation_config(model, tokenizer, source.languages(tokenizer)),
                 "preprocessor_config.json": files.preprocessor_config(mels, source.mel_filters(mels)),

@@ -88,6 +88,9 @@ UNSERVED = {
     "fastvlm": "FastViTHD's sizes are class constants of mlx-vlm's module (a tiny test folder cannot be written)",
     "lfm2_vl": "its LFM2 language model carries convolution states, which the vision-language package does not",
     "gemma3n": "image and audio towers: not built yet",
+    "llava_onevision": "mlx-vlm packs AnyRes tiles (unpadded, a newline a row) from the processor's tiles and "
+    "image sizes; transformers.js's LlavaOnevision image processor is a plain resize (no tiles), so the runtime "
+    "cannot give the model its inputs",
 }
 
 

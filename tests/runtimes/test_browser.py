@@ -103,16 +103,80 @@ def measure_text_generation(root: Path, device: str, bits: int | None) -> Measur
     return Measured("mlx-lm's tokens" if ok else "other tokens", ok, "; ".join(wrong) + f" (dtype {named})")
 
 
-def measure_feature_extraction(root: Path, device: str) -> Measured:
-    """A tiny mlx-embeddings bert: the feature-extraction pipeline (mean pooling,
-    normalised) against mlx-embeddings' text_embeds."""
+def measure_feature_extraction(root: Path, device: str, name: str = "bert") -> Measured:
+    """A tiny mlx-embeddings ``name`` (bert; qwen3, a Qwen3-Embedding: last-token pooling
+    over the package's left-padding tokenizer): the feature-extraction pipeline with the
+    pooling the package records, normalised, against mlx-embeddings' text_embeds."""
+    from mlx2onnx.io.notes import read_notes
     from mlx2onnx.tasks import export_folder
 
-    folder = zoo.write_embedding_folder(root / "folder", "bert")
+    folder = zoo.write_embedding_folder(root / "folder", name)
     package = export_folder(folder, root / "package")
-    got = _pipeline("feature-extraction", package, device, zoo.EMBEDDING_TEXTS, {"pooling": "mean", "normalize": True})
+    options = {"pooling": read_notes(package).pooling, "normalize": True}
+    got = _pipeline("feature-extraction", package, device, zoo.EMBEDDING_TEXTS, options)
     got = np.array(got["data"], np.float32).reshape(got["dims"])
     return _close("mlx-embeddings' text_embeds", got, zoo.mlx_embeddings(folder, zoo.EMBEDDING_TEXTS), 2e-5)
+
+
+def measure_zero_shot(root: Path, device: str) -> Measured:
+    """A tiny mlx-embeddings SigLIP: the zero-shot-image-classification pipeline's scores
+    of a PNG for three labels against the sigmoid of mlx-embeddings' logits_per_image."""
+    from PIL import Image
+    from transformers import AutoTokenizer
+
+    from mlx2onnx.tasks import export_folder
+    from mlx2onnx.tasks.siglip import load_siglip_folder
+
+    folder = zoo.write_siglip_folder(root / "folder")
+    package = export_folder(folder, root / "package")
+    model, config = load_siglip_folder(folder)
+    image = zoo.generated_image(config["vision_config"]["image_size"], seed=3)
+    (root / "images").mkdir()
+    Image.fromarray(image).save(root / "images" / "image.png")
+    got = _pipeline(
+        "zero-shot-image-classification",
+        package,
+        device,
+        "/models/images/image.png",
+        zoo.SIGLIP_LABELS,  # the pipeline's second argument: the candidate labels
+        {"images": root / "images"},
+    )
+    texts = [f"This is a photo of {label}" for label in zoo.SIGLIP_LABELS]  # the pipeline's template
+    length = config["text_config"]["max_position_embeddings"]
+    ids = AutoTokenizer.from_pretrained(str(package))(texts, padding="max_length", max_length=length, truncation=True)
+    import mlx.core as mx
+
+    logits = model(input_ids=mx.array(np.array(ids["input_ids"])), pixel_values=mx.array(zoo.siglip_pixels(image)))
+    want = 1 / (1 + np.exp(-np.array(logits.logits_per_image.astype(mx.float32))[0]))
+    scores = {row["label"]: row["score"] for row in got}
+    return _close("mlx-embeddings' sigmoid scores", [scores[label] for label in zoo.SIGLIP_LABELS], want, 1e-5)
+
+
+def measure_image_features(root: Path, device: str) -> Measured:
+    """A tiny mlx-vlm DINOv2: the image-feature-extraction pipeline's token states of a PNG
+    against mlx-vlm's last_hidden_state of the processed image."""
+    from PIL import Image
+
+    from mlx2onnx.tasks import export_folder
+
+    folder = zoo.write_dinov2_folder(root / "folder")
+    package = export_folder(folder, root / "package")
+    processor = json.loads((package / "preprocessor_config.json").read_text())
+    edge, crop = processor["size"]["shortest_edge"], processor["crop_size"]["height"]
+    image = zoo.generated_image(edge, seed=3)
+    (root / "images").mkdir()
+    Image.fromarray(image).save(root / "images" / "image.png")
+    got = _pipeline(
+        "image-feature-extraction", package, device, "/models/images/image.png", {}, {"images": root / "images"}
+    )
+    import mlx.core as mx
+    from mlx_vlm.utils import load_model
+
+    start = (edge - crop) // 2
+    cropped = image[start : start + crop, start : start + crop] / 255.0
+    pixels = ((cropped - np.array(processor["image_mean"])) / np.array(processor["image_std"])).astype(np.float32)
+    want = np.array(load_model(folder)(mx.array(pixels[None]))["last_hidden_state"].astype(mx.float32))
+    return _close("mlx-vlm's token states", np.array(got["data"], np.float32).reshape(got["dims"]), want, 2e-5)
 
 
 def measure_image_classification(root: Path, device: str) -> Measured:
@@ -167,30 +231,38 @@ VLM = """
 const { AutoProcessor, AutoModelForImageTextToText, RawImage } = transformers;
 const processor = await AutoProcessor.from_pretrained("pkg");
 const model = await AutoModelForImageTextToText.from_pretrained("pkg", %s);
-const inputs = await processor(%s, await RawImage.fromURL("/models/images/image.png"));
+const prompt = %s, image = await RawImage.fromURL("/models/images/image.png");
+const inputs = await (%s ? processor(image, prompt) : processor(prompt, image));
 const ids = Array.from(inputs.input_ids.data, Number);
 const out = await model.generate({ ...inputs, max_new_tokens: %d, do_sample: false });
 return { ids, tokens: Array.from(out.data, Number).slice(ids.length) };
 """
 
 
-def measure_image_text_to_text(root: Path, device: str) -> Measured:
-    """A tiny mlx-vlm gemma3: AutoProcessor + AutoModelForImageTextToText's greedy tokens
-    for a PNG and a prompt against mlx-vlm's."""
+def measure_image_text_to_text(root: Path, device: str, architecture: str = "gemma3") -> Measured:
+    """A tiny mlx-vlm ``architecture``: AutoProcessor (its images first where the package's
+    processor takes them first, as its model card writes the call) +
+    AutoModelForImageTextToText's greedy tokens for a PNG and a prompt against mlx-vlm's."""
     import mlx.core as mx
     from mlx_vlm.utils import load_model
     from PIL import Image
 
+    from mlx2onnx.io.card import IMAGES_FIRST
     from mlx2onnx.tasks import architecture_of, export_folder
     from mlx2onnx.tasks.vision_language import mlx_vlm_tokens
 
-    folder = zoo.write_vlm_folder(root / "folder", "gemma3")
+    folder = zoo.write_vlm_folder(root / "folder", architecture)
     package = export_folder(folder, root / "package")
-    image = zoo.generated_image(json.loads((folder / "config.json").read_text())["vision_config"]["image_size"], seed=4)
+    size = zoo.VLM_IMAGE_SIZES.get(architecture)
+    image = zoo.generated_image(
+        size or json.loads((folder / "config.json").read_text())["vision_config"]["image_size"], seed=4
+    )
     (root / "images").mkdir()
     Image.fromarray(image).save(root / "images" / "image.png")
+    processor = package / "processor_config.json"
+    first = processor.is_file() and json.loads(processor.read_text()).get("processor_class") in IMAGES_FIRST
     heard = run_page(
-        VLM % (json.dumps(_options(device)), json.dumps(zoo.VLM_PROMPTS["gemma3"]), NEW_TOKENS),
+        VLM % (json.dumps(_options(device)), json.dumps(zoo.VLM_PROMPTS[architecture]), json.dumps(first), NEW_TOKENS),
         {"pkg": package, "images": root / "images"},
         webgpu=device == "webgpu",
     )
@@ -198,7 +270,7 @@ def measure_image_text_to_text(root: Path, device: str) -> Measured:
         load_model(folder),
         architecture_of(folder),
         mx.array([heard["ids"]]),
-        zoo.vlm_pixels("gemma3", image),
+        zoo.vlm_pixels(architecture, image),
         NEW_TOKENS,
     )[0]
     ok = len(set(want)) > 1 and heard["tokens"] == want
@@ -277,10 +349,37 @@ KINDS = [
         measure_speech_recognition,
     ),
     (
+        "mlx-embeddings qwen3 (Qwen3-Embedding)",
+        '`pipeline("feature-extraction")`, last-token pooling, normalised, 4 texts (left-padded)',
+        "mlx_embeddings.utils",
+        lambda root, device: measure_feature_extraction(root, device, "qwen3"),
+    ),
+    (
+        "mlx-embeddings siglip",
+        '`pipeline("zero-shot-image-classification")`, a PNG, 4 labels',
+        "mlx_embeddings.utils",
+        measure_zero_shot,
+    ),
+    (
+        "mlx-vlm dinov2",
+        '`pipeline("image-feature-extraction")`, a PNG',
+        "mlx_vlm.utils",
+        measure_image_features,
+    ),
+    (
         "mlx-vlm gemma3",
         "`AutoProcessor` + `AutoModelForImageTextToText.generate`, a PNG, 12 greedy tokens",
         "mlx_vlm.utils",
         measure_image_text_to_text,
+    ),
+    *(
+        (
+            f"mlx-vlm {architecture}",
+            "the same" + (" (the processor takes the image first)" if first else ""),
+            "mlx_vlm.utils",
+            lambda root, device, architecture=architecture: measure_image_text_to_text(root, device, architecture),
+        )
+        for architecture, first in (("qwen2_5_vl", False), ("llava", True), ("pixtral", True))
     ),
     (
         "a plain export (`mlx2onnx export llama -o model.onnx`)",

@@ -4,44 +4,15 @@ helpers they share (the image token, a model's own merge, the token table's look
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import mlx.core as mx
 import numpy as np
 
 
-@dataclass(frozen=True)
-class Architecture:
-    """What one mlx-vlm architecture's package needs."""
-
-    processor: str  # transformers.js's processor class prefix (its files name it)
-    embeddings: Callable  # model -> its token embedding module
-    vision: Callable | None  # (model, dtype) -> f(**pixel inputs) -> image features (None: vision_graph)
-    vision_inputs: Callable  # (model, batch, rng) -> {name: array}: the processor's pixel inputs
-    vision_axes: dict  # their dynamic axes
-    text: Callable  # model -> f(input_ids) -> the text embeddings mlx-vlm merges into
-    # (model, input_ids, pixel inputs) -> (mlx-vlm's merged embeddings, what its generation
-    # passes the language model's first step besides them)
-    mlx_embeddings: Callable
-    processor_configs: Callable  # (model, folder) -> {file: content} for transformers.js's processor
-    # (model, folder, layout, exporter, the package's graphs) -> (graphs, files, reason) or None
-    genai: Callable | None
-    image_prompt: Callable  # model -> the token ids one image of the check's pixel inputs takes in a prompt
-    vision_graph: Callable | None = None  # (model, exporter, dtype) -> the vision encoder, where not traced whole
-    # mRoPE models: (model, input_ids, pixel inputs) -> (positions [3, batch, sequence], deltas
-    # [batch, 1]) as the runtime computes them, and model -> f(inputs_embeds, cache,
-    # position_ids) -> logits, the language model given those positions
-    rope_index: Callable | None = None
-    positioned: Callable | None = None
-    package_config: Callable | None = None  # the folder's config -> the package's config.json, where they differ
-    prefix_attention: bool = False  # the prompt (a call on an empty past) attends both ways, as PaliGemma's
-    image_first: bool = False  # the processor puts the image tokens first (mlx-vlm's merge assumes it: PaliGemma)
-    image_token: Callable | None = None  # model -> the package's image token id, where config.json's is not one
-
-
 def token_table(model):
-    """The text model's token embedding of most mlx-vlm models (``Architecture.embeddings``)."""
+    """The text model's token embedding of most mlx-vlm models."""
     return model.language_model.model.embed_tokens
 
 
@@ -97,3 +68,41 @@ def embedding_lookup(embeddings: Callable) -> Callable:
         return embed_tokens
 
     return text
+
+
+token_lookup = embedding_lookup(token_table)  # Architecture.text's default: the text model's token table
+
+
+@dataclass(frozen=True, kw_only=True)
+class Architecture:
+    """What one mlx-vlm architecture's package needs: a spec named field by field, where a
+    field left out is the family's default (the token table's rows as the text embeddings,
+    mlx-vlm's own merge of ``pixel_values``, one square image, no onnxruntime-genai type);
+    a family's spec is a function or a spec (``dataclasses.replace``) that later members
+    override only where they differ (:func:`.vlm_qwen2_vl.qwen_architecture`,
+    :func:`.vlm_internvl.tile_architecture`, LLaVA-NeXT over LLaVA)."""
+
+    processor: str  # transformers.js's processor class prefix (its files name it)
+    processor_configs: Callable  # (model, folder) -> {file: content} for transformers.js's processor
+    image_prompt: Callable  # model -> the token ids one image of the check's pixel inputs takes in a prompt
+    # (model, dtype) -> f(**pixel inputs) -> image features; or vision_graph: (model, exporter, dtype)
+    # -> the vision encoder, where it is not traced whole
+    vision: Callable | None = None
+    vision_graph: Callable | None = None
+    vision_inputs: Callable = one_image  # (model, batch, rng) -> {name: array}: the check's pixel inputs
+    vision_axes: dict = field(default_factory=dict)  # their dynamic axes
+    text: Callable = token_lookup  # model -> f(input_ids) -> the text embeddings mlx-vlm merges into
+    # (model, input_ids, pixel inputs) -> (mlx-vlm's merged embeddings, what its generation
+    # passes the language model's first step besides them)
+    mlx_embeddings: Callable = model_merge
+    # (model, folder, layout, exporter, the package's graphs) -> (graphs, files, reason): genai's files
+    genai: Callable | None = None
+    # mRoPE models: (model, input_ids, pixel inputs) -> (positions [3, batch, sequence], deltas
+    # [batch, 1]) as the runtime computes them, and model -> f(inputs_embeds, cache,
+    # position_ids) -> logits, the language model given those positions
+    rope_index: Callable | None = None
+    positioned: Callable | None = None
+    package_config: Callable | None = None  # the folder's config -> the package's config.json, where they differ
+    prefix_attention: bool = False  # the prompt (a call on an empty past) attends both ways, as PaliGemma's
+    image_first: bool = False  # the processor puts the image tokens first (mlx-vlm's merge assumes it: PaliGemma)
+    image_token: Callable | None = None  # model -> the package's image token id, where config.json's is not one

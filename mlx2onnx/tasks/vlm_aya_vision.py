@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .vlm_architecture import token_table as embeddings
 from .vlm_internvl import tile_architecture, tile_processor_files
 from .vlm_llava import package_config
 
@@ -58,4 +57,4 @@ def processor_configs(model, folder: Path | None = None) -> dict[str, dict]:
     return tile_processor_files(model.config.vision_config.image_size, _side(model), "<|IMG_PATCH|>", mean, std)
 
 
-ARCHITECTURE = tile_architecture(embeddings, vision_function, vision_inputs, processor_configs, _side, package_config)
+ARCHITECTURE = tile_architecture(vision_function, vision_inputs, processor_configs, _side, package_config)

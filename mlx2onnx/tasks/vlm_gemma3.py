@@ -117,14 +117,13 @@ def genai_files(model, folder: Path, layout: list, exporter, graphs: dict) -> tu
 
 
 ARCHITECTURE = Architecture(
-    "Gemma3",
-    embeddings,
-    vision_function,
-    vision_inputs,
-    {"pixel_values": {0: "batch_size"}},
-    text_function,
-    mlx_embeddings,
-    processor_configs,
-    genai_files,
-    lambda model: [model.config.image_token_index] * model.config.text_config.mm_tokens_per_image,
+    processor="Gemma3",
+    processor_configs=processor_configs,
+    image_prompt=lambda model: [model.config.image_token_index] * model.config.text_config.mm_tokens_per_image,
+    vision=vision_function,
+    vision_inputs=vision_inputs,
+    vision_axes={"pixel_values": {0: "batch_size"}},
+    text=text_function,
+    mlx_embeddings=mlx_embeddings,
+    genai=genai_files,
 )

@@ -107,14 +107,15 @@ def processor_configs(model, folder: Path | None = None) -> dict[str, dict]:
 
 
 ARCHITECTURE = Architecture(
-    "Idefics3",
-    embeddings,
-    vision_function,
-    vision_inputs,
-    {"pixel_values": {0: "batch_size", 1: "num_images"}, "pixel_attention_mask": {0: "batch_size", 1: "num_images"}},
-    text_function,
-    mlx_embeddings,
-    processor_configs,
-    None,
-    lambda model: [model.config.image_token_index] * image_tokens(model),
+    processor="Idefics3",
+    processor_configs=processor_configs,
+    image_prompt=lambda model: [model.config.image_token_index] * image_tokens(model),
+    vision=vision_function,
+    vision_inputs=vision_inputs,
+    vision_axes={
+        "pixel_values": {0: "batch_size", 1: "num_images"},
+        "pixel_attention_mask": {0: "batch_size", 1: "num_images"},
+    },
+    text=text_function,
+    mlx_embeddings=mlx_embeddings,
 )

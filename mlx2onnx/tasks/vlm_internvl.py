@@ -22,8 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from .image_processors import IMAGENET_MEAN, IMAGENET_STD, RESAMPLE, square_settings
-from .vlm_architecture import Architecture, embedding_lookup, model_merge
-from .vlm_architecture import token_table as embeddings
+from .vlm_architecture import Architecture
 from .vlm_llava import package_config
 
 
@@ -73,21 +72,17 @@ def tile_processor_files(size: int, side: int, image_token: str, mean, std) -> d
     }
 
 
-def tile_architecture(embeddings, vision, inputs, processor_configs, side, package_config) -> Architecture:
+def tile_architecture(vision, inputs, processor_configs, side, package_config) -> Architecture:
     """The Architecture of a tile model served through the llava type (InternVL, Aya
     Vision): ``vision`` the tiles' features, ``inputs`` the check's tiles, ``side`` (model ->
     the image tokens along a tile's side)."""
     return Architecture(
-        "Llava",
-        embeddings,
-        vision,
-        inputs,
-        {"pixel_values": {0: "tiles"}},
-        embedding_lookup(embeddings),
-        model_merge,
-        processor_configs,
-        None,
-        lambda model: [model.config.image_token_index] * side(model) ** 2,
+        processor="Llava",
+        processor_configs=processor_configs,
+        image_prompt=lambda model: [model.config.image_token_index] * side(model) ** 2,
+        vision=vision,
+        vision_inputs=inputs,
+        vision_axes={"pixel_values": {0: "tiles"}},
         package_config=package_config,
     )
 
@@ -108,4 +103,4 @@ def llava_typed(config: dict) -> dict:
     return package_config(dict(config, text_config=text, image_token_index=token))
 
 
-ARCHITECTURE = tile_architecture(embeddings, vision_function, vision_inputs, processor_configs, _side, llava_typed)
+ARCHITECTURE = tile_architecture(vision_function, vision_inputs, processor_configs, _side, llava_typed)

@@ -15,8 +15,7 @@ import numpy as np
 
 from ..errors import UnsupportedVariantError
 from .image_processors import CLIP_MEAN, CLIP_STD, RESAMPLE, centre_crop_settings, folder_processor
-from .vlm_architecture import Architecture, embedding_lookup, model_merge, patch_count
-from .vlm_architecture import token_table as embeddings
+from .vlm_architecture import Architecture, patch_count
 
 
 def _selected(model, pixel_values):
@@ -53,9 +52,6 @@ def vision_inputs(model, batch: int, rng: np.random.Generator) -> dict[str, np.n
     return {"pixel_values": rng.uniform(-1.8, 2.1, (batch, 3, size, size)).astype(np.float32)}
 
 
-text_function = embedding_lookup(embeddings)
-
-
 def processor_configs(model, folder: Path | None = None) -> dict[str, dict]:
     """transformers.js's Llava processor files: the folder's CLIP image processor (or CLIP's
     at the tower's size), and the image token with its count."""
@@ -87,14 +83,10 @@ def package_config(config: dict) -> dict:
 
 
 ARCHITECTURE = Architecture(
-    "Llava",
-    embeddings,
-    vision_function,
-    vision_inputs,
-    {"pixel_values": {0: "batch_size"}},
-    text_function,
-    model_merge,
-    processor_configs,
-    None,
-    lambda model: [model.config.image_token_index] * image_tokens(model),
+    processor="Llava",
+    processor_configs=processor_configs,
+    image_prompt=lambda model: [model.config.image_token_index] * image_tokens(model),
+    vision=vision_function,
+    vision_inputs=vision_inputs,
+    vision_axes={"pixel_values": {0: "batch_size"}},
 )

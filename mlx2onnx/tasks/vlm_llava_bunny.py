@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from .image_processors import folder_processor, siglip_image_settings
-from .vlm_architecture import Architecture, collapsed, one_image, patch_count, text_config_of
+from .vlm_architecture import Architecture, collapsed, patch_count, text_config_of
 from .vlm_architecture import token_table as embeddings
 from .vlm_llava import package_config
 
@@ -122,16 +122,12 @@ def llava_typed(config: dict) -> dict:
 
 
 ARCHITECTURE = Architecture(
-    "Llava",
-    embeddings,
-    vision_function,
-    one_image,
-    {},
-    text_function,
-    mlx_embeddings,
-    processor_configs,
-    None,
-    lambda model: [image_token(model)] * patch_count(model.config.vision_config),
+    processor="Llava",
+    processor_configs=processor_configs,
+    image_prompt=lambda model: [image_token(model)] * patch_count(model.config.vision_config),
+    vision=vision_function,
+    text=text_function,
+    mlx_embeddings=mlx_embeddings,
     package_config=llava_typed,
     image_token=image_token,
 )

@@ -28,8 +28,7 @@ import numpy as np
 
 from ..errors import UnsupportedVariantError
 from .image_processors import CLIP_MEAN, CLIP_STD, RESAMPLE, folder_processor
-from .vlm_architecture import Architecture, embedding_lookup, image_token_id
-from .vlm_architecture import token_table as embeddings
+from .vlm_architecture import Architecture, image_token_id, token_lookup
 from .vlm_genai import embedding_graph, genai_settings, processor_file
 from .vlm_llava import package_config as llava_typed
 
@@ -223,7 +222,7 @@ def genai_files(model, folder: Path, layout: list, exporter, graphs: dict) -> tu
     )
     embedding = embedding_graph(
         exporter,
-        embedding_lookup(embeddings)(model),
+        token_lookup(model),
         image_token_id(model.config),
         text.vocab_size,
         (6, text.hidden_size),
@@ -237,17 +236,13 @@ def genai_files(model, folder: Path, layout: list, exporter, graphs: dict) -> tu
 
 
 ARCHITECTURE = Architecture(
-    "Pixtral",
-    embeddings,
-    None,
-    vision_inputs,
-    {},
-    embedding_lookup(embeddings),
-    mlx_embeddings,
-    processor_configs,
-    genai_files,
-    image_prompt,
+    processor="Pixtral",
+    processor_configs=processor_configs,
+    image_prompt=image_prompt,
     vision_graph=vision_graph,
+    vision_inputs=vision_inputs,
+    mlx_embeddings=mlx_embeddings,
+    genai=genai_files,
 )
 # Pixtral alone (no merger): transformers.js has no pixtral type and runs it as its llava type
 PIXTRAL = replace(ARCHITECTURE, package_config=llava_typed)

@@ -24,7 +24,7 @@ from pathlib import Path
 import mlx.core as mx
 
 from .image_processors import folder_processor, siglip_image_settings
-from .vlm_architecture import Architecture, one_image, patch_count
+from .vlm_architecture import Architecture, patch_count
 from .vlm_architecture import token_table as embeddings
 
 
@@ -77,16 +77,12 @@ def processor_configs(model, folder: Path | None = None) -> dict[str, dict]:
 
 
 ARCHITECTURE = Architecture(
-    "PaliGemma",
-    embeddings,
-    vision_function,
-    one_image,
-    {},
-    text_function,
-    mlx_embeddings,
-    processor_configs,
-    None,
-    lambda model: [model.config.image_token_index] * patch_count(model.config.vision_config),
+    processor="PaliGemma",
+    processor_configs=processor_configs,
+    image_prompt=lambda model: [model.config.image_token_index] * patch_count(model.config.vision_config),
+    vision=vision_function,
+    text=text_function,
+    mlx_embeddings=mlx_embeddings,
     prefix_attention=True,
     image_first=True,
 )

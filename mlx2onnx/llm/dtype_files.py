@@ -74,12 +74,12 @@ def made_over(model: nn.Module, dtype: str) -> nn.Module:
 def mlx_reference(model: nn.Module, prompts: list[list[int]], new_tokens: int = NEW_TOKENS) -> list[tuple]:
     """Per prompt: ``(prompt, MLX's greedy tokens, MLX's logits along them)`` [tokens, vocab],
     computed once for every file measured against ``model``."""
-    from .greedy import mlx_generate
+    from .greedy import mlx_generate, mlx_logits
 
     found = []
     for prompt in prompts:
         tokens = mlx_generate(model, mx.array([prompt]), new_tokens)[0].tolist()
-        logits = model(mx.array([prompt + tokens[:-1]]))[0, len(prompt) - 1 :].astype(mx.float32)
+        logits = mlx_logits(model, mx.array([prompt + tokens[:-1]]))[0, len(prompt) - 1 :].astype(mx.float32)
         found.append((prompt, tokens, np.array(logits)))
     return found
 

@@ -81,9 +81,14 @@ def fresh_cache(model: nn.Module) -> list:
     return [KVCache() for _ in model.layers]
 
 
-def mlx_prompt_logits(model: nn.Module, prompt: mx.array) -> mx.array:
-    """The logits [batch, vocab] of the prompt's last token as mlx-lm's generation computes
-    them: over a fresh cache. (A model whose layers share another layer's cache, Gemma 3n's
+def mlx_logits(model: nn.Module, ids: mx.array) -> mx.array:
+    """The logits [batch, sequence, vocab] of ``ids`` as mlx-lm's generation computes them:
+    over a fresh cache. (A model whose layers share another layer's cache, Gemma 3n's
     KV-shared layers, computes other numbers without one: those layers then project their
     own keys and values.)"""
-    return model(prompt, cache=fresh_cache(model))[:, -1]
+    return model(ids, cache=fresh_cache(model))
+
+
+def mlx_prompt_logits(model: nn.Module, prompt: mx.array) -> mx.array:
+    """The logits [batch, vocab] of the prompt's last token (:func:`mlx_logits`)."""
+    return mlx_logits(model, prompt)[:, -1]

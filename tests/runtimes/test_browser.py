@@ -120,19 +120,13 @@ def measure_feature_extraction(root: Path, device: str, name: str = "bert") -> M
 
 def measure_zero_shot(root: Path, device: str) -> Measured:
     """A tiny mlx-embeddings SigLIP: the zero-shot-image-classification pipeline's scores
-    of a PNG for three labels against the sigmoid of mlx-embeddings' logits_per_image."""
-    from PIL import Image
-    from transformers import AutoTokenizer
-
+    of a PNG for SIGLIP_LABELS against the sigmoid of mlx-embeddings' logits_per_image."""
     from mlx2onnx.tasks import export_folder
-    from mlx2onnx.tasks.siglip import load_siglip_folder
 
     folder = zoo.write_siglip_folder(root / "folder")
     package = export_folder(folder, root / "package")
-    model, config = load_siglip_folder(folder)
-    image = zoo.generated_image(config["vision_config"]["image_size"], seed=3)
     (root / "images").mkdir()
-    Image.fromarray(image).save(root / "images" / "image.png")
+    want = zoo.siglip_reference(package, folder, root / "images" / "image.png")[-1]
     got = _pipeline(
         "zero-shot-image-classification",
         package,
@@ -141,13 +135,6 @@ def measure_zero_shot(root: Path, device: str) -> Measured:
         zoo.SIGLIP_LABELS,  # the pipeline's second argument: the candidate labels
         {"images": root / "images"},
     )
-    texts = [f"This is a photo of {label}" for label in zoo.SIGLIP_LABELS]  # the pipeline's template
-    length = config["text_config"]["max_position_embeddings"]
-    ids = AutoTokenizer.from_pretrained(str(package))(texts, padding="max_length", max_length=length, truncation=True)
-    import mlx.core as mx
-
-    logits = model(input_ids=mx.array(np.array(ids["input_ids"])), pixel_values=mx.array(zoo.siglip_pixels(image)))
-    want = 1 / (1 + np.exp(-np.array(logits.logits_per_image.astype(mx.float32))[0]))
     scores = {row["label"]: row["score"] for row in got}
     return _close("mlx-embeddings' sigmoid scores", [scores[label] for label in zoo.SIGLIP_LABELS], want, 1e-5)
 
@@ -155,27 +142,15 @@ def measure_zero_shot(root: Path, device: str) -> Measured:
 def measure_image_features(root: Path, device: str) -> Measured:
     """A tiny mlx-vlm DINOv2: the image-feature-extraction pipeline's token states of a PNG
     against mlx-vlm's last_hidden_state of the processed image."""
-    from PIL import Image
-
     from mlx2onnx.tasks import export_folder
 
     folder = zoo.write_dinov2_folder(root / "folder")
     package = export_folder(folder, root / "package")
-    processor = json.loads((package / "preprocessor_config.json").read_text())
-    edge, crop = processor["size"]["shortest_edge"], processor["crop_size"]["height"]
-    image = zoo.generated_image(edge, seed=3)
     (root / "images").mkdir()
-    Image.fromarray(image).save(root / "images" / "image.png")
+    want = zoo.dinov2_states(package, folder, root / "images" / "image.png")
     got = _pipeline(
         "image-feature-extraction", package, device, "/models/images/image.png", {}, {"images": root / "images"}
     )
-    import mlx.core as mx
-    from mlx_vlm.utils import load_model
-
-    start = (edge - crop) // 2
-    cropped = image[start : start + crop, start : start + crop] / 255.0
-    pixels = ((cropped - np.array(processor["image_mean"])) / np.array(processor["image_std"])).astype(np.float32)
-    want = np.array(load_model(folder)(mx.array(pixels[None]))["last_hidden_state"].astype(mx.float32))
     return _close("mlx-vlm's token states", np.array(got["data"], np.float32).reshape(got["dims"]), want, 2e-5)
 
 

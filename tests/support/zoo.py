@@ -1199,12 +1199,10 @@ def write_siglip_folder(folder, bits: int | None = None, dtype=None):
     return folder
 
 
-def siglip_in_transformers_js(package, folder, where) -> dict:
-    """A SigLIP package in transformers.js against mlx-embeddings on a generated PNG at the
-    model's size: {what: (transformers.js's values, MLX's)} for the zero-shot pipeline's
-    scores of SIGLIP_LABELS (the sigmoid of logits_per_image for the pipeline's hypothesis
-    texts), the image-feature-extraction pipeline's pooled features (get_image_features)
-    and SiglipTextModel's pooler_output of those texts (get_text_features)."""
+def siglip_reference(package, folder, png):
+    """Write a generated PNG at the SigLIP folder's image size to ``png``: (mlx-embeddings'
+    model, the zero-shot pipeline's hypothesis texts of SIGLIP_LABELS, their ids as the
+    package's tokenizer pads them, the image's pixels, the sigmoid of logits_per_image)."""
     from PIL import Image
     from transformers import AutoTokenizer
 
@@ -1212,16 +1210,26 @@ def siglip_in_transformers_js(package, folder, where) -> dict:
 
     model, config = load_siglip_folder(Path(folder))
     image = generated_image(config["vision_config"]["image_size"], seed=3)
-    Image.fromarray(image).save(Path(where) / "image.png")
+    Image.fromarray(image).save(png)
     pixels = mx.array(siglip_pixels(image))
     texts = [f"This is a photo of {label}" for label in SIGLIP_LABELS]  # the pipeline's template
     length = config["text_config"]["max_position_embeddings"]
     ids = AutoTokenizer.from_pretrained(str(package))(texts, padding="max_length", max_length=length, truncation=True)
     ids = mx.array(np.array(ids["input_ids"]))
+    logits = np.array(model(input_ids=ids, pixel_values=pixels).logits_per_image.astype(mx.float32))[0]
+    return model, texts, ids, pixels, 1 / (1 + np.exp(-logits))
+
+
+def siglip_in_transformers_js(package, folder, where) -> dict:
+    """A SigLIP package in transformers.js against mlx-embeddings on a generated PNG at the
+    model's size: {what: (transformers.js's values, MLX's)} for the zero-shot pipeline's
+    scores of SIGLIP_LABELS (the sigmoid of logits_per_image for the pipeline's hypothesis
+    texts), the image-feature-extraction pipeline's pooled features (get_image_features)
+    and SiglipTextModel's pooler_output of those texts (get_text_features)."""
+    model, texts, ids, pixels, scores_want = siglip_reference(package, folder, Path(where) / "image.png")
     scores = transformers_js_pipeline(
         "zero-shot-image-classification", package, {"candidate_labels": SIGLIP_LABELS}, [Path(where) / "image.png"]
     )[0]
-    logits = np.array(model(input_ids=ids, pixel_values=pixels).logits_per_image.astype(mx.float32))[0]
     features = transformers_js_pipeline(
         "image-feature-extraction", package, {"pool": True}, [Path(where) / "image.png"]
     )
@@ -1229,7 +1237,7 @@ def siglip_in_transformers_js(package, folder, where) -> dict:
     return {
         "zero-shot scores": (
             np.array([next(r["score"] for r in scores if r["label"] == label) for label in SIGLIP_LABELS]),
-            1 / (1 + np.exp(-logits)),
+            scores_want,
         ),
         "image features": (
             np.array(features["data"]).reshape(features["dims"]),
@@ -1242,24 +1250,31 @@ def siglip_in_transformers_js(package, folder, where) -> dict:
     }
 
 
-def dinov2_in_transformers_js(package, folder, where) -> dict:
-    """A DINOv2 package in transformers.js's image-feature-extraction pipeline against
-    mlx-vlm on a generated PNG at the processor's resize size (which its resize keeps):
-    {what: (transformers.js's values, MLX's)} for the token sequence and, with
-    ``{pool: true}``, the class token; MLX's input is the PNG centre-cropped and normalised
-    as the package's processor says."""
+def dinov2_states(package, folder, png) -> np.ndarray:
+    """Write a generated PNG at the package processor's resize size (which its resize keeps)
+    to ``png``; mlx-vlm's last_hidden_state of it centre-cropped and normalised as the
+    processor says."""
     from mlx_vlm.utils import load_model
     from PIL import Image
 
     processor = json.loads((Path(package) / "preprocessor_config.json").read_text())
     edge, crop = processor["size"]["shortest_edge"], processor["crop_size"]["height"]
     image = generated_image(edge, seed=3)
-    png = Path(where) / "image.png"
     Image.fromarray(image).save(png)
     start = (edge - crop) // 2
     cropped = image[start : start + crop, start : start + crop] / 255.0
     pixels = ((cropped - np.array(processor["image_mean"])) / np.array(processor["image_std"])).astype(np.float32)
-    want = np.array(load_model(Path(folder))(mx.array(pixels[None]))["last_hidden_state"].astype(mx.float32))
+    return np.array(load_model(Path(folder))(mx.array(pixels[None]))["last_hidden_state"].astype(mx.float32))
+
+
+def dinov2_in_transformers_js(package, folder, where) -> dict:
+    """A DINOv2 package in transformers.js's image-feature-extraction pipeline against
+    mlx-vlm on a generated PNG at the processor's resize size (which its resize keeps):
+    {what: (transformers.js's values, MLX's)} for the token sequence and, with
+    ``{pool: true}``, the class token; MLX's input is the PNG centre-cropped and normalised
+    as the package's processor says."""
+    png = Path(where) / "image.png"
+    want = dinov2_states(package, folder, png)
     tokens = transformers_js_pipeline("image-feature-extraction", package, {}, [png])
     pooled = transformers_js_pipeline("image-feature-extraction", package, {"pool": True}, [png])
     return {
